@@ -1,0 +1,264 @@
+"""``BaseMemory``: the working memory every strategy shares.
+
+The base class holds the context (system prompt + messages), counts each
+message's tokens once when it is added, keeps the running total so the
+threshold check never re-tokenises old messages, truncates oversized tool
+results, classifies messages into turn units and records a bounded trace.
+A subclass implements ``compact()`` and ``reset()``.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+
+from .messages import ChatMessage, InvalidMessageError
+from .session_state import SessionState
+from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from .trace import Trace
+from .truncation import Truncation, truncate_tool_result
+from .units import Classification, TurnTracker, Unit, placeholder_results
+
+
+@dataclass(frozen=True, slots=True)
+class EntryMeta:
+    """Where a context message came from: its log ``seq`` (``None`` for derived
+    messages such as a placeholder result) and its turn unit."""
+
+    seq: int | None
+    unit: Unit | None
+    unit_index: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ingested:
+    """The outcome of adding one message: what the log and the trace need."""
+
+    seq: int
+    message: ChatMessage
+    context_message: ChatMessage
+    tokens: int
+    classification: Classification
+    truncation: Truncation | None
+
+
+class BaseMemory(ABC):
+    """Working memory with token accounting. Subclasses implement ``compact`` and ``reset``.
+
+    ``add_message`` accepts a ``ChatMessage`` or an OpenAI chat-format dict and
+    raises ``InvalidMessageError`` (a ``ValueError``) for a malformed one or for
+    a ``system`` message (use ``set_system_prompt``). Token figures are
+    estimates in tokens of the model's tokenizer (see ``memory.tokens``).
+    """
+
+    def __init__(
+        self,
+        *,
+        model_name: str | None = None,
+        system_prompt: str = "",
+        max_tool_result_tokens: int = 50_000,
+        trace_max_events: int = 1000,
+    ) -> None:
+        self._model_name = model_name
+        self._system_prompt = system_prompt
+        self._system_tokens: int | None = None
+        self._max_tool_result_tokens = max_tool_result_tokens
+        self._messages: list[ChatMessage] = []
+        self._tokens: list[int] = []
+        self._meta: list[EntryMeta] = []
+        self._tokens_total = 0
+        self._tracker = TurnTracker()
+        self._next_seq = 0
+        self._trace = Trace(trace_max_events)
+
+    # -- context ---------------------------------------------------------------
+
+    @property
+    def model_name(self) -> str | None:
+        return self._model_name
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The counter for the current model; the dashboard counts with the same one."""
+        return TokenCounter.for_model(self._model_name)
+
+    @property
+    def system_prompt(self) -> str:
+        return self._system_prompt
+
+    def set_system_prompt(self, prompt: str) -> None:
+        """Set the system prompt; ``get_context()`` returns it first, unchanged."""
+        if not isinstance(prompt, str):
+            raise InvalidMessageError("the system prompt must be a string")
+        self._system_prompt = prompt
+        self._system_tokens = None
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        """The context after the system prompt (a copy)."""
+        return list(self._messages)
+
+    def get_context(self) -> list[ChatMessage]:
+        """The messages to send to the model: the system prompt first, then the context."""
+        return [ChatMessage.system(self._system_prompt), *self._messages]
+
+    @property
+    def at_boundary(self) -> bool:
+        """True when no tool call is waiting for its result (a clean turn boundary)."""
+        return self._tracker.at_boundary
+
+    @property
+    def next_seq(self) -> int:
+        """The ``seq`` the next added message will get (= messages added so far)."""
+        return self._next_seq
+
+    # -- tokens ----------------------------------------------------------------
+
+    def estimate_message_tokens(self, message: ChatMessage) -> int:
+        """Tokens one message costs in a chat request, format overhead included."""
+        return self.token_counter.message_tokens(message)
+
+    def estimate_context_tokens(self) -> int:
+        """Estimated tokens of ``get_context()``: O(1), nothing is re-tokenised."""
+        self._check_in_sync()
+        if self._system_tokens is None:
+            self._system_tokens = self.estimate_message_tokens(ChatMessage.system(self._system_prompt))
+        return self._system_tokens + self._tokens_total + REPLY_PRIMING_TOKENS
+
+    def _check_in_sync(self) -> None:
+        # A subclass may edit ``_messages`` directly (the design's custom-memory
+        # example calls ``self._messages.clear()``); recount when that happened.
+        if len(self._tokens) != len(self._messages) or len(self._meta) != len(self._messages):
+            self._tokens = [self.estimate_message_tokens(m) for m in self._messages]
+            self._meta = [EntryMeta(None, None, None) for _ in self._messages]
+            self._tokens_total = sum(self._tokens)
+
+    # -- adding messages -------------------------------------------------------
+
+    async def add_message(self, message: ChatMessage | Mapping[str, Any]) -> None:
+        """Add one message, then let the strategy react (e.g. auto-compaction)."""
+        ingested = self._ingest(ChatMessage.coerce(message))
+        self._on_ingested(ingested)
+        await self._after_add(ingested)
+
+    def _ingest(
+        self,
+        message: ChatMessage,
+        *,
+        seq: int | None = None,
+        context_message: ChatMessage | None = None,
+        tokens: int | None = None,
+    ) -> Ingested:
+        """Number, truncate, classify and append one message (no I/O, no compaction).
+
+        ``context_message`` is given on restore (the truncated form recorded in
+        the log), so a restore never depends on re-truncating, and so is
+        ``tokens`` (the recorded count), so a restore does not re-tokenise.
+        """
+        if message.role == "system":
+            raise InvalidMessageError(
+                "system messages are not added to the conversation: use set_system_prompt()"
+            )
+        self._check_in_sync()
+        truncation = None
+        if context_message is None:
+            truncation = truncate_tool_result(message, self._max_tool_result_tokens, self.token_counter)
+            context_message = truncation.message if truncation else message
+        seq = self._next_seq if seq is None else seq
+        self._next_seq = seq + 1
+        classification = self._tracker.classify(message)
+        for placeholder in placeholder_results(classification.abandoned):
+            self._push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
+        if tokens is None:
+            tokens = self.estimate_message_tokens(context_message)
+        if classification.in_context:
+            meta = EntryMeta(seq, classification.unit, classification.unit_index)
+            self._push(context_message, meta, tokens)
+        ingested = Ingested(seq, message, context_message, tokens, classification, truncation)
+        self._trace_message(ingested)
+        return ingested
+
+    def _push(self, message: ChatMessage, meta: EntryMeta, tokens: int | None = None) -> None:
+        tokens = self.estimate_message_tokens(message) if tokens is None else tokens
+        self._messages.append(message)
+        self._tokens.append(tokens)
+        self._meta.append(meta)
+        self._tokens_total += tokens
+
+    def _trace_message(self, ingested: Ingested) -> None:
+        c = ingested.classification
+        fields: dict[str, Any] = {
+            "seq": ingested.seq,
+            "role": ingested.message.role,
+            "unit": c.unit,
+            "unit_index": c.unit_index,
+            "tokens": ingested.tokens,
+            "context_tokens": self.estimate_context_tokens(),
+        }
+        if ingested.message.tool_calls:
+            fields["tool_calls"] = [{"id": t.id, "name": t.name} for t in ingested.message.tool_calls]
+        if ingested.message.tool_call_id is not None:
+            fields["tool_call_id"] = ingested.message.tool_call_id
+        if ingested.truncation is not None:
+            fields["truncated"] = ingested.truncation.as_dict()
+        self._trace.add("message", **fields)
+        if c.anomaly:
+            self._trace.add("anomaly", seq=ingested.seq, detail=c.anomaly, in_context=c.in_context)
+
+    def _on_ingested(self, ingested: Ingested) -> None:
+        """Hook after a message was added (the log-writing memory persists it here)."""
+
+    async def _after_add(self, ingested: Ingested) -> None:
+        """Hook after a message was added and logged (auto-compaction lives here)."""
+
+    def _replace_context(self, entries: list[tuple[ChatMessage, EntryMeta, int]]) -> None:
+        self._messages = [m for m, _, _ in entries]
+        self._meta = [meta for _, meta, _ in entries]
+        self._tokens = [t for _, _, t in entries]
+        self._tokens_total = sum(self._tokens)
+
+    def _entries(self) -> list[tuple[ChatMessage, EntryMeta, int]]:
+        self._check_in_sync()
+        return list(zip(self._messages, self._meta, self._tokens, strict=True))
+
+    # -- trace, state, lifecycle -----------------------------------------------
+
+    def get_memory_trace(self) -> dict[str, Any]:
+        """The bounded trace: ``{"events": [...], "total_events", "total_compactions",
+        "failed_compactions", "compaction_warnings", "anomalies", "dropped_events"}``."""
+        return self._trace.snapshot()
+
+    def get_session_state(self) -> SessionState:
+        """A JSON-serialisable snapshot of the context (``to_dict()`` / ``from_dict()``)."""
+        return SessionState(
+            system_prompt=self._system_prompt,
+            messages=[m.to_dict() for m in self._messages],
+            model_name=self._model_name,
+        )
+
+    def _clear_context(self) -> dict[str, int]:
+        counts = {"messages": len(self._messages), "trace_events": self._trace.clear()}
+        self._replace_context([])
+        self._tracker = TurnTracker()
+        return counts
+
+    def fork(self) -> Self:
+        """An independent copy: same context, separate lists and trace."""
+        clone = copy.copy(self)
+        clone._messages = list(self._messages)
+        clone._tokens = list(self._tokens)
+        clone._meta = list(self._meta)
+        clone._tracker = self._tracker.copy()
+        clone._trace = self._trace.copy()
+        return clone
+
+    @abstractmethod
+    async def compact(self, **kwargs: Any) -> Any:
+        """Reduce the context; what that means is the strategy's."""
+
+    @abstractmethod
+    def reset(self) -> dict[str, int]:
+        """Clear the working state; returns counts of what was cleared."""

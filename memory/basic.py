@@ -1,0 +1,32 @@
+"""``BasicMemory``: append-only, never compacts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import BaseMemory
+from .messages import ChatMessage
+from .session_state import SessionState
+
+
+class BasicMemory(BaseMemory):
+    """Keeps every message; the context grows until the provider refuses it.
+
+    The default memory of an agent given no ``memory_type`` or ``memory``.
+    """
+
+    async def compact(self, **kwargs: Any) -> None:
+        """Does nothing: a basic memory never compacts."""
+        return None
+
+    def reset(self) -> dict[str, int]:
+        """Forget the context and the trace; returns ``{"messages", "trace_events"}``."""
+        return self._clear_context()
+
+    @classmethod
+    def restore(cls, state: SessionState) -> BasicMemory:
+        """Rebuild a memory from ``get_session_state()`` output."""
+        memory = cls(model_name=state.model_name, system_prompt=state.system_prompt)
+        for data in state.messages:
+            memory._ingest(ChatMessage.from_dict(data))
+        return memory

@@ -1,0 +1,87 @@
+"""Configuration of compacting memories."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigurationError
+from .log.store import validate_session_id
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionMemoryConfig:
+    """Tuning of ``CompactionMemory``; every field is checked at construction.
+
+    compact_model_name
+        Model used for the summarisation call. ``None``: the agent's model.
+    token_threshold
+        Estimated context tokens above which auto-compaction fires. ``None``:
+        the model's context window x ``safety_ratio``.
+    safety_ratio
+        Fraction of the context window, in (0, 1], used when ``token_threshold``
+        is ``None``.
+    session_id
+        Identifier of the session and of its log file. ``None``: a new UUID.
+        Letters, digits, ``-``, ``_`` and ``.`` only (it names a file).
+    log_base_path
+        Folder of the JSONL conversation logs. ``None``: no log.
+    max_tool_result_tokens
+        Tool results longer than this are cut (with a marker stating the
+        original size) before they enter the context; ``0``: no limit.
+    auto_compact
+        ``False`` turns auto-compaction off; ``compact()`` still works.
+    summary_max_tokens
+        Upper bound of a summary, in tokens (the summariser's output budget).
+    fsync
+        Call ``os.fsync`` after every log write (durable across power loss,
+        slower). Without it a record survives a process crash, not an OS crash.
+
+    Raises ``ConfigurationError`` (a ``ValueError``) for a ratio outside
+    (0, 1], a negative or non-integer count, or an invalid session id.
+    """
+
+    compact_model_name: str | None = None
+    token_threshold: int | None = None
+    safety_ratio: float = 0.75
+    session_id: str | None = None
+    log_base_path: str | Path | None = None
+    max_tool_result_tokens: int = 50_000
+    auto_compact: bool = True
+    summary_max_tokens: int = 8_000
+    fsync: bool = False
+
+    def __post_init__(self) -> None:
+        ratio = self.safety_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not math.isfinite(ratio):
+            raise ConfigurationError(f"safety_ratio must be a number in (0, 1], got {ratio!r}")
+        if not 0 < ratio <= 1:
+            raise ConfigurationError(f"safety_ratio must be in (0, 1], got {ratio!r}")
+        if self.token_threshold is not None:
+            _check_count("token_threshold", self.token_threshold, minimum=1)
+        _check_count("max_tool_result_tokens", self.max_tool_result_tokens, minimum=0)
+        _check_count("summary_max_tokens", self.summary_max_tokens, minimum=16)
+        if self.session_id is not None:
+            validate_session_id(self.session_id)
+        if self.compact_model_name is not None and not isinstance(self.compact_model_name, str):
+            raise ConfigurationError("compact_model_name must be a string or None")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible dict (``log_base_path`` as a string)."""
+        data = asdict(self)
+        if data["log_base_path"] is not None:
+            data["log_base_path"] = str(data["log_base_path"])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompactionMemoryConfig:
+        """Build from ``to_dict()`` output; unknown keys are ignored (newer logs)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _check_count(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")

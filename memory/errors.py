@@ -1,0 +1,92 @@
+"""The exceptions raised by the memory library.
+
+Every error derives from ``MotusMemoryError``. A developer's mistake, found
+when something is constructed, is a ``ConfigurationError``; everything else
+happens at run time::
+
+    MotusMemoryError
+    ├── ConfigurationError           bad config value, unknown memory_type, bad session id
+    │   └── UnsupportedMemoryTypeError   a memory type that exists in the design but is not built yet
+    ├── LogError                     conversation-log I/O
+    │   ├── SessionNotFoundError         no log (or no records) for a session id
+    │   └── LogCorruptError              a record that cannot be used (strict reads only)
+    ├── CompactionError              a compaction attempt failed; the context is left unchanged
+    └── ProviderError                a model provider call failed
+        ├── ProviderTimeoutError         connect/read timeout, after retries
+        ├── ProviderConnectionError      the connection could not be made, after retries
+        └── ProviderStatusError          the provider answered with an error status
+            ├── RateLimitError               429
+            └── AuthenticationError          401 / 403
+
+``ConfigurationError`` is also a ``ValueError`` (so ``except ValueError`` keeps
+working for invalid arguments) and ``SessionNotFoundError`` is also a
+``LookupError``.
+"""
+
+from __future__ import annotations
+
+
+class MotusMemoryError(Exception):
+    """Root of every error raised by ``memory``."""
+
+
+class ConfigurationError(MotusMemoryError, ValueError):
+    """An invalid argument or configuration value, raised at construction."""
+
+
+class UnsupportedMemoryTypeError(ConfigurationError):
+    """A memory type named by the design that this version does not provide."""
+
+
+class LogError(MotusMemoryError):
+    """Reading or writing a conversation log failed."""
+
+
+class SessionNotFoundError(LogError, LookupError):
+    """No conversation log exists for the requested session id."""
+
+    def __init__(self, session_id: str, where: str = "") -> None:
+        self.session_id = session_id
+        suffix = f" in {where}" if where else ""
+        super().__init__(f"no conversation log for session {session_id!r}{suffix}")
+
+
+class LogCorruptError(LogError):
+    """A log record that cannot be parsed or does not have the required fields."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
+class CompactionError(MotusMemoryError):
+    """A compaction attempt failed (the summariser raised, timed out or returned nothing)."""
+
+
+class ProviderError(MotusMemoryError):
+    """A call to a model provider failed."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer within the timeout, after all retries."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The connection to the provider could not be made, after all retries."""
+
+
+class ProviderStatusError(ProviderError):
+    """The provider answered with an error status code."""
+
+    def __init__(self, message: str, *, status_code: int, body: str = "") -> None:
+        self.status_code = status_code
+        self.body = body
+        super().__init__(f"{status_code}: {message}")
+
+
+class RateLimitError(ProviderStatusError):
+    """HTTP 429 from the provider, after all retries."""
+
+
+class AuthenticationError(ProviderStatusError):
+    """HTTP 401 or 403: the API key is missing, wrong or lacks permission."""

@@ -1,0 +1,30 @@
+"""``create_memory``: a memory from its ``memory_type`` name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import BaseMemory
+from .basic import BasicMemory
+from .compaction_memory import CompactionMemory
+from .errors import ConfigurationError, UnsupportedMemoryTypeError
+
+MEMORY_TYPES = ("basic", "compact")
+
+
+def create_memory(memory_type: str | None = None, **kwargs: Any) -> BaseMemory:
+    """Build the memory named by ``memory_type``: ``"basic"`` (the default) or
+    ``"compact"``; keyword arguments go to its constructor.
+
+    Raises ``UnsupportedMemoryTypeError`` for ``"background"`` (designed, not
+    built yet) and ``ConfigurationError`` for any other name.
+    """
+    if memory_type is None or memory_type == "basic":
+        return BasicMemory(**kwargs)
+    if memory_type == "compact":
+        return CompactionMemory(**kwargs)
+    if memory_type == "background":
+        raise UnsupportedMemoryTypeError(
+            "memory_type='background' is not available yet; use 'compact' for long sessions"
+        )
+    raise ConfigurationError(f"unknown memory_type {memory_type!r}; expected one of {MEMORY_TYPES}")

@@ -1,0 +1,84 @@
+"""The interface every conversation-log store implements.
+
+The library ships ``JSONLLogStore`` (one file per session); the Django app
+ships a store over its models. ``CompactionMemory`` only ever talks to this
+interface, so a memory persists into either without knowing which.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import ConfigurationError
+
+SESSION_ID_MAX_LENGTH = 128
+_SESSION_ID_RE = re.compile(r"[A-Za-z0-9._-]+")
+
+
+class InvalidSessionIdError(ConfigurationError):
+    """A session id that could name something outside the log folder."""
+
+
+def validate_session_id(session_id: object) -> str:
+    """Return ``session_id`` if it is safe to use as a file name.
+
+    Allowed: 1 to 128 characters from letters, digits, ``-``, ``_`` and ``.``,
+    and not ``.`` or ``..``. Raises ``InvalidSessionIdError`` (a ``ValueError``).
+    """
+    if not isinstance(session_id, str):
+        raise InvalidSessionIdError(f"session id must be a string, got {type(session_id).__name__}")
+    if (
+        not 0 < len(session_id) <= SESSION_ID_MAX_LENGTH
+        or not _SESSION_ID_RE.fullmatch(session_id)
+        or session_id in (".", "..")
+    ):
+        raise InvalidSessionIdError(
+            f"invalid session id {session_id[:80]!r}: use 1-{SESSION_ID_MAX_LENGTH} letters, "
+            "digits, '-', '_' or '.', and not '.' or '..'"
+        )
+    return session_id
+
+
+@dataclass(frozen=True, slots=True)
+class LogProblem:
+    """A record that was skipped while reading a log: where, and why."""
+
+    line: int
+    error: str
+    torn: bool = False
+
+    def __str__(self) -> str:
+        kind = "torn last line" if self.torn else "corrupt line"
+        return f"{kind} {self.line}: {self.error}"
+
+
+@runtime_checkable
+class LogStore(Protocol):
+    """Append-only storage of conversation-log records, one stream per session.
+
+    Records are JSON-compatible dicts (see ``memory.log.records``).
+    """
+
+    def append(self, session_id: str, record: Mapping[str, Any]) -> None:
+        """Append one record durably. Raises ``LogError`` on I/O failure."""
+        ...
+
+    def read(self, session_id: str, problems: list[LogProblem] | None = None) -> Iterator[dict[str, Any]]:
+        """Yield the session's records in order.
+
+        A record that cannot be read is skipped and, when ``problems`` is given,
+        reported there with its line number. Raises ``SessionNotFoundError``
+        when the session has no log.
+        """
+        ...
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a log exists for ``session_id``."""
+        ...
+
+    def list_sessions(self) -> list[str]:
+        """Every session id that has a log, sorted."""
+        ...

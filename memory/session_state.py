@@ -1,0 +1,65 @@
+"""Snapshots of a memory's state, for persistence without log files.
+
+``state.to_dict()`` is JSON-compatible; ``from_dict(state.to_dict())`` gives an
+equal state. Unknown keys are ignored, so a newer snapshot loads in an older
+library as far as it can.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Self
+
+from .errors import ConfigurationError
+
+
+@dataclass(slots=True)
+class SessionState:
+    """The context of a memory: system prompt and the messages after it.
+
+    ``messages`` are OpenAI chat-format dicts, in context order.
+    """
+
+    system_prompt: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    model_name: str | None = None
+
+    kind = "basic"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """Raises ``ConfigurationError`` when ``data`` is not a snapshot of this kind."""
+        if not isinstance(data, dict):
+            raise ConfigurationError("a session state must be a dict")
+        kind = data.get("kind", cls.kind)
+        if kind != cls.kind:
+            raise ConfigurationError(f"expected a {cls.kind!r} session state, got {kind!r}")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(slots=True)
+class CompactionSessionState(SessionState):
+    """A ``CompactionMemory`` snapshot: the context plus what continuing it needs.
+
+    ``messages`` starts with the continuation message when ``summary`` is set.
+    ``seqs`` gives each message's log seq (``None`` for the continuation and
+    for placeholder results). ``tracker`` is the open tool-call batch.
+    ``log_base_path`` names the JSONL folder, when the session is logged there.
+    """
+
+    session_id: str = ""
+    parent_session_id: str | None = None
+    log_base_path: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: str | None = None
+    compaction_count: int = 0
+    next_seq: int = 0
+    seqs: list[int | None] = field(default_factory=list)
+    units: list[list[Any]] = field(default_factory=list)
+    tracker: dict[str, Any] = field(default_factory=dict)
+
+    kind = "compaction"

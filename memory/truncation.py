@@ -1,0 +1,182 @@
+"""Cutting a tool result that is too long to enter the context.
+
+``truncate_tool_result(message, max_tokens, counter)`` keeps the head of a
+tool result and ends it with a marker that states the original size::
+
+    ...kept text...
+
+    [... tool result truncated: kept 49,968 of 183,204 tokens (734,112 bytes)]
+
+The content, marker included, counts at most ``max_tokens`` tokens with
+``counter`` (its ``content_tokens``, the same measure the memory uses), and the
+cut never ends inside a character. The cost is bounded for any input,
+megabytes of one repeated character included (see ``memory.tokens``).
+
+Content given as a list of parts: the text parts share what is left of the
+budget once the other parts (images, files) are counted, in order; the first
+text part that does not fit is cut, the text parts after it are dropped, the
+other parts are all kept, and the marker is added as a last text part. If the
+non-text parts alone exceed ``max_tokens`` the result cannot fit and keeps them
+with the marker only.
+
+When ``max_tokens`` is so small that the marker would take more than half of
+it, the short marker ``[... truncated]`` is used, or none if even that does not
+fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .messages import ChatMessage
+from .tokens import TokenCounter
+
+__all__ = ["SHORT_MARKER", "Truncation", "truncate_tool_result", "truncation_marker"]
+
+SHORT_MARKER = "\n\n[... truncated]"
+_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+_MAX_ATTEMPTS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """A cut tool result.
+
+    ``message`` is a new message (same role, ``tool_call_id``, ``name`` and
+    ``extra``) whose content was cut; ``original_tokens`` and
+    ``original_bytes`` (UTF-8 of the text) measure the content before, and
+    ``kept_tokens`` the content kept, marker excluded.
+    """
+
+    message: ChatMessage
+    original_tokens: int
+    original_bytes: int
+    kept_tokens: int
+
+    def as_dict(self) -> dict[str, int]:
+        """The sizes, as recorded in the log's ``truncation`` field."""
+        return {
+            "original_tokens": self.original_tokens,
+            "original_bytes": self.original_bytes,
+            "kept_tokens": self.kept_tokens,
+        }
+
+
+def truncation_marker(kept_tokens: int, original_tokens: int, original_bytes: int) -> str:
+    """The text that ends a cut tool result."""
+    return (
+        f"\n\n[... tool result truncated: kept {kept_tokens:,} of {original_tokens:,} tokens "
+        f"({original_bytes:,} bytes)]"
+    )
+
+
+def truncate_tool_result(
+    message: ChatMessage, max_tokens: int, counter: TokenCounter
+) -> Truncation | None:
+    """Cut ``message``'s content to ``max_tokens`` tokens, marker included.
+
+    Returns ``None`` when ``message`` is not a tool result, ``max_tokens`` is
+    0 (no limit), or the content already fits. Raises ``ValueError`` for a
+    negative ``max_tokens``.
+    """
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+    if message.role != "tool" or max_tokens == 0:
+        return None
+    content = message.content
+    if isinstance(content, str):
+        return _truncate_text(message, content, max_tokens, counter)
+    if isinstance(content, list):
+        return _truncate_parts(message, content, max_tokens, counter)
+    return None
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _choose_marker(
+    counter: TokenCounter, max_tokens: int, original_tokens: int, original_bytes: int
+) -> tuple[bool, int]:
+    """(use the full marker?, tokens to keep free for the marker)."""
+    # kept <= max_tokens, so this marker has at least as many digits as the final one.
+    full = counter.count(truncation_marker(max_tokens, original_tokens, original_bytes))
+    if full <= max_tokens // 2:
+        return True, full
+    short = counter.count(SHORT_MARKER)
+    return False, short if short < max_tokens else 0
+
+
+def _marker(
+    use_full: bool, reserve: int, kept_tokens: int, original_tokens: int, original_bytes: int
+) -> str:
+    if use_full:
+        return truncation_marker(kept_tokens, original_tokens, original_bytes)
+    return SHORT_MARKER if reserve else ""
+
+
+def _truncate_text(
+    message: ChatMessage, content: str, max_tokens: int, counter: TokenCounter
+) -> Truncation | None:
+    head = counter.truncate_counted(content, max_tokens)
+    original = head.original_tokens
+    if original <= max_tokens:
+        return None
+    original_bytes = _utf8_len(content)
+    use_full, reserve = _choose_marker(counter, max_tokens, original, original_bytes)
+    # From here on only the first max_tokens tokens are looked at again.
+    budget = max_tokens - reserve
+    for _ in range(_MAX_ATTEMPTS):
+        kept = counter.truncate_counted(head.text, max(budget, 0))
+        cut = kept.text + _marker(use_full, reserve, kept.tokens, original, original_bytes)
+        total = counter.count(cut)
+        if total <= max_tokens or budget <= 0:
+            break
+        budget -= total - max_tokens
+    return Truncation(replace(message, content=cut), original, original_bytes, kept.tokens)
+
+
+def _truncate_parts(
+    message: ChatMessage, parts: Sequence[Mapping[str, Any]], max_tokens: int, counter: TokenCounter
+) -> Truncation | None:
+    original = counter.content_tokens(parts)
+    if original <= max_tokens:
+        return None
+    is_text = [p.get("type") in _TEXT_PART_TYPES and isinstance(p.get("text"), str) for p in parts]
+    original_bytes = sum(_utf8_len(p["text"]) for p, t in zip(parts, is_text, strict=True) if t)
+    fixed = sum(counter.part_tokens(p) for p, t in zip(parts, is_text, strict=True) if not t)
+    use_full, reserve = _choose_marker(counter, max_tokens, original, original_bytes)
+    budget = max_tokens - reserve - fixed
+    for _ in range(_MAX_ATTEMPTS):
+        kept_parts = _fill_text_parts(parts, is_text, max(budget, 0), counter)
+        kept_tokens = counter.content_tokens(kept_parts)
+        marker = _marker(use_full, reserve, kept_tokens, original, original_bytes)
+        new_parts = (
+            [*kept_parts, {"type": "text", "text": marker.lstrip("\n")}] if marker else kept_parts
+        )
+        total = counter.content_tokens(new_parts)
+        if total <= max_tokens or budget <= 0:
+            break
+        budget -= total - max_tokens
+    return Truncation(replace(message, content=new_parts), original, original_bytes, kept_tokens)
+
+
+def _fill_text_parts(
+    parts: Sequence[Mapping[str, Any]], is_text: Sequence[bool], budget: int, counter: TokenCounter
+) -> list[dict[str, Any]]:
+    """All non-text parts, and the text parts in order while ``budget`` lasts."""
+    out: list[dict[str, Any]] = []
+    left = budget
+    for part, text_part in zip(parts, is_text, strict=True):
+        if not text_part:
+            out.append(dict(part))
+            continue
+        if left <= 0:
+            continue
+        kept = counter.truncate_counted(part["text"], left)
+        left = 0 if kept.tokens < kept.original_tokens else left - kept.tokens
+        if kept.text:
+            out.append({**part, "text": kept.text})
+    return out

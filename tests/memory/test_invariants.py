@@ -1,0 +1,164 @@
+"""Property tests: every context the memory produces is valid, and restore is exact.
+
+Hypothesis generates conversations with parallel tool calls, results in any
+order, orphan and duplicate results, interrupted batches, ``content: null``,
+empty strings, unicode and huge tool results, and drives a ``CompactionMemory``
+with a small threshold (so it compacts often, sometimes with a summariser that
+fails). After every message the context must satisfy the invariants below;
+at the end, the restored memory must equal the live one, and the log must
+hold every message ever added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+from memory.log import records
+from memory.summarize import CONTINUATION_TEMPLATE
+
+CONTINUATION_HEAD = CONTINUATION_TEMPLATE.split("{summary}")[0]
+SYSTEM_PROMPT = "You are a careful agent. Никогда не сдавайся. 🚀"
+
+texts = st.one_of(
+    st.just(""),
+    st.text(min_size=1, max_size=60),
+    st.sampled_from(["booking HAT123 for mia_li_3668", "<|endoftext|> literal", "naïve café ☕"]),
+)
+contents = st.one_of(st.none(), texts, st.builds(lambda t: [{"type": "text", "text": t}], texts))
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    counter = 0
+    for _ in range(draw(st.integers(1, 40))):
+        kind = draw(st.sampled_from(["user", "answer", "tools", "tools", "orphan"]))
+        if kind == "user":
+            out.append({"role": "user", "content": draw(st.one_of(texts, contents.filter(bool)))})
+        elif kind == "answer":
+            out.append({"role": "assistant", "content": draw(texts)})
+        elif kind == "orphan":
+            out.append({"role": "tool", "tool_call_id": draw(st.sampled_from(["nope", "call_0"])), "content": "x"})
+        else:
+            ids = [f"call_{counter + i}" for i in range(draw(st.integers(1, 3)))]
+            counter += len(ids)
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": draw(st.one_of(st.none(), texts)),
+                    "tool_calls": [
+                        {"id": i, "type": "function", "function": {"name": "search", "arguments": draw(texts)}}
+                        for i in ids
+                    ],
+                }
+            )
+            answered = draw(st.permutations(ids))
+            if draw(st.integers(0, 9)) == 0:
+                answered = answered[:-1]  # an interrupted batch
+            for call_id in answered:
+                size = draw(st.sampled_from([1, 1, 1, 40, 400]))
+                out.append({"role": "tool", "tool_call_id": call_id, "name": "search", "content": draw(texts) * size})
+                if draw(st.integers(0, 14)) == 0:
+                    out.append({"role": "tool", "tool_call_id": call_id, "content": "duplicate"})
+    return out
+
+
+def check_context(memory: CompactionMemory, added: list[ChatMessage], logged: dict[int, dict[str, Any]]) -> None:
+    context = memory.get_context()
+    assert context[0] == ChatMessage.system(SYSTEM_PROMPT)
+    assert all(m.role != "system" for m in context[1:])
+    continuations = [i for i, m in enumerate(context) if m.role == "user" and m.text.startswith(CONTINUATION_HEAD)]
+    assert continuations in ([], [1])
+    assert (memory.summary is not None) == (continuations == [1])
+
+    open_ids: set[str] = set()
+    answered: set[str] = set()
+    for position, message in enumerate(context):
+        if message.role == "tool":
+            assert message.tool_call_ids, "a tool message without an id reached the context"
+            for call_id in message.tool_call_ids:
+                assert call_id in open_ids, f"tool result {call_id} at {position} follows no matching call"
+                open_ids.discard(call_id)
+                answered.add(call_id)
+            continue
+        assert not open_ids, f"calls {open_ids} lack a result before position {position}"
+        open_ids = {c.id for c in message.tool_calls}
+    if memory.at_boundary:
+        assert not open_ids
+
+    # Messages kept after the cut are exactly what the log recorded for them.
+    for message, meta in zip(memory.messages, memory._meta, strict=True):
+        if meta.seq is not None:
+            record = logged[meta.seq]
+            assert message.to_dict() == record.get("context_message", record["message"])
+
+    # The newest user request survives verbatim until an answer closes it.
+    last_user = max((i for i, m in enumerate(added) if m.role == "user"), default=None)
+    if last_user is not None:
+        answered_after = any(m.role == "assistant" and not m.tool_calls for m in added[last_user + 1 :])
+        if not answered_after:
+            assert any(m is added[last_user] or m == added[last_user] for m in context) or _truncated(
+                logged, last_user
+            )
+
+    # The running token total equals a recount from scratch.
+    assert memory.estimate_context_tokens() == memory.token_counter.context_tokens(context)
+
+
+def _truncated(logged: dict[int, dict[str, Any]], seq: int) -> bool:
+    return "context_message" in logged[seq]
+
+
+def run(conversation: list[dict[str, Any]], failures: list[bool], threshold: int) -> None:
+    store = InMemoryLogStore()
+    plan = iter(failures)
+
+    def summarise(messages: list[ChatMessage], system_prompt: str) -> str:
+        assert system_prompt == SYSTEM_PROMPT
+        if next(plan, False):
+            raise RuntimeError("summariser down")
+        return f"summary of {len(messages)} messages"
+
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="prop", token_threshold=threshold, max_tool_result_tokens=60),
+        compact_fn=summarise,
+        log_store=store,
+        model_name="gpt-4o",
+    )
+    memory.set_system_prompt(SYSTEM_PROMPT)
+    added: list[ChatMessage] = []
+
+    async def drive() -> None:
+        for data in conversation:
+            message = ChatMessage.from_dict(data)
+            await memory.add_message(message)
+            added.append(message)
+            logged = {r["seq"]: r for r in store.read("prop") if r["type"] == records.MESSAGE}
+            check_context(memory, added, logged)
+
+    asyncio.run(drive())
+
+    log = list(store.read("prop"))
+    messages = [r for r in log if r["type"] == records.MESSAGE]
+    assert [r["seq"] for r in messages] == list(range(len(conversation)))
+    assert [r["message"] for r in messages] == [ChatMessage.from_dict(d).to_dict() for d in conversation]
+
+    restored = CompactionMemory.restore_from_log("prop", log_store=store, compact_fn=summarise)
+    assert [m.to_dict() for m in restored.get_context()] == [m.to_dict() for m in memory.get_context()]
+    assert restored.estimate_context_tokens() == memory.estimate_context_tokens()
+    assert restored.at_boundary == memory.at_boundary
+    assert restored.compaction_count == memory.compaction_count
+    assert restored.restore_problems == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversation=conversations(), failures=st.lists(st.booleans(), max_size=8), threshold=st.integers(150, 900))
+def test_every_context_is_valid_and_restores_exactly(
+    conversation: list[dict[str, Any]], failures: list[bool], threshold: int
+) -> None:
+    run(conversation, failures, threshold)

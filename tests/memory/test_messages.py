@@ -1,0 +1,77 @@
+"""Chat messages convert losslessly to and from OpenAI chat dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memory import ChatMessage, InvalidMessageError
+
+EXAMPLES: list[dict[str, Any]] = [
+    {"role": "user", "content": "hello"},
+    {"role": "user", "content": ""},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    ]},
+    {"role": "tool", "content": "42", "tool_call_id": "call_1", "name": "f"},
+    {"role": "user", "content": [{"type": "text", "text": "look"},
+                                 {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
+    {"role": "assistant", "content": "thinking", "thought": "hmm", "agent": "main", "tool_calls": None},
+    {"role": "assistant", "content": "x", "tool_calls": []},
+    {"role": "tool", "content": "out", "tool_call_ids": ["call_9"], "message_type": "observation"},
+]
+
+
+@pytest.mark.parametrize("data", EXAMPLES)
+def test_a_message_dict_round_trips_unchanged(data: dict[str, Any]) -> None:
+    assert ChatMessage.from_dict(data).to_dict() == {"content": None, **data}
+
+
+def test_content_null_stays_distinct_from_an_empty_string() -> None:
+    assert ChatMessage.from_dict({"role": "assistant", "content": None}).content is None
+    assert ChatMessage.from_dict({"role": "assistant", "content": ""}).content == ""
+
+
+def test_a_tool_call_ids_list_with_one_id_is_read_as_the_tool_call_id() -> None:
+    message = ChatMessage.from_dict({"role": "tool", "content": "x", "tool_call_ids": ["c1"]})
+    assert message.tool_call_id == "c1"
+    assert message.to_api_dict() == {"role": "tool", "content": "x", "tool_call_id": "c1"}
+
+
+def test_object_arguments_become_their_json_text() -> None:
+    message = ChatMessage.from_dict(
+        {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"k": "v"}}}]}
+    )
+    assert message.tool_calls[0].arguments == '{"k":"v"}'
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"role": "robot", "content": "x"},
+        {"content": "no role"},
+        {"role": "user", "content": 12},
+        {"role": "user", "content": ["not a part"]},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]},
+        {"role": "tool", "content": "x", "tool_call_id": 5},
+        "not a dict",
+    ],
+)
+def test_malformed_messages_raise_a_clear_error(data: Any) -> None:
+    with pytest.raises(InvalidMessageError):
+        ChatMessage.from_dict(data)
+
+
+@given(
+    role=st.sampled_from(["user", "assistant", "tool"]),
+    content=st.one_of(st.none(), st.text()),
+    extra=st.dictionaries(st.text(min_size=1).filter(lambda k: k not in {
+        "role", "content", "tool_calls", "tool_call_id", "name", "tool_call_ids"} and not k.startswith("_")),
+        st.one_of(st.text(), st.integers(), st.booleans())),
+)
+def test_any_message_with_extra_fields_round_trips(role: str, content: str | None, extra: dict[str, Any]) -> None:
+    data = {"role": role, "content": content, **extra}
+    assert ChatMessage.from_dict(data).to_dict() == data

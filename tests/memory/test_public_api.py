@@ -1,0 +1,61 @@
+"""The library's public surface, and its independence from Django."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import memory
+from memory import BaseMemory, BasicMemory, CompactionMemory, UnsupportedMemoryTypeError, create_memory
+
+
+def test_the_public_names_are_exactly_those_listed() -> None:
+    for name in ["BaseMemory", "BasicMemory", "CompactionBase", "CompactionMemory",
+                 "CompactionMemoryConfig", "CompactionSessionState", "SessionState",
+                 "ChatMessage", "count_tokens", "TokenCounter"]:
+        assert name in memory.__all__
+    assert sorted(memory.__all__) == memory.__all__
+    assert all(hasattr(memory, name) for name in memory.__all__)
+
+
+def test_importing_the_library_loads_no_django_and_no_tokenizer() -> None:
+    code = (
+        "import sys, memory; "
+        "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django'; "
+        "from memory import encodings; "
+        "assert not encodings._loaded, 'an encoding was loaded at import time'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_factory_builds_basic_and_compact_and_refuses_background() -> None:
+    assert type(create_memory()) is BasicMemory
+    assert type(create_memory("basic")) is BasicMemory
+    assert type(create_memory("compact")) is CompactionMemory
+    with pytest.raises(UnsupportedMemoryTypeError, match="not available yet"):
+        create_memory("background")
+    with pytest.raises(ValueError, match="unknown memory_type"):
+        create_memory("vector")
+
+
+async def test_a_subclass_implementing_only_compact_and_reset_works() -> None:
+    class MyMemory(BaseMemory):
+        async def compact(self, **kwargs):
+            return None
+
+        def reset(self):
+            count = len(self._messages)
+            self._messages.clear()
+            return {"messages": count}
+
+    mine = MyMemory()
+    mine.set_system_prompt("sys")
+    await mine.add_message({"role": "user", "content": "hello"})
+    await mine.add_message({"role": "tool", "tool_call_id": "x", "content": "y" * 10})
+    assert [m.role for m in mine.get_context()] == ["system", "user"]
+    assert mine.estimate_context_tokens() > 0
+    assert mine.get_memory_trace()["total_events"] == 3
+    assert mine.reset() == {"messages": 1}
+    assert mine.estimate_context_tokens() == mine.token_counter.context_tokens(mine.get_context())
