@@ -32,14 +32,54 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory import CompactionMemory, CompactionMemoryConfig, TokenCounter  # noqa: E402
-from memory.encodings import encoding_for_model  # noqa: E402
+from memory import CompactionMemory, CompactionMemoryConfig, TokenCounter
+from memory.encodings import encoding_for_model
 
-WORDS = (
-    "flight reservation passenger baggage economy business cancel refund upgrade seat "
-    "JFK SEA LAX ORD 2024-05-20 HAT083 mia_li_3668 ZFA04Y total $1,204.50 error found "
-    "the a of to and in is was for on with as by at from that this it be are were"
-).split()
+WORDS = [
+    "flight",
+    "reservation",
+    "passenger",
+    "baggage",
+    "economy",
+    "business",
+    "cancel",
+    "refund",
+    "upgrade",
+    "seat",
+    "JFK",
+    "SEA",
+    "LAX",
+    "ORD",
+    "2024-05-20",
+    "HAT083",
+    "mia_li_3668",
+    "ZFA04Y",
+    "total",
+    "$1,204.50",
+    "error",
+    "found",
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "that",
+    "this",
+    "it",
+    "be",
+    "are",
+    "were",
+]
 
 
 def make_texts(rng: random.Random, counter: TokenCounter) -> dict[str, list[str]]:
@@ -69,12 +109,19 @@ def session(n: int, seed: int = 7) -> list[dict[str, Any]]:
                     "role": "assistant",
                     "content": None,
                     "tool_calls": [
-                        {"id": i, "type": "function", "function": {"name": "search", "arguments": '{"q": "x"}'}}
+                        {
+                            "id": i,
+                            "type": "function",
+                            "function": {"name": "search", "arguments": '{"q": "x"}'},
+                        }
                         for i in ids
                     ],
                 }
             )
-            out.extend({"role": "tool", "tool_call_id": i, "content": rng.choice(texts["tool"])} for i in ids)
+            out.extend(
+                {"role": "tool", "tool_call_id": i, "content": rng.choice(texts["tool"])}
+                for i in ids
+            )
         out.append({"role": "assistant", "content": rng.choice(texts["answer"])})
     return out[:n]
 
@@ -86,7 +133,9 @@ def rss_mib() -> float:
 async def run(n: int, folder: Path) -> dict[str, Any]:
     messages = session(n)
     memory = CompactionMemory(
-        config=CompactionMemoryConfig(session_id=f"bench-{n}", token_threshold=30_000, log_base_path=folder),
+        config=CompactionMemoryConfig(
+            session_id=f"bench-{n}", token_threshold=30_000, log_base_path=folder
+        ),
         model_name="gpt-4o",
     )
     memory.set_system_prompt("You are an airline agent.")
@@ -117,7 +166,9 @@ async def run(n: int, folder: Path) -> dict[str, Any]:
     started = time.perf_counter()
     restored = CompactionMemory.restore_from_log(f"bench-{n}", log_base_path=folder)
     restore_s = time.perf_counter() - started
-    assert [m.to_dict() for m in restored.get_context()] == [m.to_dict() for m in memory.get_context()]
+    assert [m.to_dict() for m in restored.get_context()] == [
+        m.to_dict() for m in memory.get_context()
+    ]
 
     return {
         "n": n,
@@ -152,7 +203,8 @@ def main() -> None:
         print(
             f"{r['n']:>7} {r['add_us_first']:>8.0f}/{r['add_us_last']:<9.0f} {r['ratio']:>6.2f} "
             f"{r['add_total_s']:>7.2f} {r['encode_s']:>8.2f} {r['rss_kib_per_msg']:>11.2f} "
-            f"{r['context_msgs']:>8} {r['trace_events']:>6} {r['compactions']:>11} {r['log_mib']:>8.1f} "
+            f"{r['context_msgs']:>8} {r['trace_events']:>6} {r['compactions']:>11} "
+            f"{r['log_mib']:>8.1f} "
             f"{r['parse_s']:>8.2f} {r['restore_s']:>9.2f} {r['restore_ratio']:>13.2f}"
         )
 

@@ -125,7 +125,9 @@ class BaseMemory(ABC):
         """Estimated tokens of ``get_context()``: O(1), nothing is re-tokenised."""
         self._check_in_sync()
         if self._system_tokens is None:
-            self._system_tokens = self.estimate_message_tokens(ChatMessage.system(self._system_prompt))
+            self._system_tokens = self.estimate_message_tokens(
+                ChatMessage.system(self._system_prompt)
+            )
         return self._system_tokens + self._tokens_total + REPLY_PRIMING_TOKENS
 
     def _check_in_sync(self) -> None:
@@ -151,12 +153,15 @@ class BaseMemory(ABC):
         seq: int | None = None,
         context_message: ChatMessage | None = None,
         tokens: int | None = None,
+        trace: bool = True,
     ) -> Ingested:
         """Number, truncate, classify and append one message (no I/O, no compaction).
 
         ``context_message`` is given on restore (the truncated form recorded in
         the log), so a restore never depends on re-truncating, and so is
         ``tokens`` (the recorded count), so a restore does not re-tokenise.
+        A restore also passes ``trace=False``: replaying a long log would
+        otherwise rebuild trace events nobody asked for (anomalies are still traced).
         """
         if message.role == "system":
             raise InvalidMessageError(
@@ -165,20 +170,31 @@ class BaseMemory(ABC):
         self._check_in_sync()
         truncation = None
         if context_message is None:
-            truncation = truncate_tool_result(message, self._max_tool_result_tokens, self.token_counter)
+            truncation = truncate_tool_result(
+                message, self._max_tool_result_tokens, self.token_counter
+            )
             context_message = truncation.message if truncation else message
         seq = self._next_seq if seq is None else seq
         self._next_seq = seq + 1
         classification = self._tracker.classify(message)
-        for placeholder in placeholder_results(classification.abandoned):
-            self._push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
+        if classification.abandoned:
+            for placeholder in placeholder_results(classification.abandoned):
+                self._push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
         if tokens is None:
             tokens = self.estimate_message_tokens(context_message)
         if classification.in_context:
             meta = EntryMeta(seq, classification.unit, classification.unit_index)
             self._push(context_message, meta, tokens)
         ingested = Ingested(seq, message, context_message, tokens, classification, truncation)
-        self._trace_message(ingested)
+        if trace:
+            self._trace_message(ingested)
+        if classification.anomaly:
+            self._trace.add(
+                "anomaly",
+                seq=seq,
+                detail=classification.anomaly,
+                in_context=classification.in_context,
+            )
         return ingested
 
     def _push(self, message: ChatMessage, meta: EntryMeta, tokens: int | None = None) -> None:
@@ -199,14 +215,14 @@ class BaseMemory(ABC):
             "context_tokens": self.estimate_context_tokens(),
         }
         if ingested.message.tool_calls:
-            fields["tool_calls"] = [{"id": t.id, "name": t.name} for t in ingested.message.tool_calls]
+            fields["tool_calls"] = [
+                {"id": t.id, "name": t.name} for t in ingested.message.tool_calls
+            ]
         if ingested.message.tool_call_id is not None:
             fields["tool_call_id"] = ingested.message.tool_call_id
         if ingested.truncation is not None:
             fields["truncated"] = ingested.truncation.as_dict()
         self._trace.add("message", **fields)
-        if c.anomaly:
-            self._trace.add("anomaly", seq=ingested.seq, detail=c.anomaly, in_context=c.in_context)
 
     def _on_ingested(self, ingested: Ingested) -> None:
         """Hook after a message was added (the log-writing memory persists it here)."""

@@ -82,7 +82,9 @@ class CompactionBase(BaseMemory):
         compaction_timeout_s: float = 120.0,
     ) -> None:
         self.config = config or CompactionMemoryConfig()
-        super().__init__(model_name=model_name, max_tool_result_tokens=self.config.max_tool_result_tokens)
+        super().__init__(
+            model_name=model_name, max_tool_result_tokens=self.config.max_tool_result_tokens
+        )
         self._client = client
         self._compact_fn = compact_fn
         self._on_compact = on_compact
@@ -168,11 +170,17 @@ class CompactionBase(BaseMemory):
         threshold = self.token_threshold
         kept_tokens = sum(self._tokens[i] for i in plan.keep)
         # A new summary folds the current one in, so expect it at least as large.
-        summary_estimate = self._tokens[0] if self._summary is not None else _CONTINUATION_OVERHEAD_TOKENS
+        summary_estimate = (
+            self._tokens[0] if self._summary is not None else _CONTINUATION_OVERHEAD_TOKENS
+        )
         floor = tokens_before - self._tokens_total + kept_tokens + summary_estimate
         if floor >= threshold and trigger == "auto":
             if not self._floor_warned:
-                self._warn(f"the summary and the kept messages alone need about {floor} tokens", floor, threshold)
+                self._warn(
+                    f"the summary and the kept messages alone need about {floor} tokens",
+                    floor,
+                    threshold,
+                )
             return None
         budget = min(self.config.summary_max_tokens, max(64, (threshold - floor) // 2))
         to_fold = [self._messages[i] for i in plan.summarize]
@@ -182,7 +190,8 @@ class CompactionBase(BaseMemory):
             tokens_after = self._tokens_after(summary.text, kept_tokens)
             if tokens_after >= tokens_before:
                 raise CompactionError(
-                    f"the summary would not lower the token count ({tokens_before} -> {tokens_after})"
+                    "the summary would not lower the token count "
+                    f"({tokens_before} -> {tokens_after})"
                 )
         except CompactionError as exc:
             self._record_failure(trigger, str(exc), tokens_before, started)
@@ -194,7 +203,9 @@ class CompactionBase(BaseMemory):
                 return None
         self._apply(plan, summary, trigger, tokens_before, tokens_after, started)
         if tokens_after > threshold:
-            self._warn("the context is still above the threshold after compaction", tokens_after, threshold)
+            self._warn(
+                "the context is still above the threshold after compaction", tokens_after, threshold
+            )
         return summary.text
 
     async def _summarize(self, messages: list[ChatMessage], budget: int) -> Summary:
@@ -205,7 +216,9 @@ class CompactionBase(BaseMemory):
                 text = await call_compact_fn(self._compact_fn, head + messages, self._system_prompt)
             except CompactionError:
                 raise
-            except Exception as exc:  # a user callback may raise anything; record it, keep the context
+            except (
+                Exception
+            ) as exc:  # a user callback may raise anything; record it, keep the context
                 raise CompactionError(f"compact_fn raised {type(exc).__name__}: {exc}") from exc
             return Summary(text, "compact_fn")
         if self._client is not None and model is not None:
@@ -224,13 +237,18 @@ class CompactionBase(BaseMemory):
 
     def _offline(self, messages: list[ChatMessage], budget: int) -> str:
         return offline_summary(
-            messages, budget_tokens=budget, counter=self.token_counter, previous_summary=self._summary
+            messages,
+            budget_tokens=budget,
+            counter=self.token_counter,
+            previous_summary=self._summary,
         )
 
     def _should_fall_back(self, tokens_before: int) -> bool:
         uses_model = self._compact_fn is None and self._client is not None
         overflowing = tokens_before >= get_model_limits(self._model_name).context_window
-        return uses_model and (self._consecutive_failures >= _FALLBACK_AFTER_FAILURES or overflowing)
+        return uses_model and (
+            self._consecutive_failures >= _FALLBACK_AFTER_FAILURES or overflowing
+        )
 
     def _tokens_after(self, summary: str, kept_tokens: int) -> int:
         continuation = self.estimate_message_tokens(continuation_message(summary))
@@ -248,7 +266,7 @@ class CompactionBase(BaseMemory):
     ) -> None:
         entries = self._entries()
         replayed = [entries[i] for i in plan.keep]
-        folded = [entries[i][1].seq for i in plan.summarize if entries[i][1].seq is not None]
+        folded = [seq for i in plan.summarize if (seq := entries[i][1].seq) is not None]
         self._set_summary(summary.text, replayed)
         self._compaction_count += 1
         self._consecutive_failures = 0
@@ -283,13 +301,22 @@ class CompactionBase(BaseMemory):
         if self._on_compact is not None:
             self._on_compact(dict(stats))
 
-    def _set_summary(self, summary: str, kept: list[tuple[ChatMessage, EntryMeta, int]]) -> None:
+    def _set_summary(
+        self,
+        summary: str,
+        kept: list[tuple[ChatMessage, EntryMeta, int]],
+        tokens: int | None = None,
+    ) -> None:
         continuation = continuation_message(summary)
-        head = (continuation, EntryMeta(None, None, None), self.estimate_message_tokens(continuation))
+        if tokens is None:
+            tokens = self.estimate_message_tokens(continuation)
+        head = (continuation, EntryMeta(None, None, None), tokens)
         self._summary = summary
         self._replace_context([head, *kept])
 
-    def _record_failure(self, trigger: Trigger, error: str, tokens_before: int, started: float) -> None:
+    def _record_failure(
+        self, trigger: Trigger, error: str, tokens_before: int, started: float
+    ) -> None:
         self._consecutive_failures += 1
         record = {
             "trigger": trigger,

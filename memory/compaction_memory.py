@@ -91,7 +91,9 @@ class CompactionMemory(CompactionBase):
         if not self._meta_written:
             self._meta_written = True
             self._log_store.append(self._session_id, self._session_meta())
-        self._log_store.append(self._session_id, {"type": record_type, "ts": rec.now_iso(), **fields})
+        self._log_store.append(
+            self._session_id, {"type": record_type, "ts": rec.now_iso(), **fields}
+        )
 
     def _session_meta(self) -> dict[str, Any]:
         config = self.config.to_dict()
@@ -114,7 +116,9 @@ class CompactionMemory(CompactionBase):
         changed = prompt != self._system_prompt
         super().set_system_prompt(prompt)
         if changed and self._meta_written:
-            self._write(rec.SYSTEM_PROMPT, {"system_prompt": prompt, "through_seq": self._next_seq - 1})
+            self._write(
+                rec.SYSTEM_PROMPT, {"system_prompt": prompt, "through_seq": self._next_seq - 1}
+            )
 
     def _on_ingested(self, ingested: Ingested) -> None:
         fields: dict[str, Any] = {
@@ -161,8 +165,6 @@ class CompactionMemory(CompactionBase):
 
     def _apply_record(self, record: dict[str, Any], write: bool) -> None:
         kind = record.get("type")
-        fields = {k: v for k, v in record.items() if k not in ("type", "ts")}
-        fields.setdefault("through_seq", self._next_seq - 1)
         if kind == rec.MESSAGE:
             message = ChatMessage.from_dict(record["message"])
             context = record.get("context_message")
@@ -170,12 +172,17 @@ class CompactionMemory(CompactionBase):
             ingested = self._ingest(
                 message,
                 seq=record.get("seq"),
-                context_message=ChatMessage.from_dict(context) if context else (None if legacy else message),
+                context_message=ChatMessage.from_dict(context)
+                if context
+                else (None if legacy else message),
                 tokens=record.get("tokens"),
+                trace=False,
             )
             if write:
                 self._on_ingested(ingested)
             return
+        fields = {k: v for k, v in record.items() if k not in ("type", "ts")}
+        fields.setdefault("through_seq", self._next_seq - 1)
         if kind == rec.COMPACTION:
             summary = record.get("summary")
             if not isinstance(summary, str):
@@ -183,8 +190,12 @@ class CompactionMemory(CompactionBase):
             tokens_before = self.estimate_context_tokens()
             replayed = set(record.get("replayed_seqs") or ())
             kept = [e for e in self._entries() if e[1].seq is not None and e[1].seq in replayed]
-            self._set_summary(summary, kept)
-            self._compaction_count = int(record.get("compaction_number", self._compaction_count + 1))
+            # Current records carry the continuation's token count; old ones used another template.
+            recorded = record.get("summary_tokens") if "through_seq" in record else None
+            self._set_summary(summary, kept, tokens=recorded)
+            self._compaction_count = int(
+                record.get("compaction_number", self._compaction_count + 1)
+            )
             fields.setdefault("compaction_number", self._compaction_count)
             fields.setdefault("status", "ok")
             fields.setdefault("replayed_seqs", [])
@@ -256,6 +267,13 @@ class CompactionMemory(CompactionBase):
         CompactionBase.set_system_prompt(memory, str(meta.get("system_prompt") or ""))
         memory._replay(itertools.chain([first] if first is not None else [], records))
         memory.restore_problems.extend(problems)
+        memory._trace.add(
+            "restored",
+            session_id=session_id,
+            messages=memory._next_seq,
+            compactions=memory._compaction_count,
+            problems=len(memory.restore_problems),
+        )
         for problem in memory.restore_problems:
             memory._trace.add("log_problem", line=problem.line, detail=str(problem))
             logger.warning("session %s: %s", session_id, problem)
@@ -316,9 +334,15 @@ class CompactionMemory(CompactionBase):
         memory._system_prompt = state.system_prompt
         memory._meta_written = state.next_seq > 0 and memory._log_store is not None
         messages = [ChatMessage.from_dict(m) for m in state.messages]
-        metas = [EntryMeta(seq, unit, idx) for seq, (unit, idx) in zip(state.seqs, state.units, strict=True)]
+        metas = [
+            EntryMeta(seq, unit, idx)
+            for seq, (unit, idx) in zip(state.seqs, state.units, strict=True)
+        ]
         memory._replace_context(
-            [(m, meta, memory.estimate_message_tokens(m)) for m, meta in zip(messages, metas, strict=True)]
+            [
+                (m, meta, memory.estimate_message_tokens(m))
+                for m, meta in zip(messages, metas, strict=True)
+            ]
         )
         memory._summary = state.summary
         memory._compaction_count = state.compaction_count
@@ -338,7 +362,9 @@ class CompactionMemory(CompactionBase):
         The fork gets its own log (same store): its first records rebuild this
         context, so it restores on its own; the parent's log is untouched.
         """
-        config = CompactionMemoryConfig.from_dict({**self.config.to_dict(), "session_id": session_id})
+        config = CompactionMemoryConfig.from_dict(
+            {**self.config.to_dict(), "session_id": session_id}
+        )
         child = type(self)(
             config=config,
             compact_fn=self._compact_fn,
@@ -405,7 +431,9 @@ def upgrade_records(
     first = next(stream, None)
     meta = first if first is not None and first.get("type") == rec.SESSION_META else {}
     stored = dict(meta.get("config") or {})
-    stored.update(session_id=session_id or meta.get("session_id") or str(uuid.uuid4()), auto_compact=False)
+    stored.update(
+        session_id=session_id or meta.get("session_id") or str(uuid.uuid4()), auto_compact=False
+    )
     store = InMemoryLogStore()
     memory = CompactionMemory(
         config=CompactionMemoryConfig.from_dict(stored),

@@ -55,7 +55,11 @@ class CompactionMemoryConfig:
 
     def __post_init__(self) -> None:
         ratio = self.safety_ratio
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not math.isfinite(ratio):
+        if (
+            isinstance(ratio, bool)
+            or not isinstance(ratio, int | float)
+            or not math.isfinite(ratio)
+        ):
             raise ConfigurationError(f"safety_ratio must be a number in (0, 1], got {ratio!r}")
         if not 0 < ratio <= 1:
             raise ConfigurationError(f"safety_ratio must be in (0, 1], got {ratio!r}")

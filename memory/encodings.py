@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import tiktoken
 import tiktoken.model
 
-from .errors import MotusMemoryError
+from .errors import EncodingDataError
 
 logger = logging.getLogger(__name__)
 
@@ -158,10 +158,6 @@ _DOWNLOADABLE: dict[str, tuple[tuple[str, str], ...]] = {
 
 # "openai/gpt-4o", "azure/gpt-4o", "us.anthropic.claude-..." (Bedrock).
 _VENDOR_PREFIX = re.compile(r"^(?:[a-z]{2}\.)?(?:anthropic|meta|amazon|mistral|cohere|ai21)\.")
-
-
-class EncodingDataError(MotusMemoryError):
-    """A shipped BPE file is missing, unreadable or fails its sha256 check."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ happens at run time::
 
     MotusMemoryError
     ├── ConfigurationError           bad config value, unknown memory_type, bad session id
-    │   └── UnsupportedMemoryTypeError   a memory type that exists in the design but is not built yet
+    │   └── UnsupportedMemoryTypeError   a type the design names that is not built yet
+    ├── EncodingDataError            a shipped tokenizer file is missing or fails its sha256
     ├── LogError                     conversation-log I/O
     │   ├── SessionNotFoundError         no log (or no records) for a session id
     │   └── LogCorruptError              a record that cannot be used (strict reads only)
@@ -36,6 +37,11 @@ class ConfigurationError(MotusMemoryError, ValueError):
 
 class UnsupportedMemoryTypeError(ConfigurationError):
     """A memory type named by the design that this version does not provide."""
+
+
+class EncodingDataError(MotusMemoryError):
+    """A BPE file shipped for offline token counting is missing, corrupt or not
+    the published one: counting with it would give silently wrong numbers."""
 
 
 class LogError(MotusMemoryError):

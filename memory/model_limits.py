@@ -4,20 +4,25 @@
 that ends at a separator, after dropping a provider prefix, so dated and
 aliased names resolve to their family: ``gpt-4o-2024-08-06`` -> ``gpt-4o``,
 ``claude-haiku-4-5-20251001`` -> ``claude-haiku-4-5``, ``openai/gpt-4.1-mini``
--> ``gpt-4.1-mini``, ``claude-3-5-sonnet@20240620`` (Vertex) and
-``us.anthropic.claude-sonnet-4-20250514-v1:0`` (Bedrock) likewise. A model
-not in the table gets ``UNKNOWN_MODEL_LIMITS`` (128,000 / 4,096,
-``known=False``) and one logged warning per name.
+-> ``gpt-4.1-mini``; so do Vertex (``claude-3-5-sonnet@20240620``), Bedrock
+(``us.anthropic.claude-sonnet-4-20250514-v1:0``), fine-tuned
+(``ft:gpt-4o-mini-2024-07-18:org::id``) and OpenRouter
+(``anthropic/claude-3.5-sonnet``) names. A model not in the table gets
+``UNKNOWN_MODEL_LIMITS`` (128,000 / 4,096, ``known=False``) and one logged
+warning per name.
 
-The numbers are the providers' published defaults (model pages of the OpenAI,
-Anthropic and Google docs, late 2025): opt-in extensions such as Anthropic's
-1M-context beta header are not assumed.
+The numbers are the providers' published defaults (the OpenAI, Anthropic and
+Google model pages): opt-in extensions such as a 1M-context beta header are
+not assumed. A newer version of a listed family that is not listed itself
+(``claude-opus-4-7``) resolves to the family's oldest numbers, which are the
+smaller ones.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 from dataclasses import dataclass
 
@@ -60,6 +65,7 @@ MODEL_LIMITS: dict[str, ModelLimits] = {
     "gpt-5.1": _k(400_000, 128_000),
     "gpt-5.1-codex": _k(400_000, 128_000),
     "gpt-5.1-chat": _k(128_000, 16_384),
+    "gpt-5.2": _k(400_000, 128_000),
     "gpt-4.1": _k(1_047_576, 32_768),
     "gpt-4.1-mini": _k(1_047_576, 32_768),
     "gpt-4.1-nano": _k(1_047_576, 32_768),
@@ -74,6 +80,7 @@ MODEL_LIMITS: dict[str, ModelLimits] = {
     "gpt-4": _k(8_192, 8_192),
     "gpt-4-32k": _k(32_768, 32_768),
     "gpt-3.5-turbo": _k(16_385, 4_096),
+    "gpt-35-turbo": _k(16_385, 4_096),  # the Azure spelling
     "o1": _k(200_000, 100_000),
     "o1-pro": _k(200_000, 100_000),
     "o1-preview": _k(128_000, 32_768),
@@ -86,6 +93,13 @@ MODEL_LIMITS: dict[str, ModelLimits] = {
     "gpt-oss-120b": _k(131_072, 131_072),
     "gpt-oss-20b": _k(131_072, 131_072),
     # Anthropic
+    "claude-fable-5": _k(1_000_000, 128_000),
+    "claude-opus-5": _k(1_000_000, 128_000),
+    "claude-sonnet-5": _k(1_000_000, 128_000),
+    "claude-haiku-5": _k(1_000_000, 128_000),
+    "claude-opus-4-8": _k(1_000_000, 128_000),
+    "claude-opus-4-6": _k(1_000_000, 128_000),
+    "claude-sonnet-4-6": _k(1_000_000, 128_000),
     "claude-opus-4-5": _k(200_000, 64_000),
     "claude-opus-4-1": _k(200_000, 32_000),
     "claude-opus-4": _k(200_000, 32_000),
@@ -115,6 +129,7 @@ UNKNOWN_MODEL_LIMITS = ModelLimits(context_window=128_000, max_output_tokens=4_0
 # What may follow a known name: a date or variant ("-2024-08-06", "-latest",
 # "-preview-05-06"), a Bedrock version (":0"), a Vertex date ("@20240620").
 _SEPARATORS = ("-", ":", "@")
+_VERSION_DOT = re.compile(r"(?<=\d)\.(?=\d)")
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -129,9 +144,20 @@ def _lookup(name: str) -> ModelLimits | None:
     return MODEL_LIMITS[best] if best is not None else None
 
 
+def _resolve(model: str) -> ModelLimits | None:
+    name = normalize_model_name(model)
+    if name.startswith("ft:"):  # fine-tuned: "ft:gpt-4o-mini-2024-07-18:org::id"
+        name = name[3:]
+    limits = _lookup(name)
+    if limits is None and name.startswith("claude"):
+        # OpenRouter spells versions with dots: "claude-3.5-sonnet", "claude-sonnet-4.5".
+        limits = _lookup(_VERSION_DOT.sub("-", name))
+    return limits
+
+
 def get_model_limits(model: str | None) -> ModelLimits:
     """The limits of ``model``; ``UNKNOWN_MODEL_LIMITS`` (and a warning, once) when unknown."""
-    limits = _lookup(normalize_model_name(model)) if model else None
+    limits = _resolve(model) if model else None
     if limits is not None:
         return limits
     key = model or ""

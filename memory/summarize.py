@@ -65,7 +65,9 @@ def continuation_message(summary: str) -> ChatMessage:
 def render_transcript_line(message: ChatMessage) -> str:
     """One message as transcript text: ``[role] text`` plus its tool calls."""
     if message.role == "tool":
-        label = f"[tool result {message.name or ''} {message.tool_call_id or ''}]".replace("  ", " ")
+        label = f"[tool result {message.name or ''} {message.tool_call_id or ''}]".replace(
+            "  ", " "
+        )
     else:
         label = f"[{message.role}]"
     parts = [f"{label} {message.text}".rstrip()]
@@ -115,7 +117,9 @@ async def summarize_with_model(
     instructions_tokens = counter.count(SUMMARY_INSTRUCTIONS) + _REQUEST_OVERHEAD_TOKENS
     budget = context_window - max_output_tokens - instructions_tokens
     summary = previous_summary
-    chunks = _chunk_transcript(messages, counter, budget - (counter.count(summary) if summary else 0))
+    chunks = _chunk_transcript(
+        messages, counter, budget - (counter.count(summary) if summary else 0)
+    )
     for number, chunk in enumerate(chunks, start=1):
         request = _summary_request(chunk, summary, max_output_tokens)
         try:
@@ -142,7 +146,9 @@ def _summary_request(transcript: str, previous: str | None, max_tokens: int) -> 
     ]
 
 
-def _chunk_transcript(messages: Sequence[ChatMessage], counter: TokenCounter, budget: int) -> list[str]:
+def _chunk_transcript(
+    messages: Sequence[ChatMessage], counter: TokenCounter, budget: int
+) -> list[str]:
     budget = max(budget, 256)
     chunks: list[str] = []
     lines: list[str] = []

@@ -17,7 +17,7 @@ budget once the other parts (images, files) are counted, in order; the first
 text part that does not fit is cut, the text parts after it are dropped, the
 other parts are all kept, and the marker is added as a last text part. If the
 non-text parts alone exceed ``max_tokens`` the result cannot fit and keeps them
-with the marker only.
+with the marker only; a list without text parts is never cut.
 
 When ``max_tokens`` is so small that the marker would take more than half of
 it, the short marker ``[... truncated]`` is used, or none if even that does not
@@ -128,7 +128,9 @@ def _truncate_text(
     use_full, reserve = _choose_marker(counter, max_tokens, original, original_bytes)
     # From here on only the first max_tokens tokens are looked at again.
     budget = max_tokens - reserve
-    for _ in range(_MAX_ATTEMPTS):
+    for attempt in range(_MAX_ATTEMPTS + 1):
+        if attempt == _MAX_ATTEMPTS:
+            budget = 0  # the marker alone always fits
         kept = counter.truncate_counted(head.text, max(budget, 0))
         cut = kept.text + _marker(use_full, reserve, kept.tokens, original, original_bytes)
         total = counter.count(cut)
@@ -141,15 +143,19 @@ def _truncate_text(
 def _truncate_parts(
     message: ChatMessage, parts: Sequence[Mapping[str, Any]], max_tokens: int, counter: TokenCounter
 ) -> Truncation | None:
+    is_text = [p.get("type") in _TEXT_PART_TYPES and isinstance(p.get("text"), str) for p in parts]
+    if not any(is_text):
+        return None  # nothing that can be cut
     original = counter.content_tokens(parts)
     if original <= max_tokens:
         return None
-    is_text = [p.get("type") in _TEXT_PART_TYPES and isinstance(p.get("text"), str) for p in parts]
     original_bytes = sum(_utf8_len(p["text"]) for p, t in zip(parts, is_text, strict=True) if t)
     fixed = sum(counter.part_tokens(p) for p, t in zip(parts, is_text, strict=True) if not t)
     use_full, reserve = _choose_marker(counter, max_tokens, original, original_bytes)
     budget = max_tokens - reserve - fixed
-    for _ in range(_MAX_ATTEMPTS):
+    for attempt in range(_MAX_ATTEMPTS + 1):
+        if attempt == _MAX_ATTEMPTS:
+            budget = 0
         kept_parts = _fill_text_parts(parts, is_text, max(budget, 0), counter)
         kept_tokens = counter.content_tokens(kept_parts)
         marker = _marker(use_full, reserve, kept_tokens, original, original_bytes)

@@ -100,7 +100,9 @@ class TurnTracker:
                 why = f"a second result for tool call {', '.join(unknown)}"
             else:
                 why = f"a tool result for unknown tool call {', '.join(unknown)}"
-            return Classification(unit, self.unit_index, False, (), f"{why}; kept out of the context")
+            return Classification(
+                unit, self.unit_index, False, (), f"{why}; kept out of the context"
+            )
         for i in known:
             del self.pending[i]
             self.answered.add(i)

@@ -24,10 +24,14 @@ class InMemoryLogStore:
         try:
             data = orjson.dumps(record)
         except TypeError as exc:
-            raise LogError(f"record for session {session_id!r} is not JSON-serialisable: {exc}") from exc
+            raise LogError(
+                f"record for session {session_id!r} is not JSON-serialisable: {exc}"
+            ) from exc
         self._logs.setdefault(validate_session_id(session_id), []).append(data)
 
-    def read(self, session_id: str, problems: list[LogProblem] | None = None) -> Iterator[dict[str, Any]]:
+    def read(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
         if validate_session_id(session_id) not in self._logs:
             raise SessionNotFoundError(session_id, "memory")
         return (orjson.loads(data) for data in list(self._logs[session_id]))

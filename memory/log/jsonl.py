@@ -40,7 +40,9 @@ class JSONLLogStore:
         try:
             line = orjson.dumps(record) + b"\n"
         except TypeError as exc:
-            raise LogError(f"record for session {session_id!r} is not JSON-serialisable: {exc}") from exc
+            raise LogError(
+                f"record for session {session_id!r} is not JSON-serialisable: {exc}"
+            ) from exc
         try:
             self.base_path.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -56,7 +58,9 @@ class JSONLLogStore:
         except OSError as exc:
             raise LogError(f"cannot append to {path}: {exc}") from exc
 
-    def read(self, session_id: str, problems: list[LogProblem] | None = None) -> Iterator[dict[str, Any]]:
+    def read(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Yield the records of ``session_id`` in file order.
 
         Raises ``SessionNotFoundError`` (before the first record is yielded)

@@ -66,7 +66,9 @@ class LogStore(Protocol):
         """Append one record durably. Raises ``LogError`` on I/O failure."""
         ...
 
-    def read(self, session_id: str, problems: list[LogProblem] | None = None) -> Iterator[dict[str, Any]]:
+    def read(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Yield the session's records in order.
 
         A record that cannot be read is skipped and, when ``problems`` is given,

@@ -24,7 +24,11 @@ def calls(*ids: str, name: str = "lookup", content: str | None = None) -> dict[s
         "role": "assistant",
         "content": content,
         "tool_calls": [
-            {"id": i, "type": "function", "function": {"name": name, "arguments": f'{{"q": "{i}"}}'}}
+            {
+                "id": i,
+                "type": "function",
+                "function": {"name": name, "arguments": f'{{"q": "{i}"}}'},
+            }
             for i in ids
         ],
     }

@@ -88,7 +88,9 @@ async def test_it_never_compacts_while_a_parallel_batch_is_open() -> None:
 
 async def test_at_a_final_answer_everything_is_summarised() -> None:
     memory = memory_with()
-    await add_all(memory, user("q " + LONG), calls("a"), result("a", LONG), answer("the answer " + LONG))
+    await add_all(
+        memory, user("q " + LONG), calls("a"), result("a", LONG), answer("the answer " + LONG)
+    )
     assert roles(memory) == ["system", "user"]
     assert memory.summary == "summary of 4"
 
@@ -166,7 +168,7 @@ async def test_on_compact_receives_the_documented_stats() -> None:
     assert s["tokens_after"] < s["tokens_before"]
 
 
-async def test_when_the_floor_is_above_the_threshold_it_warns_once_instead_of_compacting_every_time() -> None:
+async def test_a_floor_above_the_threshold_warns_once_instead_of_compacting_every_time() -> None:
     store = InMemoryLogStore()
     memory = memory_with(threshold=200, log_store=store)
     await add_all(memory, user("q"), answer("a"), user("huge request " + LONG * 3))
@@ -179,7 +181,7 @@ async def test_when_the_floor_is_above_the_threshold_it_warns_once_instead_of_co
     assert [r for r in log if r["type"] == records.COMPACTION] == []
 
 
-async def test_model_summarisation_uses_the_client_and_falls_back_offline_after_repeated_failures() -> None:
+async def test_model_summaries_fall_back_offline_after_repeated_failures() -> None:
     client = FakeClient(replies=[ProviderTimeoutError("slow"), ProviderTimeoutError("slow")])
     memory = memory_with(compact_fn=None, client=client)
     await add_all(memory, user("q mia_li_3668 " + LONG), answer(LONG))
@@ -187,7 +189,7 @@ async def test_model_summarisation_uses_the_client_and_falls_back_offline_after_
     await add_all(memory, user("again"))
     # Second failure in a row: the offline summariser takes over.
     assert memory.compaction_count == 1
-    assert "mia_li_3668" in memory.summary
+    assert "mia_li_3668" in (memory.summary or "")
     trace = memory.get_memory_trace()
     assert trace["failed_compactions"] == 2
     assert [e["model"] for e in trace["events"] if e["type"] == "compaction"] == ["offline"]
@@ -199,7 +201,9 @@ async def test_model_summarisation_splits_into_requests_that_fit_the_compaction_
     from memory import compaction_base
     from memory.model_limits import ModelLimits
 
-    monkeypatch.setattr(compaction_base, "get_model_limits", lambda model: ModelLimits(1_200, 200, True))
+    monkeypatch.setattr(
+        compaction_base, "get_model_limits", lambda model: ModelLimits(1_200, 200, True)
+    )
     client = FakeClient(replies=["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"])
     memory = memory_with(threshold=1_500, compact_fn=None, client=client)
     for i in range(12):
@@ -215,7 +219,9 @@ async def test_model_summarisation_splits_into_requests_that_fit_the_compaction_
 
 
 async def test_without_client_or_compact_fn_it_uses_the_offline_summariser() -> None:
-    memory = CompactionMemory(config=CompactionMemoryConfig(token_threshold=300), model_name="gpt-4o")
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(token_threshold=300), model_name="gpt-4o"
+    )
     await add_all(memory, user("reservation ZFA04Y please " + LONG), answer(LONG))
     assert memory.compaction_count == 1
     assert "ZFA04Y" in (memory.summary or "")
@@ -223,7 +229,9 @@ async def test_without_client_or_compact_fn_it_uses_the_offline_summariser() -> 
 
 async def test_set_model_fills_only_what_was_not_given(fake_client: FakeClient) -> None:
     other = FakeClient()
-    memory = CompactionMemory(client=fake_client, config=CompactionMemoryConfig(compact_model_name="small"))
+    memory = CompactionMemory(
+        client=fake_client, config=CompactionMemoryConfig(compact_model_name="small")
+    )
     memory.set_model(client=other, model_name="gpt-4o")
     assert memory._client is fake_client
     assert memory.model_name == "gpt-4o"
@@ -253,7 +261,9 @@ def test_invalid_config_raises_a_clear_error_at_construction(kwargs: dict[str, A
 
 async def test_manual_compaction_with_an_open_batch_keeps_the_batch_whole() -> None:
     memory = memory_with(threshold=100_000)
-    await add_all(memory, user("q " + LONG), answer(LONG), user("go"), calls("a", "b"), result("a", "r"))
+    await add_all(
+        memory, user("q " + LONG), answer(LONG), user("go"), calls("a", "b"), result("a", "r")
+    )
     assert await memory.compact() is not None
     assert roles(memory) == ["system", "user", "user", "assistant", "tool"]
     await memory.add_message(result("b", "r2"))

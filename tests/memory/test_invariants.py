@@ -43,7 +43,13 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
         elif kind == "answer":
             out.append({"role": "assistant", "content": draw(texts)})
         elif kind == "orphan":
-            out.append({"role": "tool", "tool_call_id": draw(st.sampled_from(["nope", "call_0"])), "content": "x"})
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": draw(st.sampled_from(["nope", "call_0"])),
+                    "content": "x",
+                }
+            )
         else:
             ids = [f"call_{counter + i}" for i in range(draw(st.integers(1, 3)))]
             counter += len(ids)
@@ -52,7 +58,11 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
                     "role": "assistant",
                     "content": draw(st.one_of(st.none(), texts)),
                     "tool_calls": [
-                        {"id": i, "type": "function", "function": {"name": "search", "arguments": draw(texts)}}
+                        {
+                            "id": i,
+                            "type": "function",
+                            "function": {"name": "search", "arguments": draw(texts)},
+                        }
                         for i in ids
                     ],
                 }
@@ -62,17 +72,30 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
                 answered = answered[:-1]  # an interrupted batch
             for call_id in answered:
                 size = draw(st.sampled_from([1, 1, 1, 40, 400]))
-                out.append({"role": "tool", "tool_call_id": call_id, "name": "search", "content": draw(texts) * size})
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id,
+                        "name": "search",
+                        "content": draw(texts) * size,
+                    }
+                )
                 if draw(st.integers(0, 14)) == 0:
                     out.append({"role": "tool", "tool_call_id": call_id, "content": "duplicate"})
     return out
 
 
-def check_context(memory: CompactionMemory, added: list[ChatMessage], logged: dict[int, dict[str, Any]]) -> None:
+def check_context(
+    memory: CompactionMemory, added: list[ChatMessage], logged: dict[int, dict[str, Any]]
+) -> None:
     context = memory.get_context()
     assert context[0] == ChatMessage.system(SYSTEM_PROMPT)
     assert all(m.role != "system" for m in context[1:])
-    continuations = [i for i, m in enumerate(context) if m.role == "user" and m.text.startswith(CONTINUATION_HEAD)]
+    continuations = [
+        i
+        for i, m in enumerate(context)
+        if m.role == "user" and m.text.startswith(CONTINUATION_HEAD)
+    ]
     assert continuations in ([], [1])
     assert (memory.summary is not None) == (continuations == [1])
 
@@ -82,7 +105,9 @@ def check_context(memory: CompactionMemory, added: list[ChatMessage], logged: di
         if message.role == "tool":
             assert message.tool_call_ids, "a tool message without an id reached the context"
             for call_id in message.tool_call_ids:
-                assert call_id in open_ids, f"tool result {call_id} at {position} follows no matching call"
+                assert call_id in open_ids, (
+                    f"tool result {call_id} at {position} follows no matching call"
+                )
                 open_ids.discard(call_id)
                 answered.add(call_id)
             continue
@@ -100,11 +125,13 @@ def check_context(memory: CompactionMemory, added: list[ChatMessage], logged: di
     # The newest user request survives verbatim until an answer closes it.
     last_user = max((i for i, m in enumerate(added) if m.role == "user"), default=None)
     if last_user is not None:
-        answered_after = any(m.role == "assistant" and not m.tool_calls for m in added[last_user + 1 :])
+        answered_after = any(
+            m.role == "assistant" and not m.tool_calls for m in added[last_user + 1 :]
+        )
         if not answered_after:
-            assert any(m is added[last_user] or m == added[last_user] for m in context) or _truncated(
-                logged, last_user
-            )
+            assert any(
+                m is added[last_user] or m == added[last_user] for m in context
+            ) or _truncated(logged, last_user)
 
     # The running token total equals a recount from scratch.
     assert memory.estimate_context_tokens() == memory.token_counter.context_tokens(context)
@@ -125,7 +152,9 @@ def run(conversation: list[dict[str, Any]], failures: list[bool], threshold: int
         return f"summary of {len(messages)} messages"
 
     memory = CompactionMemory(
-        config=CompactionMemoryConfig(session_id="prop", token_threshold=threshold, max_tool_result_tokens=60),
+        config=CompactionMemoryConfig(
+            session_id="prop", token_threshold=threshold, max_tool_result_tokens=60
+        ),
         compact_fn=summarise,
         log_store=store,
         model_name="gpt-4o",
@@ -146,10 +175,14 @@ def run(conversation: list[dict[str, Any]], failures: list[bool], threshold: int
     log = list(store.read("prop"))
     messages = [r for r in log if r["type"] == records.MESSAGE]
     assert [r["seq"] for r in messages] == list(range(len(conversation)))
-    assert [r["message"] for r in messages] == [ChatMessage.from_dict(d).to_dict() for d in conversation]
+    assert [r["message"] for r in messages] == [
+        ChatMessage.from_dict(d).to_dict() for d in conversation
+    ]
 
     restored = CompactionMemory.restore_from_log("prop", log_store=store, compact_fn=summarise)
-    assert [m.to_dict() for m in restored.get_context()] == [m.to_dict() for m in memory.get_context()]
+    assert [m.to_dict() for m in restored.get_context()] == [
+        m.to_dict() for m in memory.get_context()
+    ]
     assert restored.estimate_context_tokens() == memory.estimate_context_tokens()
     assert restored.at_boundary == memory.at_boundary
     assert restored.compaction_count == memory.compaction_count
@@ -157,7 +190,11 @@ def run(conversation: list[dict[str, Any]], failures: list[bool], threshold: int
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(conversation=conversations(), failures=st.lists(st.booleans(), max_size=8), threshold=st.integers(150, 900))
+@given(
+    conversation=conversations(),
+    failures=st.lists(st.booleans(), max_size=8),
+    threshold=st.integers(150, 900),
+)
 def test_every_context_is_valid_and_restores_exactly(
     conversation: list[dict[str, Any]], failures: list[bool], threshold: int
 ) -> None:

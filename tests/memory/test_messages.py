@@ -13,13 +13,28 @@ from memory import ChatMessage, InvalidMessageError
 EXAMPLES: list[dict[str, Any]] = [
     {"role": "user", "content": "hello"},
     {"role": "user", "content": ""},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
-    ]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+        ],
+    },
     {"role": "tool", "content": "42", "tool_call_id": "call_1", "name": "f"},
-    {"role": "user", "content": [{"type": "text", "text": "look"},
-                                 {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
-    {"role": "assistant", "content": "thinking", "thought": "hmm", "agent": "main", "tool_calls": None},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look"},
+            {"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": "thinking",
+        "thought": "hmm",
+        "agent": "main",
+        "tool_calls": None,
+    },
     {"role": "assistant", "content": "x", "tool_calls": []},
     {"role": "tool", "content": "out", "tool_call_ids": ["call_9"], "message_type": "observation"},
 ]
@@ -43,7 +58,10 @@ def test_a_tool_call_ids_list_with_one_id_is_read_as_the_tool_call_id() -> None:
 
 def test_object_arguments_become_their_json_text() -> None:
     message = ChatMessage.from_dict(
-        {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"k": "v"}}}]}
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"k": "v"}}}],
+        }
     )
     assert message.tool_calls[0].arguments == '{"k":"v"}'
 
@@ -68,10 +86,18 @@ def test_malformed_messages_raise_a_clear_error(data: Any) -> None:
 @given(
     role=st.sampled_from(["user", "assistant", "tool"]),
     content=st.one_of(st.none(), st.text()),
-    extra=st.dictionaries(st.text(min_size=1).filter(lambda k: k not in {
-        "role", "content", "tool_calls", "tool_call_id", "name", "tool_call_ids"} and not k.startswith("_")),
-        st.one_of(st.text(), st.integers(), st.booleans())),
+    extra=st.dictionaries(
+        st.text(min_size=1).filter(
+            lambda k: (
+                k not in {"role", "content", "tool_calls", "tool_call_id", "name", "tool_call_ids"}
+                and not k.startswith("_")
+            )
+        ),
+        st.one_of(st.text(), st.integers(), st.booleans()),
+    ),
 )
-def test_any_message_with_extra_fields_round_trips(role: str, content: str | None, extra: dict[str, Any]) -> None:
+def test_any_message_with_extra_fields_round_trips(
+    role: str, content: str | None, extra: dict[str, Any]
+) -> None:
     data = {"role": role, "content": content, **extra}
     assert ChatMessage.from_dict(data).to_dict() == data

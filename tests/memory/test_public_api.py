@@ -8,13 +8,28 @@ import sys
 import pytest
 
 import memory
-from memory import BaseMemory, BasicMemory, CompactionMemory, UnsupportedMemoryTypeError, create_memory
+from memory import (
+    BaseMemory,
+    BasicMemory,
+    CompactionMemory,
+    UnsupportedMemoryTypeError,
+    create_memory,
+)
 
 
 def test_the_public_names_are_exactly_those_listed() -> None:
-    for name in ["BaseMemory", "BasicMemory", "CompactionBase", "CompactionMemory",
-                 "CompactionMemoryConfig", "CompactionSessionState", "SessionState",
-                 "ChatMessage", "count_tokens", "TokenCounter"]:
+    for name in [
+        "BaseMemory",
+        "BasicMemory",
+        "CompactionBase",
+        "CompactionMemory",
+        "CompactionMemoryConfig",
+        "CompactionSessionState",
+        "SessionState",
+        "ChatMessage",
+        "count_tokens",
+        "TokenCounter",
+    ]:
         assert name in memory.__all__
     assert sorted(memory.__all__) == memory.__all__
     assert all(hasattr(memory, name) for name in memory.__all__)

@@ -10,7 +10,7 @@ from .conftest import answer, calls, result, user
 
 def classify(*messages: dict) -> list[tuple[str, int, bool]]:
     tracker = TurnTracker()
-    out = []
+    out: list[tuple[str, int, bool]] = []
     for m in messages:
         c = tracker.classify(ChatMessage.from_dict(m))
         out.append((c.unit, c.unit_index, c.in_context))
@@ -43,8 +43,10 @@ def test_a_result_for_an_unknown_or_answered_id_is_an_anomaly_not_a_count() -> N
     unknown = tracker.classify(ChatMessage.from_dict(result("zzz")))
     tracker.classify(ChatMessage.from_dict(result("a")))
     duplicate = tracker.classify(ChatMessage.from_dict(result("a")))
-    assert not unknown.in_context and "unknown tool call zzz" in (unknown.anomaly or "")
-    assert not duplicate.in_context and "second result for tool call a" in (duplicate.anomaly or "")
+    assert not unknown.in_context
+    assert "unknown tool call zzz" in (unknown.anomaly or "")
+    assert not duplicate.in_context
+    assert "second result for tool call a" in (duplicate.anomaly or "")
     assert not tracker.at_boundary  # b is still open: the duplicate did not close it
 
 
@@ -54,7 +56,11 @@ async def test_an_interrupted_batch_gets_placeholder_results_so_the_context_stay
         await memory.add_message(m)
     context = memory.get_context()
     assert [(m.role, m.tool_call_id) for m in context[1:]] == [
-        ("user", None), ("assistant", None), ("tool", "a"), ("tool", "b"), ("user", None)
+        ("user", None),
+        ("assistant", None),
+        ("tool", "a"),
+        ("tool", "b"),
+        ("user", None),
     ]
     assert context[4].content == ABANDONED_RESULT_TEXT
     trace = memory.get_memory_trace()
