@@ -16,7 +16,7 @@ from memory.offline_compactor import offline_summary
 from memory.tokens import TokenCounter
 
 TAU_BENCH = Path("/work/shared/data/tau-bench/gpt-4o-airline.json")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +203,7 @@ def test_it_is_deterministic_across_runs_and_hash_seeds(counter: TokenCounter) -
 
     script = (
         "import json\n"
-        "from tests.test_offline_compactor import airline_session\n"
+        "from tests.memory.test_offline_compactor import airline_session\n"
         "from memory.offline_compactor import offline_summary\n"
         "from memory.tokens import TokenCounter\n"
         "print(json.dumps(offline_summary(airline_session() * 5, budget_tokens=300,"

@@ -594,4 +594,4 @@ def test_importing_the_counter_loads_no_encoding() -> None:
         "from memory import encodings\n"
         "assert encodings._loaded == {}, encodings._loaded\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
