@@ -13,7 +13,7 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from .messages import ChatMessage, InvalidMessageError
 from .session_state import SessionState
@@ -23,8 +23,7 @@ from .truncation import Truncation, truncate_tool_result
 from .units import Classification, TurnTracker, Unit, placeholder_results
 
 
-@dataclass(frozen=True, slots=True)
-class EntryMeta:
+class EntryMeta(NamedTuple):
     """Where a context message came from: its log ``seq`` (``None`` for derived
     messages such as a placeholder result) and its turn unit."""
 

@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, NamedTuple, Self, cast
 
 from .base import EntryMeta, Ingested
 from .clients.base import ChatClient
@@ -24,12 +24,19 @@ from .errors import LogCorruptError, MotusMemoryError
 from .log import records as rec
 from .log.jsonl import JSONLLogStore
 from .log.store import LogProblem, LogStore
-from .messages import ChatMessage
+from .messages import ROLES, ChatMessage, InvalidMessageError, answered_call_ids
 from .session_state import CompactionSessionState
 from .summarize import CompactFn
-from .units import TurnTracker
+from .units import TurnTracker, placeholder_results
 
 logger = logging.getLogger("memory.compaction")
+
+
+class _Unmaterialized(NamedTuple):
+    """A message record's dict awaiting conversion, with its record number."""
+
+    data: dict[str, Any]
+    number: int
 
 
 class CompactionMemory(CompactionBase):
@@ -159,9 +166,62 @@ class CompactionMemory(CompactionBase):
         record in the current format (how old logs are upgraded)."""
         for number, record in enumerate(records, start=1):
             try:
-                self._apply_record(record, write)
+                if not write and record.get("type") == rec.MESSAGE and "tokens" in record:
+                    self._ingest_recorded(record, number)
+                else:
+                    self._apply_record(record, write)
             except (MotusMemoryError, KeyError, TypeError, ValueError) as exc:
                 self.restore_problems.append(LogProblem(number, f"record {number} unusable: {exc}"))
+        self._materialize()
+
+    def _ingest_recorded(self, record: dict[str, Any], number: int) -> None:
+        """Restore's fast path for a current-format message record.
+
+        Most messages of a long log are folded into a summary by a later
+        compaction record, so building a ``ChatMessage`` for each would be
+        wasted: the raw dict enters the context and is only turned into a
+        ``ChatMessage`` (and validated) by ``_materialize`` if it survives.
+        The unit tracking is the same ``TurnTracker`` the live memory uses.
+        """
+        data = record["message"]
+        role = data["role"]
+        if role not in ROLES or role == "system":
+            raise InvalidMessageError(f"unusable message role {role!r}")
+        call_ids = tuple(str(call["id"]) for call in data.get("tool_calls") or ())
+        result_ids = answered_call_ids(role, data.get("tool_call_id"), data.get("tool_call_ids"))
+        classification = self._tracker.classify_ids(role, call_ids, result_ids)
+        seq = int(record["seq"])
+        self._next_seq = seq + 1
+        if classification.abandoned:
+            for placeholder in placeholder_results(classification.abandoned):
+                self._push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
+        if classification.in_context:
+            raw = record.get("context_message") or data
+            meta = EntryMeta(seq, classification.unit, classification.unit_index)
+            # A raw dict stands in for its ChatMessage until _materialize() runs.
+            self._push(cast(ChatMessage, _Unmaterialized(raw, number)), meta, int(record["tokens"]))
+        if classification.anomaly:
+            self._trace.add(
+                "anomaly",
+                seq=seq,
+                detail=classification.anomaly,
+                in_context=classification.in_context,
+            )
+
+    def _materialize(self) -> None:
+        if not any(isinstance(m, _Unmaterialized) for m in self._messages):
+            return
+        entries = []
+        for message, meta, tokens in self._entries():
+            if isinstance(message, _Unmaterialized):
+                try:
+                    message = ChatMessage.from_dict(message.data)
+                except InvalidMessageError as exc:
+                    problem = LogProblem(message.number, f"record {message.number} unusable: {exc}")
+                    self.restore_problems.append(problem)
+                    continue
+            entries.append((message, meta, tokens))
+        self._replace_context(entries)
 
     def _apply_record(self, record: dict[str, Any], write: bool) -> None:
         kind = record.get("type")

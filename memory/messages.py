@@ -221,7 +221,14 @@ class ChatMessage:
     @property
     def tool_call_ids(self) -> tuple[str, ...]:
         """Ids of the calls this tool message answers (several for SWE-agent style results)."""
-        ids = self.extra.get("tool_call_ids")
-        if self.role == "tool" and isinstance(ids, list) and ids:
-            return tuple(str(i) for i in ids)
-        return (self.tool_call_id,) if self.tool_call_id is not None else ()
+        return answered_call_ids(self.role, self.tool_call_id, self.extra.get("tool_call_ids"))
+
+
+def answered_call_ids(role: object, tool_call_id: object, tool_call_ids: object) -> tuple[str, ...]:
+    """The ids a tool message answers: its ``tool_call_ids`` list when it has
+    one (SWE-agent), else its ``tool_call_id``; ``()`` for other roles."""
+    if role != "tool":
+        return ()
+    if isinstance(tool_call_ids, list) and tool_call_ids:
+        return tuple(str(i) for i in tool_call_ids)
+    return (tool_call_id,) if isinstance(tool_call_id, str) else ()

@@ -23,7 +23,7 @@ restore derives the same ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .messages import ChatMessage
 
@@ -32,8 +32,7 @@ Unit = Literal["A", "B", "C"]
 ABANDONED_RESULT_TEXT = "[no result: this tool call was interrupted before it returned]"
 
 
-@dataclass(frozen=True, slots=True)
-class Classification:
+class Classification(NamedTuple):
     """What one message is: its unit, and what it did to the open batch.
 
     ``in_context`` is False for an orphan tool result (unknown or already
@@ -64,32 +63,41 @@ class TurnTracker:
 
     def classify(self, message: ChatMessage) -> Classification:
         """Classify ``message`` and advance the tracker. Never raises."""
-        if message.role == "tool":
-            return self._tool_result(message)
+        return self.classify_ids(
+            message.role, tuple(c.id for c in message.tool_calls), message.tool_call_ids
+        )
+
+    def classify_ids(
+        self, role: str, call_ids: tuple[str, ...], result_ids: tuple[str, ...]
+    ) -> Classification:
+        """``classify`` from what it reads of a message: its role, the ids of the
+        calls it makes and the ids of the calls it answers (restore uses this on
+        raw log records)."""
+        if role == "tool":
+            return self._tool_result(result_ids)
         abandoned = tuple(self.pending)
         anomaly = None
         if abandoned:
             anomaly = (
-                f"{message.role} message arrived while tool calls {', '.join(abandoned)} "
+                f"{role} message arrived while tool calls {', '.join(abandoned)} "
                 "had no result; they were closed with a placeholder result"
             )
         self.pending = {}
         self.answered = set()
         self.unit_index += 1
-        if message.role == "user":
+        if role == "user":
             self.unit = "A"
-        elif message.tool_calls:
+        elif call_ids:
             self.unit = "B"
-            for call in message.tool_calls:
-                if call.id in self.pending:
-                    anomaly = f"tool call id {call.id} appears twice in one message"
-                self.pending[call.id] = None
+            for call_id in call_ids:
+                if call_id in self.pending:
+                    anomaly = f"tool call id {call_id} appears twice in one message"
+                self.pending[call_id] = None
         else:
             self.unit = "C"
         return Classification(self.unit, self.unit_index, True, abandoned, anomaly)
 
-    def _tool_result(self, message: ChatMessage) -> Classification:
-        ids = message.tool_call_ids
+    def _tool_result(self, ids: tuple[str, ...]) -> Classification:
         unit: Unit = self.unit or "B"
         known = [i for i in ids if i in self.pending]
         if not ids or len(known) != len(ids):
