@@ -213,7 +213,12 @@ class CompactionBase(BaseMemory):
         if self._compact_fn is not None:
             head = [self._messages[0]] if self._summary is not None else []
             try:
-                text = await call_compact_fn(self._compact_fn, head + messages, self._system_prompt)
+                text = await call_compact_fn(
+                    self._compact_fn,
+                    head + messages,
+                    self._system_prompt,
+                    timeout_s=self._compaction_timeout_s,
+                )
             except CompactionError:
                 raise
             except (
@@ -299,7 +304,12 @@ class CompactionBase(BaseMemory):
             tokens_after,
         )
         if self._on_compact is not None:
-            self._on_compact(dict(stats))
+            try:
+                self._on_compact(dict(stats))
+            except Exception:
+                # The compaction is applied and logged; a broken observer must not
+                # turn the caller's add_message() into a failure.
+                logger.exception("on_compact callback raised")
 
     def _set_summary(
         self,

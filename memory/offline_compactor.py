@@ -209,7 +209,7 @@ _UNIT = (
 # one where the scan without it finds nothing, and the matches are the same.
 _TOKEN = re.compile(
     rf"""
-    (?P<skip>(?:[a-z]{{1,64}}(?![\w.%+@:/\\-])|[^\w.%+~/$€£¥-])++)
+    (?P<skip>(?:[a-z]{{1,64}}+(?![\w.%+@:/\\-])|[^\w.%+~/$€£¥-])++)
     |(?P<url>https?://[^\s<>"'`{{}}|\\^\[\]]{{1,400}})
     |(?P<email>(?<![\w.%+-])[A-Za-z0-9._%+-]{{1,64}}@[A-Za-z0-9-]{{1,63}}(?:\.[A-Za-z0-9-]{{1,63}}){{1,6}})
     |(?P<uuid>[0-9a-fA-F]{{8}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{12}})

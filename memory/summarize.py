@@ -87,11 +87,20 @@ class Summary:
     chunks: int = 1
 
 
-async def call_compact_fn(fn: CompactFn, messages: list[ChatMessage], system_prompt: str) -> str:
-    """Run a user ``compact_fn`` (sync or async) and check it returned text."""
+async def call_compact_fn(
+    fn: CompactFn, messages: list[ChatMessage], system_prompt: str, *, timeout_s: float
+) -> str:
+    """Run a user ``compact_fn`` (sync or async) and check it returned text.
+
+    An async function gets ``timeout_s`` seconds; raises ``CompactionError`` on
+    a timeout or a result that is not a non-empty string.
+    """
     result = fn(messages, system_prompt)
     if inspect.isawaitable(result):
-        result = await result
+        try:
+            result = await asyncio.wait_for(result, timeout=timeout_s)
+        except TimeoutError as exc:
+            raise CompactionError(f"compact_fn did not return within {timeout_s:g} s") from exc
     return _checked(result, "compact_fn")
 
 

@@ -276,3 +276,26 @@ async def test_a_compaction_always_lowers_the_token_count() -> None:
     await add_all(memory, user("q " + LONG), answer(LONG))
     assert memory.compaction_count == 0
     assert "would not lower" in memory.get_memory_trace()["events"][-1]["error"]
+
+
+async def test_a_compact_fn_that_hangs_times_out_and_leaves_the_context() -> None:
+    async def hangs(messages: list[ChatMessage], system_prompt: str) -> str:
+        await asyncio.sleep(3600)
+        return "never"
+
+    memory = memory_with(compact_fn=hangs, compaction_timeout_s=0.05)
+    await add_all(memory, user("q " + LONG), answer(LONG))
+    assert memory.compaction_count == 0
+    assert "did not return within" in memory.get_memory_trace()["events"][-1]["error"]
+
+
+async def test_a_broken_on_compact_callback_does_not_fail_add_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(stats: dict[str, Any]) -> None:
+        raise KeyError("oops")
+
+    memory = memory_with(on_compact=broken)
+    await add_all(memory, user("q " + LONG), answer(LONG))
+    assert memory.compaction_count == 1
+    assert "on_compact callback raised" in caplog.text
