@@ -4,6 +4,7 @@ The public API is what ``__all__`` lists; every other module is internal and
 may change.
 """
 
+from .agent import MaxStepsExceeded, ReActAgent
 from .base import BaseMemory
 from .basic import BasicMemory
 from .clients import ChatClient, Completion, Usage
@@ -53,6 +54,7 @@ __all__ = [
     "LogError",
     "LogProblem",
     "LogStore",
+    "MaxStepsExceeded",
     "ModelLimits",
     "MotusMemoryError",
     "ProviderConnectionError",
@@ -60,6 +62,7 @@ __all__ = [
     "ProviderStatusError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "ReActAgent",
     "SessionNotFoundError",
     "SessionState",
     "TokenCounter",

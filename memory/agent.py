@@ -46,7 +46,7 @@ class ReActAgent:
     ``memory`` is used as given; otherwise ``create_memory(memory_type)`` builds
     one (``None``: a ``BasicMemory``). A non-empty ``system_prompt`` replaces
     the memory's; an empty one keeps it (a restored memory keeps its own).
-    A memory with ``set_model`` gets the client and model it was not given.
+    The memory gets the client and model it was not given (``set_model``).
 
     Raises ``ConfigurationError`` when both ``memory`` and ``memory_type`` are
     given, for an unknown ``memory_type``, ``max_steps < 1``, or a tool whose
@@ -83,9 +83,7 @@ class ReActAgent:
         self.memory = memory if memory is not None else create_memory(memory_type)
         if system_prompt:
             self.memory.set_system_prompt(system_prompt)
-        set_model = getattr(self.memory, "set_model", None)
-        if callable(set_model):
-            set_model(client=client, model_name=model_name)
+        self.memory.set_model(client=client, model_name=model_name)
 
     async def run(self, user_message: str | ChatMessage | list[dict[str, Any]]) -> str:
         """Add ``user_message`` (text, a message, or content parts) and return the

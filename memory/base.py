@@ -79,6 +79,12 @@ class BaseMemory(ABC):
     def model_name(self) -> str | None:
         return self._model_name
 
+    def set_model(self, *, client: Any = None, model_name: str | None = None) -> None:
+        """Fill the model name if none was given (the agent calls this). Token
+        counts of messages added later use that model's tokenizer."""
+        if self._model_name is None:
+            self._model_name = model_name
+
     @property
     def token_counter(self) -> TokenCounter:
         """The counter for the current model; the dashboard counts with the same one."""

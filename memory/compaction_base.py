@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -49,6 +50,7 @@ from .tokens import REPLY_PRIMING_TOKENS
 logger = logging.getLogger("memory.compaction")
 
 Trigger = Literal["auto", "manual"]
+OnCompact = Callable[[dict[str, Any]], object]
 OFFLINE_MODEL = "offline"
 _CONTINUATION_OVERHEAD_TOKENS = 80  # the template around the summary
 _FALLBACK_AFTER_FAILURES = 2
@@ -76,7 +78,7 @@ class CompactionBase(BaseMemory):
         *,
         config: CompactionMemoryConfig | None = None,
         compact_fn: CompactFn | None = None,
-        on_compact: Any = None,
+        on_compact: OnCompact | None = None,
         client: ChatClient | None = None,
         model_name: str | None = None,
         compaction_timeout_s: float = 120.0,
@@ -99,10 +101,9 @@ class CompactionBase(BaseMemory):
 
     def set_model(self, *, client: ChatClient | None = None, model_name: str | None = None) -> None:
         """Fill the client and model names that were not given at construction."""
+        super().set_model(model_name=model_name)
         if self._client is None:
             self._client = client
-        if self._model_name is None:
-            self._model_name = model_name
         if self._compact_model_name is None:
             self._compact_model_name = self._model_name
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Self, cast
 
 from .base import EntryMeta, Ingested
 from .clients.base import ChatClient
-from .compaction_base import CompactionBase
+from .compaction_base import CompactionBase, OnCompact
 from .config import CompactionMemoryConfig
 from .errors import LogCorruptError, MotusMemoryError
 from .log import records as rec
@@ -53,7 +53,7 @@ class CompactionMemory(CompactionBase):
         *,
         config: CompactionMemoryConfig | None = None,
         compact_fn: CompactFn | None = None,
-        on_compact: Any = None,
+        on_compact: OnCompact | None = None,
         log_store: LogStore | None = None,
         client: ChatClient | None = None,
         model_name: str | None = None,
@@ -288,7 +288,7 @@ class CompactionMemory(CompactionBase):
         client: ChatClient | None = None,
         model_name: str | None = None,
         compact_fn: CompactFn | None = None,
-        on_compact: Any = None,
+        on_compact: OnCompact | None = None,
         system_prompt: str | None = None,
     ) -> Self:
         """Rebuild the memory of ``session_id`` from its log; it keeps appending there.
@@ -375,7 +375,7 @@ class CompactionMemory(CompactionBase):
         log_store: LogStore | None = None,
         client: ChatClient | None = None,
         compact_fn: CompactFn | None = None,
-        on_compact: Any = None,
+        on_compact: OnCompact | None = None,
     ) -> Self:
         """Rebuild a memory from ``get_session_state()`` output; it keeps logging
         to the same session (``log_store``, or the state's ``log_base_path``)."""

@@ -12,6 +12,7 @@ happens at run time::
     │   ├── SessionNotFoundError         no log (or no records) for a session id
     │   └── LogCorruptError              a record that cannot be used (strict reads only)
     ├── CompactionError              a compaction attempt failed; the context is left unchanged
+    ├── MaxStepsExceeded             the agent made max_steps model calls without a final answer
     └── ProviderError                a model provider call failed
         ├── ProviderTimeoutError         connect/read timeout, after retries
         ├── ProviderConnectionError      the connection could not be made, after retries

@@ -320,10 +320,11 @@ def _norm(token: str) -> str:
 def _content_words(text: str) -> list[str]:
     """Lower-cased words that carry meaning, in order, without repeats."""
     out: dict[str, None] = {}
-    for match in _WORD.finditer(text.lower()):
-        word = _norm(match.group())
+    # each distinct word once, in order of first appearance (repeats are dropped anyway)
+    for raw in dict.fromkeys(_WORD.findall(text.lower())):
+        word = _norm(raw)
         if (len(word) >= 3 and word not in _STOPWORDS) or word.isdigit():
-            out.setdefault(word, None)
+            out[word] = None
     return list(out)
 
 
@@ -497,6 +498,56 @@ def _error_line(text: str) -> str | None:
 _SAID, _WRITTEN, _RESULT = 0, 1, 2
 
 
+def _ident(text: str) -> str:
+    """An identifier as recorded: trimmed of spaces and trailing punctuation; "" if unfit."""
+    ident = text.strip().rstrip(".,;:!?)]}'\"" + _RSQUO)
+    return ident if ident and len(ident) <= _ID_MAX_CHARS else ""
+
+
+# what to do with a word-like token (``_word_kind``), the context aside
+_NONE = 0  # an ordinary word, a small number: nothing
+_ADD = 1  # an identifier
+_CAPS = 2  # a word in capitals (JFK): a code, or a shouted word, decided at the end
+_CAPS_UNLESS_SHOUTED = 3  # the same, unless it sits in a run of capitals words
+_SNAKE = 4  # snake_case in prose: an id, unless a key or a call follows ('":', "=", "(")
+
+
+def _word_kind(token: str, prose: bool) -> tuple[int, str]:
+    """How to treat a word-like ``token`` wherever it appears, and the text to record.
+
+    Depends on the token alone, so a scan decides it once per distinct token; what
+    depends on the surrounding text (what follows a snake_case word, whether
+    capitals are shouted) is left to ``_Found._act``.
+    """
+    token = token.strip("-")
+    if not token or len(token) > 64 or (token.isalpha() and token.islower()):
+        return _NONE, ""  # the common case: an ordinary word
+    has_digit = _DIGIT.search(token) is not None
+    has_alpha = not token.isdigit() and _LETTER.search(token) is not None
+    if has_digit and not has_alpha:
+        if _YEAR.match(token) or (len(token) >= (4 if prose else 6) and token.isdigit()):
+            return _ADD, _ident(token)
+        return _NONE, ""
+    if has_digit:
+        if _NUMERIC_SUFFIX.match(token):
+            return _NONE, ""
+        return _ADD, _ident(token)
+    letters = token.replace("-", "")
+    if letters.isalpha() and letters.isupper() and len(letters) >= 3:
+        if token in _CAPS_STOP:
+            return _NONE, ""
+        return (_CAPS_UNLESS_SHOUTED if len(letters) >= 4 else _CAPS), token
+    if token.endswith("s") and token[:-1].isupper():
+        rest = _NONE  # "IDs", "URLs"
+    elif any(c.isupper() for c in token[1:]) and any(c.islower() for c in token):
+        rest = _ADD  # camelCase / PascalCase code names
+    else:
+        rest = _NONE
+    if "_" in token and prose and rest == _NONE:
+        return _SNAKE, _ident(token)
+    return rest, _ident(token) if rest == _ADD else ""
+
+
 @dataclass(slots=True)
 class _Found:
     """Identifiers seen so far, by their last position (a running tick)."""
@@ -510,12 +561,16 @@ class _Found:
     lower_words: set[str] = field(default_factory=set)
     tick: int = 0
 
+    # how each word-like token was classified, per prose flag (see ``_word_kind``)
+    word_kinds: tuple[dict[str, tuple[int, str]], dict[str, tuple[int, str]]] = field(
+        default_factory=lambda: ({}, {})
+    )
+
     def add(self, ident: str, tier: int) -> None:
-        ident = ident.strip().rstrip(".,;:!?)]}'\"" + _RSQUO)
-        if not ident or len(ident) > _ID_MAX_CHARS:
-            return
-        self.tick += 1
-        self.tiers[tier][ident] = self.tick
+        ident = _ident(ident)
+        if ident:
+            self.tick += 1
+            self.tiers[tier][ident] = self.tick
 
     def add_name(self, name: str, tier: int, initial: bool) -> None:
         self.tick += 1
@@ -527,13 +582,28 @@ class _Found:
     def scan(self, text: str, *, tier: int, prose: bool) -> int:
         """Record the identifiers of ``text``; return how many were found."""
         found = 0
-        if prose:
-            self.lower_words.update(
-                m.group().replace(_RSQUO, "'") for m in _LOWER_WORD.finditer(text)
-            )
+        if prose:  # the same words as matching on ``text`` and replacing the apostrophe after
+            self.lower_words.update(_LOWER_WORD.findall(text.replace(_RSQUO, "'")))
+        kinds = self.word_kinds[prose]
+        target = self.tiers[tier]
         for match in _TOKEN.finditer(text):
-            kind = match.lastgroup or ""
+            kind = match.lastgroup
+            if kind == "skip":
+                continue
             token = match.group()
+            if kind == "word":
+                entry = kinds.get(token)
+                if entry is None:
+                    entry = kinds[token] = _word_kind(token, prose)
+                code, ident = entry
+                if code == _ADD:  # the common case of an identifier: inlined
+                    if ident:
+                        self.tick += 1
+                        target[ident] = self.tick
+                    found += 1
+                elif code != _NONE:
+                    found += self._act(code, ident, tier, text, match.end())
+                continue
             if kind in ("url", "email", "uuid"):
                 self.add(token, tier)
             elif kind in _DATE_KINDS:
@@ -548,46 +618,38 @@ class _Found:
             elif kind == "name":
                 found += self._name(token, tier, text, match.start())
                 continue
-            else:
-                found += self._word(token, tier, prose, text, match.end())
+            else:  # not reached: every other kind is handled above
                 continue
             found += 1
         return found
 
     def _word(self, token: str, tier: int, prose: bool, text: str, end: int) -> int:
-        token = token.strip("-")
-        if not token or len(token) > 64 or (token.isalpha() and token.islower()):
-            return 0  # the common case: an ordinary word
-        has_digit = _DIGIT.search(token) is not None
-        has_alpha = not token.isdigit() and _LETTER.search(token) is not None
-        follows = text[end : end + 3].lstrip()
-        if has_digit and not has_alpha:
-            if _YEAR.match(token) or (len(token) >= (4 if prose else 6) and token.isdigit()):
-                self.add(token, tier)
-                return 1
+        """Record ``token`` (a word-like piece ending at ``end`` in ``text``) if it is an id."""
+        kinds = self.word_kinds[prose]
+        entry = kinds.get(token)
+        if entry is None:
+            entry = kinds[token] = _word_kind(token, prose)
+        return self._act(*entry, tier, text, end)
+
+    def _act(self, code: int, ident: str, tier: int, text: str, end: int) -> int:
+        """Do what ``_word_kind`` decided for a token ending at ``end`` in ``text``."""
+        if code == _NONE:
             return 0
-        if has_digit:
-            if _NUMERIC_SUFFIX.match(token):
-                return 0
-            self.add(token, tier)
+        if code == _SNAKE:
+            if text[end : end + 3].lstrip().startswith(('":', "=", "(")):
+                return 0  # a key or a function name, not an id
+            code = _ADD
+        if code == _ADD:
+            if ident:
+                self.tick += 1
+                self.tiers[tier][ident] = self.tick
             return 1
-        if "_" in token and prose and not follows.startswith(('":', "=", "(")):
-            self.add(token, tier)
-            return 1
-        letters = token.replace("-", "")
-        if letters.isalpha() and letters.isupper() and len(letters) >= 3:
-            if token in _CAPS_STOP or (len(letters) >= 4 and _shouted(text, end)):
-                return 0
-            self.tick += 1  # a code (JFK, HATHAT) or a shouted word (IMPORTANT): decided at the end
-            _, best = self.caps.get(token, (0, tier))
-            self.caps[token] = (self.tick, min(tier, best))
-            return 1
-        if token.endswith("s") and token[:-1].isupper():
-            return 0  # "IDs", "URLs"
-        if any(c.isupper() for c in token[1:]) and any(c.islower() for c in token):
-            self.add(token, tier)  # camelCase / PascalCase code names
-            return 1
-        return 0
+        if code == _CAPS_UNLESS_SHOUTED and _shouted(text, end):
+            return 0
+        self.tick += 1  # a code (JFK, HATHAT) or a shouted word (IMPORTANT): decided at the end
+        _, best = self.caps.get(ident, (0, tier))
+        self.caps[ident] = (self.tick, min(tier, best))
+        return 1
 
     def _name(self, token: str, tier: int, text: str, start: int) -> int:
         initial = _sentence_initial(text, start)
