@@ -1,0 +1,38 @@
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.template.defaultfilters import filesizeformat
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField()
+    replay = forms.BooleanField(
+        required=False,
+        label="Replay through compaction",
+        help_text="Run chat transcripts through the memory so that compaction events appear.",
+    )
+    threshold = forms.IntegerField(
+        min_value=100,
+        initial=settings.MOTUS_REPLAY_THRESHOLD,
+        label="Token threshold",
+        help_text="Context size, in tokens, at which a replay compacts.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["file"].help_text = (
+            "A Motus JSONL log, chat messages as JSON, or JSONL with one "
+            '{"messages": [...]} per line; '
+            f"up to {filesizeformat(settings.MOTUS_UPLOAD_MAX_BYTES)}."
+        )
+
+    def clean_file(self) -> UploadedFile:
+        upload: UploadedFile = self.cleaned_data["file"]
+        limit = settings.MOTUS_UPLOAD_MAX_BYTES
+        if upload.size is not None and upload.size > limit:
+            raise forms.ValidationError(
+                f"The file is {filesizeformat(upload.size)}; the limit is {filesizeformat(limit)}."
+            )
+        return upload

@@ -1,0 +1,41 @@
+"""Which format a file is in, from its first non-blank line."""
+
+from __future__ import annotations
+
+import enum
+from typing import BinaryIO
+
+import orjson
+
+from memory.log import records
+
+
+class Format(enum.Enum):
+    MOTUS_LOG = "Motus JSONL conversation log"
+    MESSAGES_JSONL = 'JSONL, one {"messages": [...]} per line'
+    JSON = "JSON document"
+
+
+def detect_format(stream: BinaryIO) -> Format:
+    """Read up to the first non-blank line of ``stream``, then rewind it.
+
+    A JSONL file's first line is a whole JSON object; a JSON document either
+    spreads over lines (its first line does not parse) or is one line that is
+    not a log record or a ``messages`` object. A file that is not JSON at all
+    is left to the JSON parser, which says where it breaks.
+    """
+    first = b""
+    for line in stream:
+        if line.strip():
+            first = line
+            break
+    stream.seek(0)
+    try:
+        head = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return Format.JSON
+    if isinstance(head, dict) and head.get("type") in records.RECORD_TYPES:
+        return Format.MOTUS_LOG
+    if isinstance(head, dict) and isinstance(head.get("messages"), list):
+        return Format.MESSAGES_JSONL
+    return Format.JSON

@@ -1,0 +1,178 @@
+"""``DatabaseLogStore``: the memory's ``LogStore`` over the dashboard's models."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from django.db import DatabaseError, transaction
+
+from memory.errors import LogCorruptError, LogError, SessionNotFoundError
+from memory.log import LogProblem, records, validate_session_id
+
+from . import rows
+from .models import CompactionEvent, ContextChange, Message, Session
+
+_BATCH = 500
+
+
+class DatabaseLogStore:
+    """Conversation logs as rows: a ``Session`` per log, a row per record.
+
+    ``append`` (and ``extend`` for many records) runs in one transaction that
+    locks the session row, inserts the record rows and updates the session's
+    totals (``message_count``, ``total_tokens``, ``context_tokens``,
+    ``compaction_count``). A crash or error mid-write rolls all of it back:
+    the log holds the record and the totals count it, or neither.
+
+    A session's first record must be its ``session_meta``; a message's
+    ``seq`` must be greater than every seq before it. Records that break
+    these rules, or lack the fields the totals need, raise ``LogCorruptError``;
+    database failures raise ``LogError``. ``read`` gives back every record
+    exactly as appended (see ``rows.py``), so rows never yield ``problems``.
+
+    The ORM is synchronous: call this store from sync code (or through
+    ``asgiref.sync.sync_to_async``), never inside a running event loop.
+    """
+
+    def append(self, session_id: str, record: Mapping[str, Any]) -> None:
+        self.extend(session_id, [record])
+
+    def extend(self, session_id: str, new_records: Iterable[Mapping[str, Any]]) -> None:
+        """Append ``new_records`` in order, in one transaction.
+
+        ``LogCorruptError.line`` is the 1-based index in ``new_records`` of the
+        record that was refused.
+        """
+        validate_session_id(session_id)
+        try:
+            with transaction.atomic():
+                session = Session.objects.select_for_update().filter(public_id=session_id).first()
+                writer = _Writer(session_id, session)
+                for index, record in enumerate(new_records, start=1):
+                    try:
+                        writer.add(record)
+                    except rows.RecordError as error:
+                        raise LogCorruptError(str(error), line=index) from error
+                writer.finish()
+        except DatabaseError as error:
+            raise LogError(f"could not write session {session_id!r}: {error}") from error
+
+    def read(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        session = Session.objects.select_related("parent").filter(public_id=session_id).first()
+        if session is None:
+            raise SessionNotFoundError(session_id, "the database")
+        return self._records(session)
+
+    def exists(self, session_id: str) -> bool:
+        return Session.objects.filter(public_id=session_id).exists()
+
+    def list_sessions(self) -> list[str]:
+        return sorted(Session.objects.values_list("public_id", flat=True))
+
+    @staticmethod
+    def _records(session: Session) -> Iterator[dict[str, Any]]:
+        yield rows.meta_of(session)
+        # Few events, many messages: list the first, stream the second.
+        events: list[CompactionEvent | ContextChange] = [
+            *session.compaction_events.order_by("position"),
+            *session.context_changes.order_by("position"),
+        ]
+        events.sort(key=lambda row: row.position)
+        messages = session.messages.order_by("seq").iterator(chunk_size=_BATCH)
+        for row in heapq.merge(messages, events, key=lambda row: row.position):
+            yield rows.record_of(row)
+
+
+class _Writer:
+    """Turns one transaction's records into rows and keeps the session's totals."""
+
+    def __init__(self, session_id: str, session: Session | None) -> None:
+        self.session_id = session_id
+        self.session = session
+        self.messages: list[Message] = []
+        self.last_seq = -1
+        if session is not None:
+            last = session.messages.order_by("-seq").values_list("seq", flat=True).first()
+            self.last_seq = -1 if last is None else last
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        kind = record.get("type") if isinstance(record, Mapping) else None
+        if self.session is None:
+            self.session = self._create(record, kind)
+            return
+        if kind == records.SESSION_META:
+            raise rows.RecordError(f"session {self.session_id!r} already has its session_meta")
+        session = self.session
+        position = session.record_count
+        if kind == records.MESSAGE:
+            self._add_message(rows.message_row(session, position, record))
+        elif kind in rows.EVENT_KINDS:
+            event = rows.event_row(session, position, record)
+            self._save_row(event, record)
+            if event.kind == CompactionEvent.Kind.OK:
+                session.compaction_count += 1
+        else:
+            self._save_row(rows.change_row(session, position, record), record)
+        session.record_count += 1
+
+    def _create(self, record: Mapping[str, Any], kind: object) -> Session:
+        if kind != records.SESSION_META:
+            raise rows.RecordError(
+                f"the first record of session {self.session_id!r} must be session_meta, "
+                f"not {kind!r}"
+            )
+        if record.get("session_id") != self.session_id:
+            raise rows.RecordError(
+                f"session_meta names session {record.get('session_id')!r}, not {self.session_id!r}"
+            )
+        parent_id = record.get("parent_session_id")
+        parent = Session.objects.filter(public_id=parent_id).first() if parent_id else None
+        session = rows.session_from_meta(record, parent)
+        session.record_count = 1
+        session.save()
+        return session
+
+    def _add_message(self, row: Message) -> None:
+        if row.seq <= self.last_seq:
+            raise rows.RecordError(f"message seq {row.seq} does not follow seq {self.last_seq}")
+        self.last_seq = row.seq
+        self.messages.append(row)
+        session = row.session
+        session.message_count += 1
+        session.total_tokens += row.tokens
+        session.context_tokens = row.context_tokens
+        session.updated_at = max(session.updated_at, row.created_at)
+        if len(self.messages) >= _BATCH:
+            self._flush()
+
+    def _save_row(self, row: CompactionEvent | ContextChange, record: Mapping[str, Any]) -> None:
+        row.save()
+        session = row.session
+        session.updated_at = max(session.updated_at, row.created_at)
+        # A compaction states the context it leaves in tokens_after; any record
+        # may state context_tokens. Otherwise the size stands until the next message.
+        stated = record.get("context_tokens", record.get("tokens_after"))
+        if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 0:
+            session.context_tokens = stated
+
+    def _flush(self) -> None:
+        Message.objects.bulk_create(self.messages)
+        self.messages.clear()
+
+    def finish(self) -> None:
+        self._flush()
+        if self.session is not None:
+            self.session.save(
+                update_fields=[
+                    "message_count",
+                    "total_tokens",
+                    "context_tokens",
+                    "compaction_count",
+                    "record_count",
+                    "updated_at",
+                ]
+            )

@@ -1,0 +1,67 @@
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from motus_web.dashboard.importers import ImportOptions, import_path
+
+
+class Command(BaseCommand):
+    help = (
+        "Import conversation files (Motus JSONL logs, OpenAI chat messages as JSON or JSONL). "
+        "Importing a file again adds nothing."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+        parser.add_argument("--owner", metavar="USERNAME", help="default: no owner, staff only")
+        parser.add_argument(
+            "--replay",
+            action="store_true",
+            help="compact chat transcripts as they are imported (offline summariser)",
+        )
+        parser.add_argument(
+            "--threshold",
+            type=int,
+            default=settings.MOTUS_REPLAY_THRESHOLD,
+            metavar="N",
+            help="token threshold of --replay (default %(default)s)",
+        )
+        parser.add_argument(
+            "--model",
+            metavar="NAME",
+            help="model whose tokenizer counts tokens "
+            f"(default: the log's, or {settings.MOTUS_MODEL_NAME})",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["threshold"] < 1:
+            raise CommandError("--threshold must be a positive number of tokens")
+        owner = None
+        if options["owner"]:
+            try:
+                owner = get_user_model().objects.get_by_natural_key(options["owner"])
+            except get_user_model().DoesNotExist:
+                raise CommandError(f"no user named {options['owner']!r}") from None
+        import_options = ImportOptions(
+            owner=owner,
+            replay_threshold=options["threshold"] if options["replay"] else None,
+            model_name=options["model"],
+        )
+        failed = 0
+        for path in options["paths"]:
+            if not path.is_file():
+                raise CommandError(f"{path}: no such file")
+            report = import_path(path, import_options)
+            self.stdout.write(
+                f"{path}: {len(report.imported)} imported, "
+                f"{len(report.skipped)} already there, {len(report.problems)} problems"
+            )
+            for problem in report.problems:
+                self.stderr.write(str(problem))
+            failed += len(report.problems)
+        if failed:
+            raise CommandError(f"{failed} problems; the sessions they concern were not imported")

@@ -1,0 +1,238 @@
+"""Conversation sessions as the memory logs them, one row per log record.
+
+A session's log is ``session_meta`` (the ``Session`` row), then ``message``
+records (``Message``), compaction records (``CompactionEvent``) and system
+other context changes (``ContextChange``). Rows are only ever added: a compaction, a
+failed attempt or a revert is a new event, never an edit of an old one.
+
+Every record row keeps ``position``, its index in the session's log, because
+the log interleaves three tables and the order must not depend on timestamps.
+``record_extra`` and ``absent_keys`` hold whatever the columns cannot say
+(fields added by a newer library, an explicit ``null``, a timestamp written in
+another format), so that ``log_store.DatabaseLogStore.read`` gives back every
+record exactly as it was appended; ``rows.py`` does the mapping.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from memory.log.store import SESSION_ID_MAX_LENGTH, InvalidSessionIdError, validate_session_id
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+
+def validate_public_id(value: str) -> None:
+    try:
+        validate_session_id(value)
+    except InvalidSessionIdError as error:
+        raise ValidationError(str(error)) from error
+
+
+class SessionQuerySet(models.QuerySet["Session"]):
+    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> SessionQuerySet:
+        """Staff see every session; everyone else sees the sessions they own."""
+        if getattr(user, "is_staff", False):
+            return self
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user)
+
+
+class Session(models.Model):
+    public_id = models.CharField(
+        max_length=SESSION_ID_MAX_LENGTH, unique=True, validators=[validate_public_id]
+    )
+    title = models.CharField(max_length=200, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="motus_sessions",
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    parent_seq = models.IntegerField(null=True, blank=True)
+    memory_type = models.CharField(max_length=32, blank=True)
+    model_name = models.CharField(max_length=100, blank=True)
+    compact_model_name = models.CharField(max_length=100, blank=True)
+    system_prompt = models.TextField(blank=True)  # as the session started; see ContextChange
+    config = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=255, blank=True)
+    source_key = models.CharField(max_length=255, blank=True)  # import dedup; "" when not imported
+
+    # Totals kept by the log store in the same transaction as each record.
+    message_count = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveBigIntegerField(default=0)
+    context_tokens = models.PositiveIntegerField(default=0)
+    compaction_count = models.PositiveIntegerField(default=0)
+    record_count = models.PositiveIntegerField(default=0)  # the next record's position
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)  # time of the latest record
+    record_extra = models.JSONField(default=dict, blank=True)  # of the session_meta record
+    absent_keys = models.JSONField(default=list, blank=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["-updated_at"], name="session_recent"),
+            models.Index(fields=["owner", "-updated_at"], name="session_owner_recent"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source_key"],
+                condition=~models.Q(source_key=""),
+                name="session_unique_source_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.title or self.public_id
+
+
+class LogRecord(models.Model):
+    """What every record row has besides its own columns."""
+
+    position = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)  # the record's ``ts``
+    record_extra = models.JSONField(default=dict, blank=True)
+    absent_keys = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Message(LogRecord):
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    class Unit(models.TextChoices):
+        A = "A", "A: user message"
+        B = "B", "B: tool calls and results"
+        C = "C", "C: final answer"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    # JSON so that null stays distinct from "" and lists of content parts survive.
+    content = models.JSONField(null=True, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=255, blank=True)
+    name = models.CharField(max_length=255, blank=True)
+    extra = models.JSONField(default=dict, blank=True)  # message fields the chat format lacks
+    tokens = models.PositiveIntegerField()
+    provider_tokens = models.PositiveIntegerField(null=True, blank=True)
+    unit = models.CharField(max_length=1, choices=Unit.choices)
+    unit_index = models.PositiveIntegerField()
+    context_tokens = models.PositiveIntegerField()
+    context_message = models.JSONField(
+        null=True, blank=True
+    )  # as it entered the context, if truncated
+    truncation = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq"),
+            models.UniqueConstraint(fields=["session", "position"], name="message_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.role}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The OpenAI chat-format dict of the message."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls is not None:
+            out["tool_calls"] = self.tool_calls
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name:
+            out["name"] = self.name
+        out.update(self.extra)
+        return out
+
+
+class CompactionEvent(LogRecord):
+    class Kind(models.TextChoices):
+        OK = "ok", "compacted"
+        FAILED = "failed", "compaction failed"
+        WARNING = "warning", "still over threshold"
+        REVERT = "revert", "compaction reverted"
+
+    class Trigger(models.TextChoices):
+        AUTO = "auto"
+        MANUAL = "manual"
+        FORK = "fork"  # the summary a forked session starts from
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compaction_events")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    number = models.PositiveIntegerField(null=True, blank=True)  # compaction_number
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, blank=True)
+    through_seq = models.IntegerField(null=True, blank=True)  # -1: before any message
+    summarized_first_seq = models.IntegerField(null=True, blank=True)
+    summarized_last_seq = models.IntegerField(null=True, blank=True)
+    replayed_seqs = models.JSONField(null=True, blank=True)
+    messages_compacted = models.PositiveIntegerField(null=True, blank=True)
+    messages_replayed = models.PositiveIntegerField(null=True, blank=True)
+    summary = models.TextField(blank=True)
+    summary_tokens = models.PositiveIntegerField(null=True, blank=True)
+    tokens_before = models.PositiveIntegerField(null=True, blank=True)
+    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)  # failed attempts
+    reason = models.TextField(blank=True)  # warnings and reverts
+    floor_tokens = models.PositiveIntegerField(null=True, blank=True)  # warnings
+    threshold = models.PositiveIntegerField(null=True, blank=True)  # warnings
+    reverts = models.PositiveIntegerField(null=True, blank=True)  # the compaction number reverted
+
+    class Meta:
+        ordering = ["session", "position"]
+        indexes = [models.Index(fields=["session", "through_seq"], name="event_through_seq")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="event_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.get_kind_display()} at #{self.through_seq}"
+
+
+class ContextChange(LogRecord):
+    """A record that changes the context without a message or a compaction.
+
+    ``system_prompt`` (the prompt changed mid-session) and ``reset`` (the
+    context starts empty again) today; a record type added by a newer library
+    lands here too, its fields in ``record_extra``, so no write is refused.
+    """
+
+    class Kind(models.TextChoices):
+        SYSTEM_PROMPT = "system_prompt", "system prompt changed"
+        RESET = "reset", "context reset"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="context_changes")
+    kind = models.CharField(max_length=64)  # the record type; Kind names the known ones
+    system_prompt = models.TextField(blank=True)
+    through_seq = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="change_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.kind} at #{self.through_seq}"

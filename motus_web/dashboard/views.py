@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Page, Paginator
+from django.db.models import JSONField, OuterRef, Subquery
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from .forms import ImportForm
+from .importers import ImportOptions, import_stream
+from .models import CompactionEvent, ContextChange, Message, Session
+
+SESSIONS_PER_PAGE = 25
+MESSAGES_PER_PAGE = 50
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineItem:
+    kind: str  # "message", "compaction" or "change": which fragment renders it
+    row: Message | CompactionEvent | ContextChange
+
+
+def _visible_session(request: HttpRequest, public_id: str) -> Session:
+    """The session, or 404 when it does not exist or the user may not see it."""
+    sessions = Session.objects.visible_to(request.user).select_related("owner", "parent")
+    return get_object_or_404(sessions, public_id=public_id)
+
+
+def _fragment(request: HtmxHttpRequest, template: str, partial: str) -> str:
+    return f"{template}#{partial}" if request.htmx else template
+
+
+@require_GET
+@login_required
+def session_list(request: HtmxHttpRequest) -> HttpResponse:
+    first_user_message = (
+        Message.objects.filter(session=OuterRef("pk"), role=Message.Role.USER)
+        .order_by("seq")
+        .values("content")[:1]
+    )
+    sessions = (
+        Session.objects.visible_to(request.user)
+        .annotate(first_user_content=Subquery(first_user_message, output_field=JSONField()))
+        .order_by("-updated_at", "-pk")
+    )
+    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    template = _fragment(request, "dashboard/session_list.html", "session-table")
+    return render(request, template, {"page": page})
+
+
+@require_GET
+@login_required
+def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    session = _visible_session(request, public_id)
+    page = Paginator(session.messages.order_by("seq"), MESSAGES_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    context = {"session": session, "page": page, "timeline": _timeline(session, page)}
+    template = _fragment(request, "dashboard/session_detail.html", "timeline")
+    return render(request, template, context)
+
+
+def _timeline(session: Session, page: Page[Message]) -> list[TimelineItem]:
+    """The page's messages with the events logged after each, in log order.
+
+    Events from before the first message (through_seq -1) open page 1.
+    """
+    page_messages = list(page.object_list)
+    if not page_messages:
+        return []
+    low = -1 if page.number == 1 else page_messages[0].seq
+    high = page_messages[-1].seq
+    in_range = {"through_seq__gte": low, "through_seq__lte": high}
+    events: list[CompactionEvent | ContextChange] = sorted(
+        [
+            *session.compaction_events.filter(**in_range),
+            *session.context_changes.filter(**in_range),
+        ],
+        key=lambda row: row.position,
+    )
+    after: defaultdict[int | None, list[TimelineItem]] = defaultdict(list)
+    items: list[TimelineItem] = []
+    for event in events:
+        item = TimelineItem("compaction" if isinstance(event, CompactionEvent) else "change", event)
+        if event.through_seq is not None and event.through_seq < page_messages[0].seq:
+            items.append(item)
+        else:
+            after[event.through_seq].append(item)
+    for message in page_messages:
+        items.append(TimelineItem("message", message))
+        items.extend(after[message.seq])
+    return items
+
+
+@require_GET
+@login_required
+def import_form(request: HtmxHttpRequest) -> HttpResponse:
+    return render(request, "dashboard/import.html", {"form": ImportForm()})
+
+
+@require_POST
+@login_required
+def import_upload(request: HtmxHttpRequest) -> HttpResponse:
+    form = ImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return render(request, "dashboard/import.html", {"form": form}, status=400)
+    upload = form.cleaned_data["file"]
+    options = ImportOptions(
+        owner=request.user if request.user.is_authenticated else None,
+        replay_threshold=form.cleaned_data["threshold"] if form.cleaned_data["replay"] else None,
+    )
+    report = import_stream(upload, upload.name or "upload", options)
+    if report.problems:
+        context = {"form": ImportForm(), "report": report}
+        return render(request, "dashboard/import.html", context, status=400)
+    messages.success(
+        request,
+        f"Imported {len(report.imported)} sessions from {upload.name}"
+        + (f"; {len(report.skipped)} were imported before." if report.skipped else "."),
+    )
+    if len(report.imported) == 1:
+        return redirect("dashboard:session_detail", public_id=report.imported[0])
+    return redirect("dashboard:session_list")

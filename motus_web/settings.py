@@ -1,0 +1,162 @@
+"""Settings of the Motus dashboard, read from the environment (see README.md).
+
+With nothing set it runs locally: SQLite in var/, the in-memory channel layer,
+DEBUG off, localhost only. ``DATABASE_URL`` and ``REDIS_URL`` select
+PostgreSQL and Redis.
+"""
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from motus_web.env import (
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+    local_secret_key,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+DEBUG = env_bool("DEBUG", default=False)
+
+# ALLOWED_HOSTS unset means the server only answers on this machine, so a key
+# generated into var/ is safe; anything published needs SECRET_KEY.
+_LOCAL_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=_LOCAL_HOSTS)
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG and ALLOWED_HOSTS != _LOCAL_HOSTS:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when DEBUG is off and ALLOWED_HOSTS is set"
+        )
+    SECRET_KEY = local_secret_key(VAR_DIR / "secret_key")
+elif len(SECRET_KEY) < 32:
+    raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long")
+
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
+SECURE_COOKIES = env_bool("SECURE_COOKIES", default=False)
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "template_partials",
+    "channels",
+    "motus_web.dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "motus_web.urls"
+ASGI_APPLICATION = "motus_web.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_DATABASE_URL = env_url("DATABASE_URL", frozenset({"postgres", "postgresql", "sqlite"}))
+if _DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(_DATABASE_URL, conn_max_age=60)}
+else:
+    VAR_DIR.mkdir(exist_ok=True)  # SQLite creates the file, not its folder
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(VAR_DIR / "db.sqlite3"),
+            # IMMEDIATE takes the write lock at BEGIN, so two appends to one
+            # session queue up instead of both reading the same record_count.
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL;",
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_REDIS_URL = env_url("REDIS_URL", frozenset({"redis", "rediss", "unix"}))
+if _REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [_REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:session_list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# Imports: the upload form's limit, and the defaults of `import_sessions`.
+MOTUS_UPLOAD_MAX_BYTES = env_int("MOTUS_UPLOAD_MAX_BYTES", default=20 * 1024 * 1024, minimum=1)
+MOTUS_REPLAY_THRESHOLD = env_int("MOTUS_REPLAY_THRESHOLD", default=3000, minimum=100)
+MOTUS_MODEL_NAME = env_str("MOTUS_MODEL_NAME", default="gpt-4o")
+
+LOG_LEVEL = env_choice("LOG_LEVEL", frozenset({"DEBUG", "INFO", "WARNING", "ERROR"}), "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # The memory's compaction warnings are stored as events; don't repeat them on stderr.
+        "memory": {"level": "ERROR"},
+    },
+}

@@ -1,0 +1,184 @@
+"""The ``LogStore`` contract, checked with the same assertions on every store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory import (
+    CompactionMemory,
+    CompactionMemoryConfig,
+    InMemoryLogStore,
+    JSONLLogStore,
+    LogStore,
+    SessionNotFoundError,
+)
+from memory.log import records
+from motus_web.dashboard.log_store import DatabaseLogStore
+from tests.web.helpers import chat
+
+TS = "2025-11-02T10:00:00.123456+00:00"
+
+
+@pytest.fixture(params=["jsonl", pytest.param("database", marks=pytest.mark.django_db)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> LogStore:
+    # The mark, not getfixturevalue("db"): pytest-django creates the test
+    # database only for tests whose marks it sees at collection.
+    return JSONLLogStore(tmp_path) if request.param == "jsonl" else DatabaseLogStore()
+
+
+def meta(session_id: str) -> dict[str, Any]:
+    return {
+        "type": records.SESSION_META,
+        "ts": TS,
+        "session_id": session_id,
+        "system_prompt": "Be brief.",
+        "config": {"token_threshold": 500, "max_tool_result_tokens": 50000},
+        "parent_session_id": None,
+        "format_version": records.FORMAT_VERSION,
+        "memory_type": "compact",
+        "model_name": "gpt-4o",
+        "parent_seq": None,
+    }
+
+
+def message(seq: int, role: str, content: str | None, **fields: Any) -> dict[str, Any]:
+    return {
+        "type": records.MESSAGE,
+        "ts": TS,
+        "seq": seq,
+        "message": {"role": role, "content": content, **fields},
+        "tokens": 7 + seq,
+        "unit": "A" if role == "user" else "C",
+        "unit_index": seq,
+        "context_tokens": 20 + 10 * seq,
+    }
+
+
+def a_log(session_id: str) -> list[dict[str, Any]]:
+    """Every record type, in the order a memory could write them."""
+    return [
+        meta(session_id),
+        message(0, "user", "Where is booking B1?"),
+        message(1, "assistant", "In Lisbon.", reasoning_content="looked it up"),
+        {
+            "type": records.COMPACTION,
+            "ts": TS,
+            "compaction_number": 1,
+            "status": "ok",
+            "trigger": "auto",
+            "through_seq": 1,
+            "summarized_seqs": [0, 1],
+            "replayed_seqs": [],
+            "messages_compacted": 2,
+            "messages_replayed": 0,
+            "summary": "B1 is in Lisbon.",
+            "summary_tokens": 6,
+            "tokens_before": 40,
+            "tokens_after": 25,
+            "model": "offline",
+            "chunks": 1,
+            "duration_s": 0.0012,
+        },
+        {"type": records.SYSTEM_PROMPT, "ts": TS, "system_prompt": "Be briefer.", "through_seq": 1},
+        message(2, "user", ""),
+        {
+            "type": records.COMPACTION_FAILED,
+            "ts": TS,
+            "trigger": "manual",
+            "through_seq": 2,
+            "error": "timeout",
+            "tokens_before": 50,
+            "model": "gpt-4o-mini",
+            "duration_s": 120.0,
+        },
+        {
+            "type": records.COMPACTION_WARNING,
+            "ts": TS,
+            "through_seq": 2,
+            "reason": "the kept messages alone need 600 tokens",
+            "floor_tokens": 600,
+            "threshold": 500,
+        },
+        {
+            "type": records.COMPACTION_REVERT,
+            "ts": TS,
+            "reverts": 1,
+            "through_seq": 2,
+            "reason": "bad",
+        },
+        {"type": records.RESET, "ts": TS, "through_seq": 2},
+    ]
+
+
+def test_it_reads_back_every_record_in_the_order_appended(store: LogStore) -> None:
+    log = a_log("s1")
+    for record in log:
+        store.append("s1", record)
+
+    assert list(store.read("s1")) == log
+
+
+def test_it_keeps_fields_and_record_types_it_does_not_know(store: LogStore) -> None:
+    log = [
+        {**meta("s1"), "tenant": "acme"},
+        {**message(0, "user", "hi"), "provider_tokens": 3, "latency_ms": 12},
+        {"type": "annotation", "ts": TS, "through_seq": 0, "note": "from a newer library"},
+    ]
+    for record in log:
+        store.append("s1", record)
+
+    assert list(store.read("s1")) == log
+
+
+def test_it_says_which_sessions_exist_and_lists_them_sorted(store: LogStore) -> None:
+    for session_id in ("b-2", "a-1", "c.3"):
+        store.append(session_id, meta(session_id))
+
+    assert store.exists("a-1")
+    assert not store.exists("nope")
+    assert store.list_sessions() == ["a-1", "b-2", "c.3"]
+
+
+def test_sessions_do_not_mix(store: LogStore) -> None:
+    store.append("one", meta("one"))
+    store.append("two", meta("two"))
+    store.append("one", message(0, "user", "for one"))
+
+    assert [r["type"] for r in store.read("one")] == ["session_meta", "message"]
+    assert [r["type"] for r in store.read("two")] == ["session_meta"]
+
+
+def test_reading_an_unknown_session_raises_session_not_found(store: LogStore) -> None:
+    with pytest.raises(SessionNotFoundError):
+        store.read("never-written")
+
+
+def test_a_memory_run_with_compactions_restores_the_identical_context(store: LogStore) -> None:
+    # The memory runs against a staging store (the ORM must not run inside the
+    # event loop); its records are then appended to the store under test.
+    staging = InMemoryLogStore()
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="run", token_threshold=400),
+        log_store=staging,
+        model_name="gpt-4o",
+    )
+    memory.set_system_prompt("You are a booking assistant.")
+
+    async def feed() -> None:
+        for item in chat(6, filler=40):
+            await memory.add_message(item)
+
+    asyncio.run(feed())
+    for record in staging.read("run"):
+        store.append("run", record)
+
+    restored = CompactionMemory.restore_from_log("run", log_store=store)
+
+    assert memory.compaction_count >= 2
+    assert restored.restore_problems == []
+    assert restored.get_context() == memory.get_context()
+    assert list(store.read("run")) == list(staging.read("run"))

@@ -1,0 +1,74 @@
+"""Plain helpers to make sessions the way the memory and the importer do."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, User
+from django.test import Client
+
+from memory import ChatMessage
+from motus_web.dashboard.importers.runner import log_records
+from motus_web.dashboard.log_store import DatabaseLogStore
+from motus_web.dashboard.models import Session
+
+
+def chat(turns: int, *, filler: int = 0) -> list[ChatMessage]:
+    """``turns`` user turns, each with one tool call, its result and an answer.
+
+    ``filler`` words pad every tool result, to push the context over a threshold.
+    """
+    messages: list[dict[str, Any]] = []
+    for turn in range(turns):
+        call_id = f"call_{turn}"
+        messages += [
+            {"role": "user", "content": f"Question {turn}: where is booking B{turn}?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "get_booking", "arguments": f'{{"id": "B{turn}"}}'},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "name": "get_booking",
+                "content": f"Booking B{turn} flies to city {turn}. " + "details " * filler,
+            },
+            {"role": "assistant", "content": f"Booking B{turn} flies to city {turn}."},
+        ]
+    return [ChatMessage.from_dict(m) for m in messages]
+
+
+def make_session(
+    owner: AbstractBaseUser | None = None,
+    *,
+    turns: int = 2,
+    filler: int = 0,
+    threshold: int | None = None,
+    title: str = "",
+) -> Session:
+    session_id = uuid.uuid4().hex
+    records = log_records(
+        session_id,
+        chat(turns, filler=filler),
+        system_prompt="You are a booking assistant.",
+        model_name="gpt-4o",
+        threshold=threshold,
+    )
+    records[0]["title"] = title
+    DatabaseLogStore().extend(session_id, records)
+    Session.objects.filter(public_id=session_id).update(owner=owner)
+    return Session.objects.get(public_id=session_id)
+
+
+def logged_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+
+from memory import CompactionMemory, JSONLLogStore
+from motus_web.dashboard.log_store import DatabaseLogStore
+from motus_web.dashboard.models import Session
+
+from .helpers import make_session
+from .test_importers import OLD_MOTUS_LOG, SWE_AGENT
+
+pytestmark = pytest.mark.django_db
+
+
+def test_import_sessions_gives_the_sessions_to_the_named_owner(owner: User) -> None:
+    out = io.StringIO()
+
+    call_command("import_sessions", str(SWE_AGENT), "--owner", "olivia", stdout=out)
+
+    assert "1 imported, 0 already there, 0 problems" in out.getvalue()
+    assert Session.objects.get().owner == owner
+
+
+def test_import_sessions_refuses_an_unknown_owner() -> None:
+    with pytest.raises(CommandError, match="no user named 'nobody'"):
+        call_command("import_sessions", str(SWE_AGENT), "--owner", "nobody")
+
+
+def test_import_sessions_fails_when_a_file_has_problems(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"role": "user", "content": "hi"},]')
+    err = io.StringIO()
+
+    with pytest.raises(CommandError, match="1 problems"):
+        call_command("import_sessions", str(broken), stderr=err, stdout=io.StringIO())
+
+    assert f"{broken}: line 1 column 35: invalid JSON" in err.getvalue()
+
+
+def test_import_sessions_with_replay_records_compaction_events(tmp_path: Path) -> None:
+    call_command(
+        "import_sessions", str(SWE_AGENT), "--replay", "--threshold", "3000", stdout=io.StringIO()
+    )
+
+    session = Session.objects.get()
+    assert session.compaction_count > 0
+    assert (
+        session.compaction_events.filter(kind="ok", trigger="auto").count()
+        == session.compaction_count
+    )
+
+
+def test_an_exported_session_is_a_log_the_library_restores(tmp_path: Path, owner: User) -> None:
+    session = make_session(owner, turns=6, filler=60, threshold=600)
+    store = DatabaseLogStore()
+    path = tmp_path / f"{session.public_id}.jsonl"
+
+    call_command("export_session", session.public_id, "-o", str(path))
+
+    exported = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert exported == list(store.read(session.public_id))
+    from_file = CompactionMemory.restore_from_log(
+        session.public_id, log_store=JSONLLogStore(tmp_path)
+    )
+    from_db = CompactionMemory.restore_from_log(session.public_id, log_store=store)
+    assert from_file.get_context() == from_db.get_context()
+
+
+def test_importing_an_export_gives_back_the_same_messages_events_and_context(
+    tmp_path: Path, owner: User
+) -> None:
+    session = make_session(owner, turns=6, filler=60, threshold=600)
+    store = DatabaseLogStore()
+    before = list(store.read(session.public_id))
+    context = CompactionMemory.restore_from_log(session.public_id, log_store=store).get_context()
+    path = tmp_path / "export.jsonl"
+    call_command("export_session", session.public_id, "-o", str(path))
+    session.delete()  # the test's own clean slate: the dashboard never deletes
+
+    call_command("import_sessions", str(path), "--owner", "olivia", stdout=io.StringIO())
+
+    assert list(store.read(session.public_id)) == before
+    again = CompactionMemory.restore_from_log(session.public_id, log_store=store)
+    assert again.get_context() == context
+    assert Session.objects.get().owner == owner
+
+
+def test_export_session_writes_to_stdout_by_default() -> None:
+    call_command("import_sessions", str(OLD_MOTUS_LOG), stdout=io.StringIO())
+    out = io.StringIO()
+
+    call_command("export_session", "motus-old", stdout=out)
+
+    first = orjson.loads(out.getvalue().splitlines()[0])
+    assert (first["type"], first["session_id"]) == ("session_meta", "motus-old")
+
+
+def test_export_session_names_a_missing_session() -> None:
+    with pytest.raises(CommandError, match="no conversation log for session 'nope'"):
+        call_command("export_session", "nope")
+
+
+def test_ensure_local_admin_creates_the_account_once(
+    tmp_path: Path, settings: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("django.conf.settings.VAR_DIR", tmp_path)
+    monkeypatch.delenv("MOTUS_ADMIN_PASSWORD", raising=False)
+    out = io.StringIO()
+
+    call_command("ensure_local_admin", stdout=out)
+    call_command("ensure_local_admin", stdout=out)
+
+    password = (tmp_path / "admin_password").read_text().strip()
+    admin = User.objects.get(username="admin")
+    assert admin.is_superuser
+    assert admin.check_password(password)
+    assert out.getvalue().count(password) == 1
+    assert f"password from {tmp_path / 'admin_password'}" in out.getvalue()
+
+
+def test_ensure_local_admin_takes_the_password_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("django.conf.settings.VAR_DIR", tmp_path)
+    monkeypatch.setenv("MOTUS_ADMIN_PASSWORD", "from-the-env-123")
+
+    call_command("ensure_local_admin", stdout=io.StringIO())
+
+    assert User.objects.get(username="admin").check_password("from-the-env-123")
+    assert not (tmp_path / "admin_password").exists()

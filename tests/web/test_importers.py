@@ -1,0 +1,255 @@
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from motus_web.dashboard.importers import (
+    Format,
+    ImportOptions,
+    ImportReport,
+    import_path,
+    import_stream,
+)
+from motus_web.dashboard.importers.detect import detect_format
+from motus_web.dashboard.models import CompactionEvent, Message, Session
+
+pytestmark = pytest.mark.django_db
+
+REPO = Path(__file__).resolve().parents[2]
+TAU_BENCH = REPO / "demo_data/tau-bench/gpt-4o-airline.json"
+SWE_AGENT = REPO / "demo_data/swe-agent/marshmallow-code__marshmallow-1867.traj"
+OLD_MOTUS_LOG = REPO / "tests/memory/fixtures/motus-old.jsonl"
+
+CHAT: list[dict[str, Any]] = [
+    {"role": "system", "content": "You help with bookings."},
+    {"role": "user", "content": "Cancel booking B7."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "cancel", "arguments": '{"id": "B7"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "name": "cancel", "content": "cancelled"},
+    {"role": "assistant", "content": "Booking B7 is cancelled.", "confidence": 0.9},
+]
+
+
+def run(data: bytes, name: str = "upload.json", **options: Any) -> ImportReport:
+    return import_stream(io.BytesIO(data), name, ImportOptions(**options))
+
+
+def as_json(document: object) -> bytes:
+    return json.dumps(document, indent=2).encode()
+
+
+def as_jsonl(*lines: object) -> bytes:
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+# -- formats ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (as_json(CHAT), Format.JSON),
+        (json.dumps(CHAT).encode(), Format.JSON),  # one line, still one document
+        (as_jsonl({"messages": CHAT}, {"messages": CHAT}), Format.MESSAGES_JSONL),
+        (as_jsonl({"type": "session_meta", "session_id": "x"}), Format.MOTUS_LOG),
+        (b"\n\n" + as_jsonl({"type": "message", "message": CHAT[1]}), Format.MOTUS_LOG),
+        (b"not json at all", Format.JSON),
+    ],
+)
+def test_it_detects_the_format_from_the_content(data: bytes, expected: Format) -> None:
+    stream = io.BytesIO(data)
+
+    assert detect_format(stream) is expected
+    assert stream.tell() == 0
+
+
+def test_a_list_of_messages_becomes_one_session_with_its_system_prompt(owner: User) -> None:
+    report = run(as_json(CHAT), "bookings.json", owner=owner)
+
+    assert report.problems == []
+    session = Session.objects.get(public_id=report.imported[0])
+    assert session.owner == owner
+    assert session.title == "bookings"
+    assert session.system_prompt == "You help with bookings."
+    assert [m.role for m in session.messages.order_by("seq")] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    calling = session.messages.get(seq=1)
+    assert calling.content is None
+    assert calling.tool_calls == CHAT[2]["tool_calls"]
+    assert session.messages.get(seq=3).extra == {"confidence": 0.9}
+
+
+def test_an_object_with_messages_keeps_its_title() -> None:
+    report = run(as_json({"title": "Cancellation", "messages": CHAT}))
+
+    assert Session.objects.get(public_id=report.imported[0]).title == "Cancellation"
+
+
+def test_jsonl_with_one_conversation_per_line_makes_a_session_per_line() -> None:
+    report = run(as_jsonl({"messages": CHAT}, {"messages": CHAT[1:2]}), "chats.jsonl")
+
+    assert report.problems == []
+    assert sorted(Session.objects.values_list("title", "message_count")) == [
+        ("chats · #1", 4),
+        ("chats · #2", 1),
+    ]
+
+
+def test_the_tau_bench_runs_import_with_task_and_trial_in_their_titles() -> None:
+    report = import_path(TAU_BENCH, ImportOptions(replay_threshold=3000, model_name="gpt-4o"))
+
+    assert report.problems == []
+    assert len(report.imported) == Session.objects.count() == 200
+    first = Session.objects.get(title="gpt-4o-airline · task 0 · trial 0")
+    assert first.system_prompt.startswith("# Airline Agent Policy")
+    assert first.messages.filter(role="assistant", content__isnull=True).exists()
+    assert CompactionEvent.objects.filter(kind="ok").count() > 100
+    assert Message.objects.count() == 5308 - 200  # every message but the system prompts
+
+
+def test_the_swe_agent_trajectory_keeps_its_real_world_variants() -> None:
+    report = import_path(SWE_AGENT, ImportOptions())
+
+    assert report.problems == []
+    session = Session.objects.get()
+    assert session.title == "marshmallow-code__marshmallow-1867"
+    assert session.message_count == 27
+    result = session.messages.filter(role="tool").order_by("seq").first()
+    assert result is not None
+    assert result.extra["tool_call_ids"] == ["call_9diWc1DYm4RLmPfHgIaP2wd"]
+    assert result.extra["message_type"] == "observation"
+    assert session.messages.get(seq=1).extra["thought"].startswith("Let's list out")
+
+
+def test_an_old_motus_log_is_upgraded_on_the_way_in() -> None:
+    report = import_path(OLD_MOTUS_LOG, ImportOptions())
+
+    assert report.problems == []
+    session = Session.objects.get(public_id="motus-old")
+    assert list(session.messages.values_list("seq", flat=True)) == list(
+        range(session.message_count)
+    )
+    compaction = session.compaction_events.get()
+    assert compaction.number == 1
+    assert compaction.through_seq == 3
+    assert session.compaction_count == 1
+
+
+def test_replay_compacts_a_transcript_at_the_threshold() -> None:
+    long_chat = [CHAT[0]] + [
+        {"role": role, "content": f"{role} turn {i}: " + "words " * 150}
+        for i in range(12)
+        for role in ("user", "assistant")
+    ]
+
+    run(as_json(long_chat), replay_threshold=800)
+
+    session = Session.objects.get()
+    assert session.compaction_count >= 2
+    assert session.context_tokens < session.total_tokens
+
+
+# -- problems -----------------------------------------------------------------
+
+
+def test_bad_json_in_a_jsonl_file_is_reported_at_its_line_and_the_rest_imports() -> None:
+    data = as_jsonl({"messages": CHAT}) + b'{"messages": [\n' + as_jsonl({"messages": CHAT})
+
+    report = run(data, "chats.jsonl")
+
+    assert [str(p) for p in report.problems] == [
+        "chats.jsonl: line 2: invalid JSON: unexpected end of data"
+    ]
+    assert len(report.imported) == 2
+
+
+def test_a_bad_line_in_a_motus_log_refuses_the_whole_session() -> None:
+    lines = OLD_MOTUS_LOG.read_bytes().splitlines(keepends=True)
+    lines[3] = b'{"type": "message", "message": {"role": "user", "content": "cut\n'
+
+    report = run(b"".join(lines), "motus-old.jsonl")
+
+    assert [p.location for p in report.problems] == ["line 4"]
+    assert not Session.objects.exists()
+    assert not Message.objects.exists()
+
+
+def test_a_message_the_memory_cannot_read_is_reported_with_its_record() -> None:
+    runs = [{"traj": CHAT}, {"traj": [CHAT[1], {"role": "robot", "content": "beep"}]}]
+
+    report = run(as_json(runs), "runs.json")
+
+    assert [str(p) for p in report.problems] == [
+        "runs.json: record 2, message 2: unknown message role 'robot'"
+    ]
+    assert len(report.imported) == 1
+
+
+def test_a_json_syntax_error_names_its_line() -> None:
+    report = run(b'[\n  {"role": "user",\n  "content": }\n]', "broken.json")
+
+    assert [p.location for p in report.problems] == ["line 3 column 14"]
+    assert not Session.objects.exists()
+
+
+def test_json_that_holds_no_messages_is_explained() -> None:
+    report = run(as_json({"answer": 42}), "other.json")
+
+    assert "expected chat messages" in str(report.problems[0])
+
+
+def test_a_transcript_with_only_a_system_prompt_is_refused() -> None:
+    report = run(as_json([CHAT[0]]))
+
+    assert report.problems[0].message == "no messages besides a system prompt"
+
+
+# -- dedup --------------------------------------------------------------------
+
+
+def test_importing_the_same_file_again_adds_nothing(owner: User) -> None:
+    data = as_jsonl({"messages": CHAT}, {"messages": CHAT[1:2]})
+    first = run(data, owner=owner)
+
+    again = run(data, owner=owner)
+
+    assert len(first.imported) == 2
+    assert again.imported == []
+    assert again.skipped == ["line 1", "line 2"]
+    assert Session.objects.count() == 2
+
+
+def test_another_owner_gets_their_own_copy(owner: User, teammate: User) -> None:
+    run(as_json(CHAT), owner=owner)
+
+    report = run(as_json(CHAT), owner=teammate)
+
+    assert len(report.imported) == 1
+    assert Session.objects.filter(owner=teammate).count() == 1
+
+
+def test_a_motus_log_is_recognised_by_its_session_id() -> None:
+    import_path(OLD_MOTUS_LOG, ImportOptions())
+
+    report = import_path(OLD_MOTUS_LOG, ImportOptions())
+
+    assert report.skipped == ["session motus-old"]
+    assert Session.objects.count() == 1

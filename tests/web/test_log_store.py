@@ -1,0 +1,182 @@
+"""What ``DatabaseLogStore`` adds to the contract: exact rows, totals, atomic appends."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory.errors import LogCorruptError
+from motus_web.dashboard.log_store import DatabaseLogStore
+from motus_web.dashboard.models import CompactionEvent, ContextChange, Message, Session
+from tests.test_log_store_contract import TS, a_log, message, meta
+
+pytestmark = pytest.mark.django_db
+
+
+def stored(log: list[dict[str, Any]], session_id: str = "s1") -> Session:
+    DatabaseLogStore().extend(session_id, log)
+    return Session.objects.get(public_id=session_id)
+
+
+def test_it_puts_each_record_in_the_columns_meant_for_it() -> None:
+    session = stored(a_log("s1"))
+
+    first = session.messages.get(seq=0)
+    assert (first.role, first.content, first.tokens, first.unit) == (
+        "user",
+        "Where is booking B1?",
+        7,
+        "A",
+    )
+    assert session.messages.get(seq=1).extra == {"reasoning_content": "looked it up"}
+    compaction = session.compaction_events.get(kind=CompactionEvent.Kind.OK)
+    assert (compaction.number, compaction.through_seq) == (1, 1)
+    assert (compaction.summarized_first_seq, compaction.summarized_last_seq) == (0, 1)
+    assert compaction.record_extra == {"chunks": 1}
+    assert list(session.compaction_events.values_list("kind", flat=True)) == [
+        "ok",
+        "failed",
+        "warning",
+        "revert",
+    ]
+    assert list(session.context_changes.values_list("kind", flat=True)) == [
+        ContextChange.Kind.SYSTEM_PROMPT,
+        ContextChange.Kind.RESET,
+    ]
+
+
+def test_it_keeps_the_totals_with_the_rows() -> None:
+    session = stored(a_log("s1"))
+
+    assert session.message_count == 3
+    assert session.total_tokens == 7 + 8 + 9
+    assert session.context_tokens == 40  # the last message's; the compaction came before it
+    assert session.compaction_count == 1
+    assert session.record_count == 10
+
+
+def test_the_context_tokens_follow_a_compaction() -> None:
+    session = stored(a_log("s1")[:4])
+
+    assert session.context_tokens == 25
+
+
+def test_a_record_that_states_the_context_size_sets_it() -> None:
+    session = stored(
+        [*a_log("s1"), {"type": "reset", "ts": TS, "through_seq": 2, "context_tokens": 12}]
+    )
+
+    assert session.context_tokens == 12
+
+
+def test_null_content_stays_distinct_from_empty_text() -> None:
+    log = [meta("s1"), message(0, "user", ""), message(1, "assistant", None, tool_calls=None)]
+    DatabaseLogStore().append("s1", log[0])
+    for record in log[1:]:
+        DatabaseLogStore().append("s1", record)
+
+    contents = list(Message.objects.order_by("seq").values_list("content", flat=True))
+    assert contents == ["", None]
+    assert list(DatabaseLogStore().read("s1")) == log
+
+
+def test_timestamps_in_another_format_come_back_unchanged() -> None:
+    log = [
+        {**meta("s1"), "ts": "2025-11-02T12:00:00+02:00"},
+        {**message(0, "user", "hi"), "ts": "2025-11-02T10:00:01"},
+    ]
+
+    session = stored(log)
+
+    assert list(DatabaseLogStore().read("s1")) == log
+    assert session.messages.get().created_at.isoformat() == "2025-11-02T10:00:01+00:00"
+
+
+def test_a_session_starts_with_its_session_meta() -> None:
+    with pytest.raises(LogCorruptError, match="must be session_meta"):
+        DatabaseLogStore().append("s1", message(0, "user", "hi"))
+
+    assert not Session.objects.exists()
+
+
+def test_a_refused_record_leaves_nothing_of_its_batch() -> None:
+    DatabaseLogStore().extend("s1", [meta("s1"), message(0, "user", "hi")])
+
+    with pytest.raises(LogCorruptError, match="seq 0 does not follow seq 1") as caught:
+        DatabaseLogStore().extend(
+            "s1", [message(1, "assistant", "yes"), message(0, "user", "again")]
+        )
+
+    assert caught.value.line == 2
+    session = Session.objects.get()
+    assert (session.message_count, session.total_tokens, session.record_count) == (1, 7, 2)
+    assert session.messages.count() == 1
+
+
+def test_a_message_without_its_token_count_is_refused() -> None:
+    DatabaseLogStore().append("s1", meta("s1"))
+    record = message(0, "user", "hi")
+    del record["tokens"]
+
+    with pytest.raises(LogCorruptError, match="'tokens'"):
+        DatabaseLogStore().append("s1", record)
+
+
+def test_a_second_session_meta_is_refused() -> None:
+    DatabaseLogStore().append("s1", meta("s1"))
+
+    with pytest.raises(LogCorruptError, match="already has"):
+        DatabaseLogStore().append("s1", meta("s1"))
+
+
+def test_a_fork_points_at_its_parent() -> None:
+    stored([meta("parent"), message(0, "user", "hi")], "parent")
+
+    child = stored([{**meta("child"), "parent_session_id": "parent", "parent_seq": 0}], "child")
+
+    assert child.parent is not None
+    assert (child.parent.public_id, child.parent_seq) == ("parent", 0)
+    assert next(DatabaseLogStore().read("child"))["parent_session_id"] == "parent"
+
+
+# Text without NUL (PostgreSQL refuses it) or lone surrogates (not UTF-8); floats in a
+# range that jsonb gives back as the same float.
+_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(-1e6, 1e6, allow_nan=False)
+    | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+_fields = st.dictionaries(_text.map(lambda key: f"x_{key}"), _json, max_size=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    meta_fields=_fields,
+    record_fields=_fields,
+    message_fields=_fields,
+    content=st.none() | _text | st.just([{"type": "text", "text": "part"}]),
+    tool_call_id=st.none() | _text,
+)
+def test_any_json_a_record_carries_comes_back_exactly(
+    meta_fields: dict[str, Any],
+    record_fields: dict[str, Any],
+    message_fields: dict[str, Any],
+    content: Any,
+    tool_call_id: str | None,
+) -> None:
+    session_id = uuid.uuid4().hex
+    first = message(0, "tool", content, tool_call_id=tool_call_id, **message_fields)
+    log = [{**meta(session_id), **meta_fields}, {**first, **record_fields}]
+
+    DatabaseLogStore().extend(session_id, log)
+
+    assert list(DatabaseLogStore().read(session_id)) == log
