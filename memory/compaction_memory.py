@@ -74,6 +74,8 @@ class CompactionMemory(CompactionBase):
             log_store = JSONLLogStore(self.config.log_base_path, fsync=self.config.fsync)
         self._log_store = log_store
         self._meta_written = False
+        self._upgrade_meta: dict[str, Any] = {}
+        self._upgrade_record: dict[str, Any] | None = None
         self._parent_session_id = parent_session_id
         self._parent_seq = parent_seq
         self.restore_problems: list[LogProblem] = []
@@ -97,10 +99,12 @@ class CompactionMemory(CompactionBase):
             return
         if not self._meta_written:
             self._meta_written = True
-            self._log_store.append(self._session_id, self._session_meta())
-        self._log_store.append(
-            self._session_id, {"type": record_type, "ts": rec.now_iso(), **fields}
-        )
+            self._log_store.append(self._session_id, {**self._session_meta(), **self._upgrade_meta})
+        record = {"type": record_type, "ts": rec.now_iso(), **fields}
+        if self._upgrade_record is not None:
+            # Upgrading an old log only adds what it lacks: what it said stands.
+            record, self._upgrade_record = {**record, **self._upgrade_record}, None
+        self._log_store.append(self._session_id, record)
 
     def _session_meta(self) -> dict[str, Any]:
         config = self.config.to_dict()
@@ -156,7 +160,10 @@ class CompactionMemory(CompactionBase):
         """Forget the context (the log keeps everything, and records the reset
         so that a restore starts from the same empty context)."""
         counts = super().reset()
-        self._write(rec.RESET, {"through_seq": self._next_seq - 1})
+        self._write(
+            rec.RESET,
+            {"through_seq": self._next_seq - 1, "context_tokens": self.estimate_context_tokens()},
+        )
         return counts
 
     # -- replaying a log -------------------------------------------------------
@@ -169,9 +176,11 @@ class CompactionMemory(CompactionBase):
                 if not write and record.get("type") == rec.MESSAGE and "tokens" in record:
                     self._ingest_recorded(record, number)
                 else:
+                    self._upgrade_record = record if write else None
                     self._apply_record(record, write)
             except (MotusMemoryError, KeyError, TypeError, ValueError) as exc:
                 self.restore_problems.append(LogProblem(number, f"record {number} unusable: {exc}"))
+            self._upgrade_record = None
         self._materialize()
 
     def _ingest_recorded(self, record: dict[str, Any], number: int) -> None:
@@ -479,8 +488,9 @@ def upgrade_records(
     only ``compaction_number``/``messages_compacted``/``summary``) gain every
     field a current record has: ``seq``, ``tokens``, ``unit``, ``unit_index``,
     ``context_tokens``, ``through_seq``, and the compaction figures, computed
-    by replaying them exactly as ``restore_from_log`` would. Records already in
-    the current format come back equivalent. ``session_id`` defaults to the
+    by replaying them exactly as ``restore_from_log`` would. Nothing a record
+    already says is changed (its ``ts``, unknown fields, the meta's ``title``),
+    so records in the current format come back equal. ``session_id`` defaults to the
     one in ``session_meta``. Unusable records are skipped and reported in
     ``problems`` (by record number); raises ``ConfigurationError`` for an
     invalid session id.
@@ -503,14 +513,16 @@ def upgrade_records(
         parent_seq=meta.get("parent_seq"),
     )
     CompactionBase.set_system_prompt(memory, str(meta.get("system_prompt") or ""))
+    # The replay runs with auto-compaction off; the meta as logged (config
+    # included) stands, apart from a session id given to replace it.
+    memory._upgrade_meta = {k: v for k, v in meta.items() if k != "session_id" or not session_id}
+    defaults = memory._session_meta()["config"]
+    memory._upgrade_meta.setdefault(
+        "config", {k: v for k, v in defaults.items() if k != "auto_compact"}
+    )
     memory._replay(itertools.chain([first] if first is not None else [], stream), write=True)
     if problems is not None:
         problems.extend(memory.restore_problems)
     if not store.exists(memory.session_id):
-        store.append(memory.session_id, memory._session_meta())
-    upgraded = list(store.read(memory.session_id))
-    # The replay ran with auto-compaction off; the session's own setting stands.
-    upgraded[0]["config"] = {**upgraded[0]["config"], **(meta.get("config") or {})}
-    if "auto_compact" not in (meta.get("config") or {}):
-        upgraded[0]["config"].pop("auto_compact", None)
-    return upgraded
+        store.append(memory.session_id, {**memory._session_meta(), **memory._upgrade_meta})
+    return list(store.read(memory.session_id))

@@ -248,3 +248,15 @@ async def test_reset_clears_the_context_and_a_restore_agrees(tmp_path: Path) -> 
 
 def test_log_records_are_tagged_with_a_type(tmp_path: Path) -> None:
     assert {"session_meta", "message", "compaction"} <= records.RECORD_TYPES
+
+
+def test_upgrading_keeps_everything_a_record_already_says() -> None:
+    old = [json.loads(line) for line in (FIXTURES / "motus-old.jsonl").read_text().splitlines()]
+    old[0]["title"] = "Seattle trip"
+    old[1]["custom"] = {"kept": True}
+    upgraded = upgrade_records(old)
+    assert [r["type"] for r in upgraded] == [r["type"] for r in old]
+    for before, after in zip(old, upgraded, strict=True):
+        assert after == {**after, **before}
+    assert upgraded[0]["title"] == "Seattle trip"
+    assert upgrade_records(upgraded) == upgraded

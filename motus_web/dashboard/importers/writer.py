@@ -113,7 +113,7 @@ class Writer:
         for problem in problems:
             self._problem(f"line {_line_of(log, problem.line)}", problem.error)
         if not problems:
-            self._save(session_id, _as_logged(log.records, upgraded), self._key(1), "", log)
+            self._save(session_id, upgraded, self._key(1), "", log)
 
     def _save(
         self,
@@ -146,19 +146,3 @@ class Writer:
 
 def _line_of(log: MotusLog, record_number: int) -> int:
     return log.lines[record_number - 1] if 0 < record_number <= len(log.lines) else log.lines[-1]
-
-
-def _as_logged(
-    original: list[dict[str, Any]], upgraded: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """``upgraded`` with every field the log itself wrote put back.
-
-    ``upgrade_records`` writes its records anew: stamped with the time of the
-    import, and a ``session_meta`` without the fields it does not know (such
-    as ``title``). The upgrade should only add what an old log lacks, so what
-    the log said stands. Without problems the upgrade is record for record,
-    which the types confirm.
-    """
-    if [r["type"] for r in original] != [r["type"] for r in upgraded]:
-        return upgraded
-    return [{**new, **old} for old, new in zip(original, upgraded, strict=True)]
