@@ -98,7 +98,11 @@ class TurnTracker:
         return Classification(self.unit, self.unit_index, True, abandoned, anomaly)
 
     def _tool_result(self, ids: tuple[str, ...]) -> Classification:
-        unit: Unit = self.unit or "B"
+        if self.unit is None:
+            # A tool result before any unit (a log that starts mid-turn) opens one,
+            # so every message has a unit and a non-negative unit index.
+            self.unit, self.unit_index = "B", self.unit_index + 1
+        unit: Unit = self.unit
         known = [i for i in ids if i in self.pending]
         if not ids or len(known) != len(ids):
             unknown = [i for i in ids if i not in self.pending]

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memory import (
     CompactionMemory,
@@ -18,6 +21,7 @@ from memory import (
 )
 from memory.log import records
 from motus_web.dashboard.log_store import DatabaseLogStore
+from tests.memory.test_invariants import assert_restores_exactly, conversations, run
 from tests.web.helpers import chat
 
 TS = "2025-11-02T10:00:00.123456+00:00"
@@ -182,3 +186,26 @@ def test_a_memory_run_with_compactions_restores_the_identical_context(store: Log
     assert restored.restore_problems == []
     assert restored.get_context() == memory.get_context()
     assert list(store.read("run")) == list(staging.read("run"))
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    conversation=conversations(),
+    failures=st.lists(st.booleans(), max_size=8),
+    threshold=st.integers(150, 900),
+)
+def test_the_database_store_restores_random_conversations_exactly(
+    conversation: list[dict[str, Any]], failures: list[bool], threshold: int
+) -> None:
+    session_id = f"prop-{uuid.uuid4().hex}"
+    memory, staged, summarise = run(conversation, failures, threshold, session_id)
+    database = DatabaseLogStore()
+    for record in staged.read(session_id):
+        database.append(session_id, record)
+    assert list(database.read(session_id)) == list(staged.read(session_id))
+    assert_restores_exactly(memory, database, summarise)

@@ -17,9 +17,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+from memory import (
+    ChatMessage,
+    CompactionMemory,
+    CompactionMemoryConfig,
+    InMemoryLogStore,
+    LogStore,
+)
 from memory.log import records
-from memory.summarize import CONTINUATION_TEMPLATE
+from memory.summarize import CONTINUATION_TEMPLATE, CompactFn
 
 CONTINUATION_HEAD = CONTINUATION_TEMPLATE.split("{summary}")[0]
 SYSTEM_PROMPT = "You are a careful agent. Никогда не сдавайся. 🚀"
@@ -141,7 +147,15 @@ def _truncated(logged: dict[int, dict[str, Any]], seq: int) -> bool:
     return "context_message" in logged[seq]
 
 
-def run(conversation: list[dict[str, Any]], failures: list[bool], threshold: int) -> None:
+def run(
+    conversation: list[dict[str, Any]],
+    failures: list[bool],
+    threshold: int,
+    session_id: str = "prop",
+) -> tuple[CompactionMemory, InMemoryLogStore, CompactFn]:
+    """Drive a logging memory through ``conversation``, checking the invariants
+    after every message and that the log holds every message; returns the
+    memory, its log and the summariser it used."""
     store = InMemoryLogStore()
     plan = iter(failures)
 
@@ -153,7 +167,7 @@ def run(conversation: list[dict[str, Any]], failures: list[bool], threshold: int
 
     memory = CompactionMemory(
         config=CompactionMemoryConfig(
-            session_id="prop", token_threshold=threshold, max_tool_result_tokens=60
+            session_id=session_id, token_threshold=threshold, max_tool_result_tokens=60
         ),
         compact_fn=summarise,
         log_store=store,
@@ -167,19 +181,25 @@ def run(conversation: list[dict[str, Any]], failures: list[bool], threshold: int
             message = ChatMessage.from_dict(data)
             await memory.add_message(message)
             added.append(message)
-            logged = {r["seq"]: r for r in store.read("prop") if r["type"] == records.MESSAGE}
+            logged = {r["seq"]: r for r in store.read(session_id) if r["type"] == records.MESSAGE}
             check_context(memory, added, logged)
 
     asyncio.run(drive())
 
-    log = list(store.read("prop"))
-    messages = [r for r in log if r["type"] == records.MESSAGE]
+    messages = [r for r in store.read(session_id) if r["type"] == records.MESSAGE]
     assert [r["seq"] for r in messages] == list(range(len(conversation)))
     assert [r["message"] for r in messages] == [
         ChatMessage.from_dict(d).to_dict() for d in conversation
     ]
+    return memory, store, summarise
 
-    restored = CompactionMemory.restore_from_log("prop", log_store=store, compact_fn=summarise)
+
+def assert_restores_exactly(
+    memory: CompactionMemory, store: LogStore, compact_fn: CompactFn
+) -> None:
+    restored = CompactionMemory.restore_from_log(
+        memory.session_id, log_store=store, compact_fn=compact_fn
+    )
     assert [m.to_dict() for m in restored.get_context()] == [
         m.to_dict() for m in memory.get_context()
     ]
@@ -198,4 +218,5 @@ def run(conversation: list[dict[str, Any]], failures: list[bool], threshold: int
 def test_every_context_is_valid_and_restores_exactly(
     conversation: list[dict[str, Any]], failures: list[bool], threshold: int
 ) -> None:
-    run(conversation, failures, threshold)
+    memory, store, summarise = run(conversation, failures, threshold)
+    assert_restores_exactly(memory, store, summarise)
