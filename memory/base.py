@@ -149,7 +149,12 @@ class BaseMemory(ABC):
         """Add one message, then let the strategy react (e.g. auto-compaction)."""
         ingested = self._ingest(ChatMessage.coerce(message))
         self._on_ingested(ingested)
+        await self.flush()
         await self._after_add(ingested)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write out what a memory with an asynchronous log store has queued."""
 
     def _ingest(
         self,

@@ -137,7 +137,9 @@ class CompactionBase(BaseMemory):
         Returns the new summary, or ``None`` when there was nothing to fold or
         the attempt failed (the failure is in the trace and the log).
         """
-        return await self._compact("manual")
+        summary = await self._compact("manual")
+        await self.flush()
+        return summary
 
     # -- the compaction itself -------------------------------------------------
 

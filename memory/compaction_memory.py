@@ -23,7 +23,7 @@ from .config import CompactionMemoryConfig
 from .errors import LogCorruptError, MotusMemoryError
 from .log import records as rec
 from .log.jsonl import JSONLLogStore
-from .log.store import LogProblem, LogStore
+from .log.store import AsyncLogStore, LogProblem, LogStore
 from .messages import ROLES, ChatMessage, InvalidMessageError, answered_call_ids
 from .session_state import CompactionSessionState
 from .summarize import CompactFn
@@ -74,6 +74,7 @@ class CompactionMemory(CompactionBase):
             log_store = JSONLLogStore(self.config.log_base_path, fsync=self.config.fsync)
         self._log_store = log_store
         self._meta_written = False
+        self._outbox: list[dict[str, Any]] = []
         self._upgrade_meta: dict[str, Any] = {}
         self._upgrade_record: dict[str, Any] | None = None
         self._parent_session_id = parent_session_id
@@ -99,12 +100,27 @@ class CompactionMemory(CompactionBase):
             return
         if not self._meta_written:
             self._meta_written = True
-            self._log_store.append(self._session_id, {**self._session_meta(), **self._upgrade_meta})
+            self._send({**self._session_meta(), **self._upgrade_meta})
         record = {"type": record_type, "ts": rec.now_iso(), **fields}
         if self._upgrade_record is not None:
             # Upgrading an old log only adds what it lacks: what it said stands.
             record, self._upgrade_record = {**record, **self._upgrade_record}, None
-        self._log_store.append(self._session_id, record)
+        self._send(record)
+
+    def _send(self, record: dict[str, Any]) -> None:
+        assert self._log_store is not None
+        if isinstance(self._log_store, AsyncLogStore):
+            self._outbox.append(record)
+        else:
+            self._log_store.append(self._session_id, record)
+
+    async def flush(self) -> None:
+        """Await the writes queued for an ``AsyncLogStore``, in order. A record
+        whose write raises stays queued (with those after it) for the next flush."""
+        store = self._log_store
+        while self._outbox and isinstance(store, AsyncLogStore):
+            await store.append_async(self._session_id, self._outbox[0])
+            self._outbox.pop(0)
 
     def _session_meta(self) -> dict[str, Any]:
         config = self.config.to_dict()

@@ -147,29 +147,98 @@ _READ_TOOL = re.compile(
     r"calculate|think|check|ls|cat|grep)(?:_|$)",
     re.IGNORECASE,
 )
-_OUTCOME = re.compile(
-    r"\b(?:book(?:ed|ing)?|cancel(?:l?ed|lation)|confirm(?:ed|ation)|updated?|changed|"
-    r"modified|refund(?:ed)?|created|deleted|removed|added|completed?|done|success(?:ful(?:ly)?)?|"
-    r"decided|agreed|total|paid|charged|scheduled|fixed|resolved|upgraded|downgraded|"
-    r"transferred|sent|saved|merged|submitted|approved|rejected|finished|planned|bought|"
-    r"started|moved|adopted|won|lost|married)\b",
-    re.IGNORECASE,
+
+
+class _Words:
+    """Whether a text holds one of some words (``\\b(?:word|...)\\b``), ignoring case.
+
+    An ASCII text is lower-cased and searched with a case-sensitive copy of the
+    pattern whose alternatives each start with a letter (the word boundary before
+    them is checked just after it), so the search skips ahead to those letters
+    instead of trying every alternative at every position; the answer is the same.
+    """
+
+    def __init__(self, *words: str) -> None:
+        self.any_case = re.compile(rf"\b(?:{'|'.join(words)})\b", re.IGNORECASE)
+        boundary = r"(?<!\w.)"  # after the first letter: no word character before it
+        fast = "|".join(w[0] + boundary + w[1:] for w in words)
+        self.ascii = re.compile(rf"(?:{fast})\b")
+
+    def search(self, text: str) -> bool:
+        if text.isascii():
+            return self.ascii.search(text.lower()) is not None
+        return self.any_case.search(text) is not None
+
+
+_OUTCOME = _Words(
+    "book(?:ed|ing)?",
+    "cancel(?:l?ed|lation)",
+    "confirm(?:ed|ation)",
+    "updated?",
+    "changed",
+    "modified",
+    "refund(?:ed)?",
+    "created",
+    "deleted",
+    "removed",
+    "added",
+    "completed?",
+    "done",
+    "success(?:ful(?:ly)?)?",
+    "decided",
+    "agreed",
+    "total",
+    "paid",
+    "charged",
+    "scheduled",
+    "fixed",
+    "resolved",
+    "upgraded",
+    "downgraded",
+    "transferred",
+    "sent",
+    "saved",
+    "merged",
+    "submitted",
+    "approved",
+    "rejected",
+    "finished",
+    "planned",
+    "bought",
+    "started",
+    "moved",
+    "adopted",
+    "won",
+    "lost",
+    "married",
 )
-_TOOL_ERROR = re.compile(
-    r"\b(?:error|exception|traceback|failed|failure|not found|denied|invalid|unauthori[sz]ed)\b",
-    re.IGNORECASE,
+_TOOL_ERROR = _Words(
+    "error",
+    "exception",
+    "traceback",
+    "failed",
+    "failure",
+    "not found",
+    "denied",
+    "invalid",
+    "unauthori[sz]ed",
 )
 _EXCEPTION_LINE = re.compile(r"[A-Z][\w.]{0,80}(?:Error|Exception|Exit|Interrupt)\b")
 _ERROR_START = re.compile(
     r"(?i:error|fatal|failed|failure|panic)\b[:!\s]|[A-Z][\w.]{0,80}(?:Error|Exception):"
 )
-_PROSE_ERROR = re.compile(r"\b(?:error|exception|traceback|failed)\b", re.IGNORECASE)
+_TRACEBACK = "Traceback (most recent call last)"
+_PROSE_ERROR = _Words("error", "exception", "traceback", "failed")
 _RSQUO = "\u2019"  # right single quotation mark, the apostrophe of typeset text
 _OPENERS = " \t*_\"'(\u201c\u2018"
 _WORD = re.compile(r"[^\W_][\w'\u2019-]{0,40}")
 _LOWER_WORD = re.compile(r"(?<![\w'\u2019])[a-z][a-z'\u2019]{0,40}")
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
-_MARKDOWN = re.compile(r"^[\s>*#\u2022\u2013\u2014-]+|\*\*|__|`")
+# whitespace after a sentence's end, or line breaks: ``(?<=[.!?])\s+|\n+``, written to
+# start with a whitespace character so that a split skips ahead to them
+_SENTENCE_SPLIT = re.compile(r"\s(?:(?<=[.!?]\s)\s*|(?<=\n)\n*)")
+# markdown removed from sentences: a leading run of these, and then what _INLINE matches
+_MARKDOWN_LEAD = re.compile(r"[\s>*#\u2022\u2013\u2014-]+")
+_MARKDOWN_INLINE = re.compile(r"\*\*|__|`")
 _OMITTED = re.compile(r"\((\d+) more requests? omitted for space\)")
 _HEADER_LINE = re.compile(re.escape(_HEADER_PREFIX) + r" \((\d+) messages?, extractive\):")
 _ID_KEY = re.compile(
@@ -193,24 +262,13 @@ _UNIT = (
     r"mins?\b|minutes?\b|hours?\b|hrs?\b|days?\b|weeks?\b|months?\b|years?\b|kg\b|lbs?\b|"
     r"km\b|miles?\b|KB\b|MB\b|GB\b|TB\b|tokens?\b|bags?\b|nights?\b|people\b|times\b)"
 )
-# One left-to-right scan; alternatives are tried in order at each position and
-# every quantifier is bounded or followed by nothing, so the scan is linear.
-# Plain lower-case words and small numbers match nothing (``word`` wants a digit,
-# "_" or a capital).
-#
-# ``skip`` comes first and only makes the scan fast: it swallows, in one match
-# the caller ignores, a stretch where none of the other alternatives can start.
-# Its units are a character that starts none of them (not a word character nor
-# one of ``.%+~/$€£¥-``) and a run of ASCII lower-case letters followed by
-# something none of them could continue with (not a word character nor one of
-# ``.%+@:/\-``): inside such a run ``url`` would need ":", ``email`` "@",
-# ``uuid`` "-", ``path`` "/" or ":", ``word`` a digit, "_" or a capital, and the
-# rest start with a digit, a capital or a symbol. So every position it covers is
-# one where the scan without it finds nothing, and the matches are the same.
-_TOKEN = re.compile(
-    rf"""
-    (?P<skip>(?:[a-z]{{1,64}}+(?![\w.%+@:/\\-])|[^\w.%+~/$€£¥-])++)
-    |(?P<url>https?://[^\s<>"'`{{}}|\\^\[\]]{{1,400}})
+# The kinds of identifier, tried in this order at each position of a text by
+# one left-to-right scan (``_TOKEN``, ``_Found.scan``). Every quantifier is
+# bounded, possessive or followed by nothing, so the scan is linear. Plain
+# lower-case words and small numbers match nothing (``word`` wants a digit, "_"
+# or a capital).
+_KINDS = rf"""
+    (?P<url>https?://[^\s<>"'`{{}}|\\^\[\]]{{1,400}})
     |(?P<email>(?<![\w.%+-])[A-Za-z0-9._%+-]{{1,64}}@[A-Za-z0-9-]{{1,63}}(?:\.[A-Za-z0-9-]{{1,63}}){{1,6}})
     |(?P<uuid>[0-9a-fA-F]{{8}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{4}}-[0-9a-fA-F]{{12}})
     |(?P<iso>\d{{4}}-\d{{2}}-\d{{2}}(?:[T\ ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?)
@@ -227,10 +285,35 @@ _TOKEN = re.compile(
         |(?<![\w.-])[\w.-]{{1,100}}(?:/[\w.@+-]{{1,100}}){{1,30}})
     |(?P<name>[A-Z][^\W\d_A-Z]{{1,30}}(?:\ [A-Z][^\W\d_A-Z]{{1,30}}){{0,3}})(?![\w-])
     |(?P<word>\b(?!\d{{1,3}}(?![\w-]))(?=[\w-]{{0,64}}?[0-9_A-Z])[^\W_][\w-]*)
-    """,
-    re.VERBOSE,
+    """
+# Two more parts only make the scan fast; the identifiers found are the same.
+#
+# ``skip`` swallows a stretch where no kind can start: the text between the
+# identifiers, most of any text. Its units are a run of ASCII lower-case letters
+# (maybe empty; the whole run, up to 64, as it is possessive) and one character
+# after it that is neither a word character nor one of ``.%+@:/\~$€£¥-``. No kind starts
+# at such a character (they start with a word character or one of
+# ``.%+-~/$€£¥``), nor anywhere in such a run: ``url`` would need a ":",
+# ``email`` an "@", ``uuid`` and ``iso`` a "-", ``path`` a "/" or a ":",
+# ``word`` a digit, "_" or capital in its run of word characters, and the other
+# kinds start with a digit or a capital. Where ``skip`` stops, the kinds are
+# tried as they would have been there; a match of ``skip`` alone is ignored.
+#
+# ``fword`` is a shortcut to ``word`` for the commonest ids (HAT083, JFK,
+# mia_li_3668): an ASCII word starting with a letter, with a digit, "_" or
+# capital among its next 64 characters, and followed by none of the characters
+# that would let it go on as an email, a path or a url. ``word`` would match it
+# whole, and no kind before ``word`` matches there: they need one of "@/:-" or
+# a leading digit, or (``name`` and the months) a capital then only lower case.
+_SKIP = r"(?:[a-z]{0,64}+[^\w.%+@:/\\~$€£¥-])++"
+_FAST_WORD = r"\b[A-Za-z](?=[a-z]{0,63}[0-9_A-Z])[A-Za-z0-9_]*+(?![\w.%+@:/\\-])"
+_TOKEN = re.compile(
+    rf"(?P<skip>{_SKIP})?+(?:(?P<fword>{_FAST_WORD})|{_KINDS}|(?(skip)|(?!)))", re.VERBOSE
 )
-_DATE_KINDS = frozenset({"iso", "dmy", "mdy", "my", "sdate", "time", "money", "unit"})
+# the groups by number (``Match.lastindex`` is the kind of a match)
+_G_SKIP, _G_FWORD, _G_NAME, _G_PATH, _G_WORD = (
+    _TOKEN.groupindex[kind] for kind in ("skip", "fword", "name", "path", "word")
+)
 
 
 # --- small text helpers ---------------------------------------------------------------
@@ -245,6 +328,27 @@ def _cap(text: str) -> str:
 
 def _flat(text: str) -> str:
     return " ".join(text.split())
+
+
+def _flat_short(text: str, max_chars: int) -> str:
+    """``_shorten(_flat(text), max_chars)``, flattening only the ends of a long text.
+
+    ``_shorten`` reads only the first and the last ``max_chars`` characters of a
+    text longer than ``max_chars``; the whole words in the ends of ``text`` give them.
+    """
+    span = 2 * max_chars + 2
+    if max_chars < 16 or len(text) < 2 * span:
+        return _shorten(_flat(text), max_chars)
+    head = text[:span].split()
+    if not text[span].isspace():
+        head = head[:-1]  # maybe cut
+    tail = text[-span:].split()
+    if not text[-span - 1].isspace():
+        tail = tail[1:]
+    first, last = " ".join(head), " ".join(tail)
+    if len(first) > max_chars and len(last) > max_chars:
+        return _shorten(f"{first} {last}", max_chars)
+    return _shorten(_flat(text), max_chars)  # long runs of spaces
 
 
 def _shorten(text: str, max_chars: int) -> str:
@@ -317,19 +421,26 @@ def _norm(token: str) -> str:
     return token.lower().replace(_RSQUO, "'").strip(_PUNCT + "-")
 
 
-def _content_words(text: str) -> list[str]:
-    """Lower-cased words that carry meaning, in order, without repeats."""
-    out: dict[str, None] = {}
-    # each distinct word once, in order of first appearance (repeats are dropped anyway)
-    for raw in dict.fromkeys(_WORD.findall(text.lower())):
+def _content_words(text: str, seen: dict[str, str] | None = None) -> list[str]:
+    """Lower-cased words that carry meaning, in order, without repeats.
+
+    ``seen`` caches, across the calls that share it, what each raw word gives ("" for
+    a filler word).
+    """
+    if seen is None:
+        seen = {}
+    raws = dict.fromkeys(_WORD.findall(text.lower()))  # each distinct word once, in order
+    for raw in raws.keys() - seen.keys():
         word = _norm(raw)
-        if (len(word) >= 3 and word not in _STOPWORDS) or word.isdigit():
-            out[word] = None
-    return list(out)
+        seen[raw] = word if (len(word) >= 3 and word not in _STOPWORDS) or word.isdigit() else ""
+    return list(dict.fromkeys(filter(None, map(seen.__getitem__, raws))))
 
 
 def _clean_sentence(text: str) -> str:
-    return _flat(_MARKDOWN.sub("", text)).strip()
+    lead = _MARKDOWN_LEAD.match(text)
+    if lead:
+        text = text[lead.end() :]
+    return _flat(_MARKDOWN_INLINE.sub("", text)).strip()
 
 
 def _text_of(content: object) -> str:
@@ -443,7 +554,7 @@ def _parse_json(text: str) -> Any:
 def _compact(value: Any, depth: int = 0) -> str:
     """A short, readable rendering of a JSON value: ``{a=1, b=[x, y]}``."""
     if isinstance(value, str):
-        return _shorten(_flat(value), 60)
+        return _flat_short(value, 60)
     if value is None or isinstance(value, bool | int | float):
         return json.dumps(value)
     if depth >= 3:
@@ -455,7 +566,7 @@ def _compact(value: Any, depth: int = 0) -> str:
     if isinstance(value, list):
         inner = ", ".join(_compact(v, depth + 1) for v in value[:6])
         return "[" + inner + (", …" if len(value) > 6 else "") + "]"
-    return _shorten(_flat(str(value)), 60)
+    return _flat_short(str(value), 60)
 
 
 def _call_signature(call: _Call) -> str:
@@ -475,18 +586,20 @@ def _error_line(text: str) -> str | None:
     like an error report ("error: ...", "FAILED ...", "ValueError: ..."). Words like
     "error" inside code or prose further down do not count.
     """
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if not lines:
+    rest = text.lstrip()  # the first line that is not blank, without splitting them all
+    if not rest:
         return None
-    if _TOOL_ERROR.search(lines[0]) and not lines[0].startswith("Traceback"):
-        return _shorten(_flat(lines[0]), _ERROR_CHARS)
-    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+    first = rest.split("\n", 1)[0].splitlines()[0].strip()
+    if _TOOL_ERROR.search(first) and not first.startswith("Traceback"):
+        return _flat_short(first, _ERROR_CHARS)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if _TRACEBACK in text and any(line.startswith(_TRACEBACK) for line in lines):
         exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
         if exceptions:
-            return _shorten(_flat(exceptions[-1]), _ERROR_CHARS)
+            return _flat_short(exceptions[-1], _ERROR_CHARS)
     for line in lines[:200]:
         if _ERROR_START.match(line):
-            return _shorten(_flat(line), _ERROR_CHARS)
+            return _flat_short(line, _ERROR_CHARS)
     return None
 
 
@@ -558,13 +671,16 @@ class _Found:
     names: dict[str, tuple[int, int]] = field(default_factory=dict)
     mid_sentence_names: set[str] = field(default_factory=set)
     caps: dict[str, tuple[int, int]] = field(default_factory=dict)  # all-caps words
-    lower_words: set[str] = field(default_factory=set)
+    lower_words: set[str] = field(default_factory=set)  # of the prose texts read so far
+    prose: list[str] = field(default_factory=list)  # prose texts not read yet for lower_words
     tick: int = 0
 
     # how each word-like token was classified, per prose flag (see ``_word_kind``)
     word_kinds: tuple[dict[str, tuple[int, str]], dict[str, tuple[int, str]]] = field(
         default_factory=lambda: ({}, {})
     )
+    # the text recorded for each url, email, uuid, date, time or amount matched
+    idents: dict[str, str] = field(default_factory=dict)
 
     def add(self, ident: str, tier: int) -> None:
         ident = _ident(ident)
@@ -582,45 +698,54 @@ class _Found:
     def scan(self, text: str, *, tier: int, prose: bool) -> int:
         """Record the identifiers of ``text``; return how many were found."""
         found = 0
-        if prose:  # the same words as matching on ``text`` and replacing the apostrophe after
-            self.lower_words.update(_LOWER_WORD.findall(text.replace(_RSQUO, "'")))
+        if prose:
+            self.prose.append(text)  # its lower-case words are read when names are resolved
         kinds = self.word_kinds[prose]
+        idents = self.idents
         target = self.tiers[tier]
+        caps = self.caps
         for match in _TOKEN.finditer(text):
-            kind = match.lastgroup
-            if kind == "skip":
-                continue
-            token = match.group()
-            if kind == "word":
+            group = match.lastindex  # the kind, by number
+            if group == _G_SKIP:
+                continue  # a stretch with no identifier
+            token = match[group]  # the match may start with a skipped stretch
+            if group == _G_FWORD or group == _G_WORD:
                 entry = kinds.get(token)
                 if entry is None:
                     entry = kinds[token] = _word_kind(token, prose)
                 code, ident = entry
-                if code == _ADD:  # the common case of an identifier: inlined
+                if code == _NONE:
+                    continue
+                found += 1
+                if code == _ADD:  # the common cases, inlined: an id...
                     if ident:
                         self.tick += 1
                         target[ident] = self.tick
-                    found += 1
-                elif code != _NONE:
-                    found += self._act(code, ident, tier, text, match.end())
-                continue
-            if kind in ("url", "email", "uuid"):
-                self.add(token, tier)
-            elif kind in _DATE_KINDS:
-                self.add(_flat(token).replace(",", "") if " " in token else token, tier)
-            elif kind == "path":
+                elif code == _CAPS:  # ...and a short word in capitals (see ``_act``)
+                    self.tick += 1
+                    seen = caps.get(ident)
+                    caps[ident] = (self.tick, tier if seen is None or tier < seen[1] else seen[1])
+                else:
+                    found += self._act(code, ident, tier, text, match.end()) - 1
+            elif group == _G_NAME:
+                found += self._name(token, tier, text, match.start(group))
+            elif group == _G_PATH:
                 if _is_path(token):
                     self.add(token, tier)
+                    found += 1
                 else:
                     for part in re.split(r"[/\\]", token):
                         found += self._word(part, tier, prose, text, match.end())
-                    continue
-            elif kind == "name":
-                found += self._name(token, tier, text, match.start())
-                continue
-            else:  # not reached: every other kind is handled above
-                continue
-            found += 1
+            else:  # url, email, uuid and the dates, times and amounts
+                ident = idents.get(token)
+                if ident is None:
+                    ident = idents[token] = _ident(
+                        _flat(token).replace(",", "") if " " in token else token
+                    )
+                if ident:
+                    self.tick += 1
+                    target[ident] = self.tick
+                found += 1
         return found
 
     def _word(self, token: str, tier: int, prose: bool, text: str, end: int) -> int:
@@ -686,6 +811,10 @@ class _Found:
 
     def _ordinary(self, word: str) -> bool:
         lower = word.lower().replace(_RSQUO, "'")
+        if self.prose:  # the same words as matching each text, then replacing the apostrophe
+            for text in self.prose:
+                self.lower_words.update(_LOWER_WORD.findall(text.replace(_RSQUO, "'")))
+            self.prose.clear()
         return lower in self.lower_words or lower in _STARTERS
 
     def walk_json(self, value: Any, *, tier: int) -> bool:
@@ -838,6 +967,16 @@ def _parse_previous(text: str) -> _Previous:
 def _digest(messages: Sequence[object], previous: _Previous) -> _Digest:
     found = _Found()
     digest = _Digest()
+    seen: dict[str, str] = {}  # for _content_words
+    memo: dict[str, tuple[str, ...]] = {}
+
+    def words_of(text: str) -> tuple[str, ...]:
+        """``_content_words(text)``, once per distinct text."""
+        words = memo.get(text)
+        if words is None:
+            words = memo[text] = tuple(_content_words(text, seen))
+        return words
+
     msgs = [m for m in (_normalise(x) for x in messages) if m is not None]
     msgs = [m for m in msgs if m.role != "system"]
     digest.message_count = previous.count + len(msgs)
@@ -863,7 +1002,7 @@ def _digest(messages: Sequence[object], previous: _Previous) -> _Digest:
             for piece in pieces[:_MAX_SENTENCES_PER_MESSAGE]:
                 sentence = _clean_sentence(piece)
                 if sentence:
-                    per_message.append((sentence, tuple(_content_words(sentence))))
+                    per_message.append((sentence, words_of(sentence)))
             for word in {w for _, words in per_message for w in words}:
                 doc_freq[word] = doc_freq.get(word, 0) + 1
         sentences.append(per_message)
@@ -884,7 +1023,7 @@ def _digest(messages: Sequence[object], previous: _Previous) -> _Digest:
             text = _flat(m.text)
             if text:
                 digest.requests.append(text)
-                digest.request_words.append(tuple(_content_words(text)))
+                digest.request_words.append(words_of(text))
             for sentence, _ in per_message:
                 found.scan(sentence, tier=_SAID, prose=True)
         elif m.role == "assistant":
@@ -896,7 +1035,7 @@ def _digest(messages: Sequence[object], previous: _Previous) -> _Digest:
                 if _PROSE_ERROR.search(sentence):
                     digest.errors.append(line)
                     continue
-                outcome = _OUTCOME.search(sentence) is not None
+                outcome = _OUTCOME.search(sentence)
                 score = weight(words) + 3.0 * n_ids + (4.0 if outcome else 0.0)
                 if not (n_ids or outcome):
                     score *= 0.5  # small talk
@@ -917,10 +1056,10 @@ def _digest(messages: Sequence[object], previous: _Previous) -> _Digest:
                     digest.errors.append(_Line(f"{signature}: {error}", order, 1.0))
                     text = f"{signature} -> failed (see Errors)"
                 elif result and result.strip():
-                    text = f"{signature} -> {_shorten(_flat(result), _RESULT_GIST_CHARS)}"
+                    text = f"{signature} -> {_flat_short(result, _RESULT_GIST_CHARS)}"
                 else:
                     text = signature
-                words = tuple(_content_words(signature))
+                words = words_of(signature)
                 score = 0.5 * weight(words) + 3.0 * n_ids
                 write = not _READ_TOOL.match(call.name)  # booking, editing, sending: an outcome
                 digest.actions.append(_Line(text, order, score, words, pinned=write))
@@ -934,19 +1073,19 @@ def _digest(messages: Sequence[object], previous: _Previous) -> _Digest:
                 if error:
                     digest.errors.append(_Line(f"{label}: {error}", order, 1.0))
                 elif m.text.strip():
-                    gist = _shorten(_flat(m.text), _RESULT_GIST_CHARS)
+                    gist = _flat_short(m.text, _RESULT_GIST_CHARS)
                     digest.actions.append(_Line(f"{label} result: {gist}", order, 1.0))
     found.resolve_names()
 
     # previous summary lines come before everything here
     digest.requests[:0] = previous.requests
-    digest.request_words[:0] = [tuple(_content_words(r)) for r in previous.requests]
+    digest.request_words[:0] = [words_of(r) for r in previous.requests]
     prior = [
-        _Line(text, -len(previous.actions) + i, weight(tuple(_content_words(text))) * 0.7)
+        _Line(text, -len(previous.actions) + i, weight(words_of(text)) * 0.7)
         for i, text in enumerate(previous.actions)
     ]
     for line in prior:
-        line.words = tuple(_content_words(line.text))
+        line.words = words_of(line.text)
     digest.actions[:0] = prior
     digest.errors[:0] = [
         _Line(text, -len(previous.errors) + i, 1.0) for i, text in enumerate(previous.errors)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,7 @@ from memory import (
     LogStore,
     SessionNotFoundError,
 )
-from memory.log import records
+from memory.log import AsyncLogStore, records
 from motus_web.dashboard.log_store import DatabaseLogStore
 from tests.memory.test_invariants import assert_restores_exactly, conversations, run
 from tests.web.helpers import chat
@@ -209,3 +210,23 @@ def test_the_database_store_restores_random_conversations_exactly(
         database.append(session_id, record)
     assert list(database.read(session_id)) == list(staged.read(session_id))
     assert_restores_exactly(memory, database, summarise)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_live_memory_logs_into_the_database_from_inside_the_event_loop() -> None:
+    store = DatabaseLogStore()
+    assert isinstance(store, AsyncLogStore)
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="live-db", token_threshold=300),
+        compact_fn=lambda messages, system_prompt: "summary so far",
+        log_store=store,
+        model_name="gpt-4o",
+    )
+    memory.set_system_prompt("Be brief.")
+    for message in chat(8, filler=60):
+        await memory.add_message(message)
+    assert memory.compaction_count >= 1
+    restored = await sync_to_async(CompactionMemory.restore_from_log)("live-db", log_store=store)
+    assert [m.to_dict() for m in restored.get_context()] == [
+        m.to_dict() for m in memory.get_context()
+    ]

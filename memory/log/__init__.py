@@ -3,9 +3,10 @@
 from . import records
 from .in_memory import InMemoryLogStore
 from .jsonl import JSONLLogStore
-from .store import InvalidSessionIdError, LogProblem, LogStore, validate_session_id
+from .store import AsyncLogStore, InvalidSessionIdError, LogProblem, LogStore, validate_session_id
 
 __all__ = [
+    "AsyncLogStore",
     "InMemoryLogStore",
     "InvalidSessionIdError",
     "JSONLLogStore",

@@ -84,3 +84,19 @@ class LogStore(Protocol):
     def list_sessions(self) -> list[str]:
         """Every session id that has a log, sorted."""
         ...
+
+
+@runtime_checkable
+class AsyncLogStore(LogStore, Protocol):
+    """A store whose writes must be awaited (a database driven from an event loop).
+
+    A memory given such a store queues its records and awaits
+    ``append_async`` for each, in order, before ``add_message()`` or
+    ``compact()`` returns; records written by a synchronous method
+    (``set_system_prompt``, ``reset``, ``fork``) go out at the next of those,
+    or at ``await memory.flush()``.
+    """
+
+    async def append_async(self, session_id: str, record: Mapping[str, Any]) -> None:
+        """Append one record durably. Raises ``LogError`` on I/O failure."""
+        ...

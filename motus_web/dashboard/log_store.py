@@ -6,6 +6,7 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import DatabaseError, transaction
 
 from memory.errors import LogCorruptError, LogError, SessionNotFoundError
@@ -32,12 +33,17 @@ class DatabaseLogStore:
     database failures raise ``LogError``. ``read`` gives back every record
     exactly as appended (see ``rows.py``), so rows never yield ``problems``.
 
-    The ORM is synchronous: call this store from sync code (or through
-    ``asgiref.sync.sync_to_async``), never inside a running event loop.
+    The ORM is synchronous: inside a running event loop a memory writes
+    through ``append_async`` (this is an ``AsyncLogStore``), which runs the
+    same transaction in Django's sync thread; ``read`` and the other methods
+    are for sync code (or ``sync_to_async``).
     """
 
     def append(self, session_id: str, record: Mapping[str, Any]) -> None:
         self.extend(session_id, [record])
+
+    async def append_async(self, session_id: str, record: Mapping[str, Any]) -> None:
+        await sync_to_async(self.extend)(session_id, [record])
 
     def extend(self, session_id: str, new_records: Iterable[Mapping[str, Any]]) -> None:
         """Append ``new_records`` in order, in one transaction.

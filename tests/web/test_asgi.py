@@ -29,7 +29,7 @@ async def test_a_websocket_from_a_foreign_origin_is_refused() -> None:
         application, "/ws/", headers=[(b"origin", b"http://evil.example")]
     )
 
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)  # the first connect builds the app
 
     assert not connected
     await communicator.disconnect()
