@@ -23,6 +23,7 @@ from .errors import (
     ProviderStatusError,
     ProviderTimeoutError,
     RateLimitError,
+    SessionExistsError,
     SessionNotFoundError,
     UnsupportedMemoryTypeError,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "ReActAgent",
+    "SessionExistsError",
     "SessionNotFoundError",
     "SessionState",
     "TokenCounter",

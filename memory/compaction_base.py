@@ -252,11 +252,14 @@ class CompactionBase(BaseMemory):
         )
 
     def _should_fall_back(self, tokens_before: int) -> bool:
+        """Whether a failed attempt should be retried at once with the offline
+        summariser: when the context is about to overflow the model's window
+        (whatever failed), or after repeated failures of model summarisation."""
+        overflow_line = compaction_threshold(self._model_name, 1.0)
+        if tokens_before >= overflow_line:
+            return True
         uses_model = self._compact_fn is None and self._client is not None
-        overflowing = tokens_before >= get_model_limits(self._model_name).context_window
-        return uses_model and (
-            self._consecutive_failures >= _FALLBACK_AFTER_FAILURES or overflowing
-        )
+        return uses_model and self._consecutive_failures >= _FALLBACK_AFTER_FAILURES
 
     def _tokens_after(self, summary: str, kept_tokens: int) -> int:
         continuation = self.estimate_message_tokens(continuation_message(summary))

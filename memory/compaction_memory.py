@@ -20,7 +20,7 @@ from .base import EntryMeta, Ingested
 from .clients.base import ChatClient
 from .compaction_base import CompactionBase, OnCompact
 from .config import CompactionMemoryConfig
-from .errors import LogCorruptError, MotusMemoryError
+from .errors import LogCorruptError, MotusMemoryError, SessionExistsError
 from .log import records as rec
 from .log.jsonl import JSONLLogStore
 from .log.store import AsyncLogStore, LogProblem, LogStore
@@ -99,6 +99,11 @@ class CompactionMemory(CompactionBase):
         if self._log_store is None:
             return
         if not self._meta_written:
+            # An async store is not asked here (that would block the loop); the
+            # database store refuses a second session_meta by itself.
+            store = self._log_store
+            if not isinstance(store, AsyncLogStore) and store.exists(self._session_id):
+                raise SessionExistsError(self._session_id)
             self._meta_written = True
             self._send({**self._session_meta(), **self._upgrade_meta})
         record = {"type": record_type, "ts": rec.now_iso(), **fields}
@@ -208,6 +213,7 @@ class CompactionMemory(CompactionBase):
         ``ChatMessage`` (and validated) by ``_materialize`` if it survives.
         The unit tracking is the same ``TurnTracker`` the live memory uses.
         """
+        seq = self._checked_seq(record["seq"])
         data = record["message"]
         role = data["role"]
         if role not in ROLES or role == "system":
@@ -215,7 +221,6 @@ class CompactionMemory(CompactionBase):
         call_ids = tuple(str(call["id"]) for call in data.get("tool_calls") or ())
         result_ids = answered_call_ids(role, data.get("tool_call_id"), data.get("tool_call_ids"))
         classification = self._tracker.classify_ids(role, call_ids, result_ids)
-        seq = int(record["seq"])
         self._next_seq = seq + 1
         if classification.abandoned:
             for placeholder in placeholder_results(classification.abandoned):
@@ -232,6 +237,13 @@ class CompactionMemory(CompactionBase):
                 detail=classification.anomaly,
                 in_context=classification.in_context,
             )
+
+    def _checked_seq(self, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise LogCorruptError(f"message seq {value!r} is not an integer")
+        if value < self._next_seq:
+            raise LogCorruptError(f"message seq {value} does not follow seq {self._next_seq - 1}")
+        return value
 
     def _materialize(self) -> None:
         if not any(isinstance(m, _Unmaterialized) for m in self._messages):
@@ -251,12 +263,13 @@ class CompactionMemory(CompactionBase):
     def _apply_record(self, record: dict[str, Any], write: bool) -> None:
         kind = record.get("type")
         if kind == rec.MESSAGE:
+            seq = self._checked_seq(record["seq"]) if "seq" in record else None
             message = ChatMessage.from_dict(record["message"])
             context = record.get("context_message")
             legacy = "seq" not in record  # Motus logged messages already truncated
             ingested = self._ingest(
                 message,
-                seq=record.get("seq"),
+                seq=seq,
                 context_message=ChatMessage.from_dict(context)
                 if context
                 else (None if legacy else message),
@@ -272,9 +285,28 @@ class CompactionMemory(CompactionBase):
             summary = record.get("summary")
             if not isinstance(summary, str):
                 raise LogCorruptError("compaction record without a summary")
+            number = record.get("compaction_number")
+            if (
+                "through_seq" in record
+                and isinstance(number, int)
+                and number <= self._compaction_count
+            ):
+                raise LogCorruptError(
+                    f"compaction number {number} does not follow number {self._compaction_count}"
+                )
+            through = record.get("through_seq")
+            if isinstance(through, int) and through >= self._next_seq:
+                raise LogCorruptError(
+                    f"compaction covers messages up to seq {through}, "
+                    f"but the log so far ends at seq {self._next_seq - 1}"
+                )
             tokens_before = self.estimate_context_tokens()
             replayed = set(record.get("replayed_seqs") or ())
             kept = [e for e in self._entries() if e[1].seq is not None and e[1].seq in replayed]
+            if len(kept) != len(replayed):
+                found = {e[1].seq for e in kept}
+                missing = sorted(s for s in replayed if s not in found)
+                raise LogCorruptError(f"compaction replays seqs {missing} not in the context")
             # Current records carry the continuation's token count; old ones used another template.
             recorded = record.get("summary_tokens") if "through_seq" in record else None
             self._set_summary(summary, kept, tokens=recorded)
@@ -331,8 +363,18 @@ class CompactionMemory(CompactionBase):
         records = log_store.read(session_id, problems)
         first = next(records, None)
         meta = first if first is not None and first.get("type") == rec.SESSION_META else {}
+        if first is not None and not meta:
+            problems.append(LogProblem(1, "the log does not start with a session_meta record"))
+        elif meta.get("session_id") not in (None, session_id):
+            problems.append(LogProblem(1, f"session_meta names session {meta.get('session_id')!r}"))
         if config is None:
-            stored = dict(meta.get("config") or {})
+            stored_config = meta.get("config") or {}
+            if not isinstance(stored_config, dict):
+                problems.append(
+                    LogProblem(1, "session_meta config is not an object; defaults used")
+                )
+                stored_config = {}
+            stored = dict(stored_config)
             stored["session_id"] = session_id
             if isinstance(log_store, JSONLLogStore):
                 stored["log_base_path"] = str(log_store.base_path)

@@ -10,6 +10,7 @@ happens at run time::
     ├── EncodingDataError            a shipped tokenizer file is missing or fails its sha256
     ├── LogError                     conversation-log I/O
     │   ├── SessionNotFoundError         no log (or no records) for a session id
+    │   ├── SessionExistsError           a new memory given the id of a session with a log
     │   └── LogCorruptError              a record that cannot be used (strict reads only)
     ├── CompactionError              a compaction attempt failed; the context is left unchanged
     ├── MaxStepsExceeded             the agent made max_steps model calls without a final answer
@@ -56,6 +57,21 @@ class SessionNotFoundError(LogError, LookupError):
         self.session_id = session_id
         suffix = f" in {where}" if where else ""
         super().__init__(f"no conversation log for session {session_id!r}{suffix}")
+
+
+class SessionExistsError(LogError):
+    """A new memory was given the id of a session that already has a log.
+
+    Continue that session with ``CompactionMemory.restore_from_log`` instead:
+    two memories writing one log would interleave two conversations.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} already has a log; continue it with "
+            "CompactionMemory.restore_from_log() or choose another session_id"
+        )
 
 
 class LogCorruptError(LogError):

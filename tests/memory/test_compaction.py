@@ -14,6 +14,7 @@ from memory import (
     ConfigurationError,
     InMemoryLogStore,
     ProviderTimeoutError,
+    get_model_limits,
 )
 from memory.log import records
 from memory.summarize import CONTINUATION_TEMPLATE
@@ -299,3 +300,18 @@ async def test_a_broken_on_compact_callback_does_not_fail_add_message(
     await add_all(memory, user("q " + LONG), answer(LONG))
     assert memory.compaction_count == 1
     assert "on_compact callback raised" in caplog.text
+
+
+async def test_when_compact_fn_keeps_failing_the_offline_summariser_prevents_an_overflow() -> None:
+    def broken(messages: list[ChatMessage], system_prompt: str) -> str:
+        raise RuntimeError("down")
+
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="ovf"), model_name="gpt-4o", compact_fn=broken
+    )
+    for i in range(10):
+        await memory.add_message(user(f"part {i} " + "data " * 18_000))
+    window = get_model_limits("gpt-4o").context_window
+    assert memory.estimate_context_tokens() < window
+    assert memory.compaction_count >= 1
+    assert memory.get_memory_trace()["failed_compactions"] >= 1

@@ -16,6 +16,7 @@ from memory import (
     CompactionMemoryConfig,
     CompactionSessionState,
     JSONLLogStore,
+    SessionExistsError,
     SessionNotFoundError,
     SessionState,
     upgrade_records,
@@ -260,3 +261,49 @@ def test_upgrading_keeps_everything_a_record_already_says() -> None:
         assert after == {**after, **before}
     assert upgraded[0]["title"] == "Seattle trip"
     assert upgrade_records(upgraded) == upgraded
+
+
+async def test_a_new_memory_refuses_the_id_of_a_session_that_already_has_a_log(
+    tmp_path: Path,
+) -> None:
+    await run_session(tmp_path)
+    again = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="sess-1", log_base_path=tmp_path),
+        model_name="gpt-4o",
+    )
+    with pytest.raises(SessionExistsError, match="restore_from_log"):
+        await again.add_message(user("hello"))
+    restored = CompactionMemory.restore_from_log("sess-1", log_base_path=tmp_path)
+    assert restored.restore_problems == []
+
+
+def _rewrite(path: Path, edit: Any) -> None:
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in edit(lines)))
+
+
+@pytest.mark.parametrize(
+    ("edit", "reported"),
+    [
+        (lambda rs: [r for r in rs for _ in range(2 if r.get("seq") == 2 else 1)], "seq 2 does"),
+        (lambda rs: [{**r, "seq": 0} if r.get("seq") == 3 else r for r in rs], "seq 0 does"),
+        (
+            lambda rs: [r for r in rs for _ in range(2 if r["type"] == "compaction" else 1)],
+            "number",
+        ),
+        (lambda rs: rs[1:], "does not start with a session_meta"),
+        (lambda rs: [{**rs[0], "session_id": "someone-else"}, *rs[1:]], "names session"),
+        (lambda rs: [{**rs[0], "config": "x"}, *rs[1:]], "config is not an object"),
+        (
+            lambda rs: [{**r, "through_seq": 999} if r["type"] == "compaction" else r for r in rs],
+            "covers messages up to seq 999",
+        ),
+    ],
+)
+async def test_a_hand_edited_log_restores_what_it_can_and_reports_the_rest(
+    tmp_path: Path, edit: Any, reported: str
+) -> None:
+    await run_session(tmp_path)
+    _rewrite(tmp_path / "sess-1.jsonl", edit)
+    restored = CompactionMemory.restore_from_log("sess-1", log_base_path=tmp_path)
+    assert any(reported in str(p) for p in restored.restore_problems), restored.restore_problems
