@@ -57,6 +57,17 @@ _FALLBACK_AFTER_FAILURES = 2
 
 
 @dataclass(frozen=True, slots=True)
+class Undo:
+    """What reverting the latest compaction needs: the context before it (its
+    entries and summary), how many messages it kept, and which one it was."""
+
+    entries: list[tuple[ChatMessage, EntryMeta, int]]
+    summary: str | None
+    kept: int
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
 class CutPlan:
     """Indices into the context (after the continuation) to summarise and to keep."""
 
@@ -96,6 +107,7 @@ class CompactionBase(BaseMemory):
         self._compaction_count = 0
         self._consecutive_failures = 0
         self._floor_warned = False
+        self._undo: Undo | None = None
 
     # -- model -----------------------------------------------------------------
 
@@ -278,8 +290,9 @@ class CompactionBase(BaseMemory):
         entries = self._entries()
         replayed = [entries[i] for i in plan.keep]
         folded = [seq for i in plan.summarize if (seq := entries[i][1].seq) is not None]
-        self._set_summary(summary.text, replayed)
         self._compaction_count += 1
+        self._undo = Undo(entries, self._summary, len(replayed), self._compaction_count)
+        self._set_summary(summary.text, replayed)
         self._consecutive_failures = 0
         self._floor_warned = False
         stats: dict[str, Any] = {
@@ -330,6 +343,38 @@ class CompactionBase(BaseMemory):
         self._summary = summary
         self._replace_context([head, *kept])
 
+    def revert_last_compaction(self, reason: str = "") -> None:
+        """Undo the latest compaction: the context goes back to what it was
+        before it, plus every message added since. Nothing is deleted: the
+        log gets a ``compaction_revert`` record. Only the latest compaction can
+        be reverted, once (the memory keeps one previous context, bounded by
+        the threshold). Raises ``CompactionError`` when there is none.
+        """
+        number = self._revert(None)
+        self._on_compaction_reverted(
+            {
+                "reverts": number,
+                "through_seq": self._next_seq - 1,
+                "reason": reason,
+                "context_tokens": self.estimate_context_tokens(),
+            }
+        )
+
+    def _revert(self, number: int | None) -> int:
+        undo = self._undo
+        if undo is None or (number is not None and number != undo.number):
+            which = "the latest compaction" if number is None else f"compaction {number}"
+            raise CompactionError(
+                f"cannot revert {which}: it is not the latest one in this context"
+            )
+        since = self._entries()[1 + undo.kept :]
+        self._summary = undo.summary
+        self._replace_context([*undo.entries, *since])
+        self._undo = None
+        self._floor_warned = False
+        self._trace.add("compaction_revert", reverts=undo.number)
+        return undo.number
+
     def _record_failure(
         self, trigger: Trigger, error: str, tokens_before: int, started: float
     ) -> None:
@@ -369,6 +414,9 @@ class CompactionBase(BaseMemory):
     def _on_compaction_warning(self, record: dict[str, Any]) -> None:
         """Called when compaction cannot bring the context under the threshold."""
 
+    def _on_compaction_reverted(self, record: dict[str, Any]) -> None:
+        """Called after the latest compaction was reverted."""
+
     # -- lifecycle -------------------------------------------------------------
 
     def reset(self) -> dict[str, int]:
@@ -380,6 +428,7 @@ class CompactionBase(BaseMemory):
         self._compaction_count = 0
         self._consecutive_failures = 0
         self._floor_warned = False
+        self._undo = None
         return counts
 
 

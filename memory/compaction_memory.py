@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Self, cast
 
 from .base import EntryMeta, Ingested
 from .clients.base import ChatClient
-from .compaction_base import CompactionBase, OnCompact
+from .compaction_base import CompactionBase, OnCompact, Undo
 from .config import CompactionMemoryConfig
 from .errors import LogCorruptError, MotusMemoryError, SessionExistsError
 from .log import records as rec
@@ -177,6 +177,9 @@ class CompactionMemory(CompactionBase):
     def _on_compaction_warning(self, record: dict[str, Any]) -> None:
         self._write(rec.COMPACTION_WARNING, record)
 
+    def _on_compaction_reverted(self, record: dict[str, Any]) -> None:
+        self._write(rec.COMPACTION_REVERT, record)
+
     def reset(self) -> dict[str, int]:
         """Forget the context (the log keeps everything, and records the reset
         so that a restore starts from the same empty context)."""
@@ -246,19 +249,30 @@ class CompactionMemory(CompactionBase):
         return value
 
     def _materialize(self) -> None:
-        if not any(isinstance(m, _Unmaterialized) for m in self._messages):
-            return
-        entries = []
-        for message, meta, tokens in self._entries():
+        self._replace_context(self._materialized(self._entries()))
+        if self._undo is not None:
+            undo = self._undo
+            self._undo = Undo(
+                self._materialized(undo.entries, report=False), undo.summary, undo.kept, undo.number
+            )
+
+    def _materialized(
+        self, entries: list[tuple[ChatMessage, EntryMeta, int]], *, report: bool = True
+    ) -> list[tuple[ChatMessage, EntryMeta, int]]:
+        out = []
+        for message, meta, tokens in entries:
             if isinstance(message, _Unmaterialized):
                 try:
                     message = ChatMessage.from_dict(message.data)
                 except InvalidMessageError as exc:
-                    problem = LogProblem(message.number, f"record {message.number} unusable: {exc}")
-                    self.restore_problems.append(problem)
+                    if report:
+                        problem = LogProblem(
+                            message.number, f"record {message.number} unusable: {exc}"
+                        )
+                        self.restore_problems.append(problem)
                     continue
-            entries.append((message, meta, tokens))
-        self._replace_context(entries)
+            out.append((message, meta, tokens))
+        return out
 
     def _apply_record(self, record: dict[str, Any], write: bool) -> None:
         kind = record.get("type")
@@ -309,10 +323,10 @@ class CompactionMemory(CompactionBase):
                 raise LogCorruptError(f"compaction replays seqs {missing} not in the context")
             # Current records carry the continuation's token count; old ones used another template.
             recorded = record.get("summary_tokens") if "through_seq" in record else None
+            number = int(record.get("compaction_number", self._compaction_count + 1))
+            self._undo = Undo(self._entries(), self._summary, len(kept), number)
             self._set_summary(summary, kept, tokens=recorded)
-            self._compaction_count = int(
-                record.get("compaction_number", self._compaction_count + 1)
-            )
+            self._compaction_count = number
             fields.setdefault("compaction_number", self._compaction_count)
             fields.setdefault("status", "ok")
             fields.setdefault("replayed_seqs", [])
@@ -325,7 +339,9 @@ class CompactionMemory(CompactionBase):
             CompactionBase.set_system_prompt(self, record["system_prompt"])
         elif kind == rec.RESET:
             CompactionBase.reset(self)
-        elif kind in (rec.COMPACTION_FAILED, rec.COMPACTION_WARNING, rec.COMPACTION_REVERT):
+        elif kind == rec.COMPACTION_REVERT:
+            self._revert(int(record["reverts"]))
+        elif kind in (rec.COMPACTION_FAILED, rec.COMPACTION_WARNING):
             self._trace.add(kind, **fields)
         elif kind == rec.SESSION_META:
             return  # read before the replay

@@ -12,6 +12,7 @@ import pytest
 from memory import (
     BasicMemory,
     ChatMessage,
+    CompactionError,
     CompactionMemory,
     CompactionMemoryConfig,
     CompactionSessionState,
@@ -307,3 +308,33 @@ async def test_a_hand_edited_log_restores_what_it_can_and_reports_the_rest(
     _rewrite(tmp_path / "sess-1.jsonl", edit)
     restored = CompactionMemory.restore_from_log("sess-1", log_base_path=tmp_path)
     assert any(reported in str(p) for p in restored.restore_problems), restored.restore_problems
+
+
+async def test_reverting_a_bad_compaction_brings_the_context_back_and_restore_agrees(
+    tmp_path: Path,
+) -> None:
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="rv", token_threshold=700, log_base_path=tmp_path),
+        compact_fn=lambda messages, system_prompt: "a bad summary",
+        model_name="gpt-4o",
+    )
+    memory.set_system_prompt("sys")
+    await memory.add_message(user("q " + LONG))
+    await memory.add_message(answer(LONG))
+    before = dicts(memory.get_context())
+    await memory.add_message(user("next " + LONG))
+    assert memory.compaction_count == 1
+    await memory.add_message(answer("short"))
+    memory.revert_last_compaction("the summary lost the booking id")
+    assert dicts(memory.get_context()) == [
+        *before,
+        user("next " + LONG),
+        {"role": "assistant", "content": "short"},
+    ]
+    with pytest.raises(CompactionError):
+        memory.revert_last_compaction()
+    restored = CompactionMemory.restore_from_log("rv", log_base_path=tmp_path)
+    assert dicts(restored.get_context()) == dicts(memory.get_context())
+    revert = [r for r in JSONLLogStore(tmp_path).read("rv") if r["type"] == "compaction_revert"]
+    assert revert[0]["reverts"] == 1
+    assert revert[0]["reason"] == "the summary lost the booking id"
