@@ -226,6 +226,8 @@ async def test_a_live_memory_logs_into_the_database_from_inside_the_event_loop()
     for message in chat(8, filler=60):
         await memory.add_message(message)
     assert memory.compaction_count >= 1
+    memory.revert_last_compaction("an operator found the summary wrong")
+    await memory.flush()
     restored = await sync_to_async(CompactionMemory.restore_from_log)("live-db", log_store=store)
     assert [m.to_dict() for m in restored.get_context()] == [
         m.to_dict() for m in memory.get_context()
