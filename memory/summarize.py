@@ -65,16 +65,15 @@ def continuation_message(summary: str) -> ChatMessage:
 def render_transcript_line(message: ChatMessage) -> str:
     """One message as transcript text: ``[role] text`` plus its tool calls."""
     if message.role == "tool":
-        label = f"[tool result {message.name or ''} {message.tool_call_id or ''}]".replace(
-            "  ", " "
+        label = (
+            " ".join(["[tool result", *filter(None, [message.name, *message.tool_call_ids])]) + "]"
         )
     else:
         label = f"[{message.role}]"
     parts = [f"{label} {message.text}".rstrip()]
-    if isinstance(message.content, list) and len(message.text) == 0 and message.content:
+    if isinstance(message.content, list) and message.content and not message.text:
         parts.append("(non-text content)")
-    for call in message.tool_calls:
-        parts.append(f"  -> call {call.name}({call.arguments}) id={call.id}")
+    parts.extend(f"  -> call {c.name}({c.arguments}) id={c.id}" for c in message.tool_calls)
     return "\n".join(parts)
 
 
