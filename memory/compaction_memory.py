@@ -221,8 +221,13 @@ class CompactionMemory(CompactionBase):
         role = data["role"]
         if role not in ROLES or role == "system":
             raise InvalidMessageError(f"unusable message role {role!r}")
-        call_ids = tuple(str(call["id"]) for call in data.get("tool_calls") or ())
-        result_ids = answered_call_ids(role, data.get("tool_call_id"), data.get("tool_call_ids"))
+        calls = data.get("tool_calls")
+        call_ids = tuple([str(call["id"]) for call in calls]) if calls else ()
+        result_ids = (
+            answered_call_ids(role, data.get("tool_call_id"), data.get("tool_call_ids"))
+            if role == "tool"
+            else ()
+        )
         classification = self._tracker.classify_ids(role, call_ids, result_ids)
         self._next_seq = seq + 1
         if classification.abandoned:
