@@ -29,7 +29,11 @@ result never exceeds ``budget_tokens`` by ``counter.count``, so repeated
 compactions do not grow the summary.
 
 Everything is linear in the input: each message is scanned through a bounded
-head and tail, and the regexes use bounded quantifiers only.
+head and tail, and the regexes use bounded or possessive quantifiers only. The
+text between identifiers is skipped by the regex engine, the work per distinct
+word or token is done once per call, and each summary line is counted once (the
+counts are kept per counter across calls, as each summary carries the lines of
+the one before).
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ import json
 import logging
 import math
 import re
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Protocol
 
 from .messages import ChatMessage
@@ -236,7 +242,7 @@ _LOWER_WORD = re.compile(r"(?<![\w'\u2019])[a-z][a-z'\u2019]{0,40}")
 # whitespace after a sentence's end, or line breaks: ``(?<=[.!?])\s+|\n+``, written to
 # start with a whitespace character so that a split skips ahead to them
 _SENTENCE_SPLIT = re.compile(r"\s(?:(?<=[.!?]\s)\s*|(?<=\n)\n*)")
-# markdown removed from sentences: a leading run of these, and then what _INLINE matches
+# markdown removed from sentences: a leading run of these, then what _MARKDOWN_INLINE matches
 _MARKDOWN_LEAD = re.compile(r"[\s>*#\u2022\u2013\u2014-]+")
 _MARKDOWN_INLINE = re.compile(r"\*\*|__|`")
 _OMITTED = re.compile(r"\((\d+) more requests? omitted for space\)")
@@ -262,6 +268,8 @@ _UNIT = (
     r"mins?\b|minutes?\b|hours?\b|hrs?\b|days?\b|weeks?\b|months?\b|years?\b|kg\b|lbs?\b|"
     r"km\b|miles?\b|KB\b|MB\b|GB\b|TB\b|tokens?\b|bags?\b|nights?\b|people\b|times\b)"
 )
+# an amount of money: a kind below, and a shortcut in _TOKEN
+_MONEY = r"[$€£¥]\ ?\d[\d,]{0,15}(?:\.\d{1,2})?(?:\ ?(?:[kKM]\b|million\b|billion\b))?"
 # The kinds of identifier, tried in this order at each position of a text by
 # one left-to-right scan (``_TOKEN``, ``_Found.scan``). Every quantifier is
 # bounded, possessive or followed by nothing, so the scan is linear. Plain
@@ -278,7 +286,7 @@ _KINDS = rf"""
     |(?P<sdate>\d{{1,2}}/\d{{1,2}}/\d{{2,4}}\b)
     |(?P<time>\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:\ ?[AaPp]\.?[Mm]\b\.?)?
         |\d{{1,2}}\ ?[AaPp]\.?[Mm]\b\.?)
-    |(?P<money>[$€£¥]\ ?\d[\d,]{{0,15}}(?:\.\d{{1,2}})?(?:\ ?(?:[kKM]\b|million\b|billion\b))?)
+    |(?P<money>{_MONEY})
     |(?P<unit>\d[\d,]{{0,15}}(?:\.\d{{1,4}})?\ ?{_UNIT})
     |(?P<path>(?:~|\.{{1,2}})?/[\w.@+-]{{1,100}}(?:/[\w.@+-]{{1,100}}){{0,30}}
         |[A-Za-z]:\\[\w.@+-]{{1,100}}(?:\\[\w.@+-]{{1,100}}){{0,30}}
@@ -286,18 +294,26 @@ _KINDS = rf"""
     |(?P<name>[A-Z][^\W\d_A-Z]{{1,30}}(?:\ [A-Z][^\W\d_A-Z]{{1,30}}){{0,3}})(?![\w-])
     |(?P<word>\b(?!\d{{1,3}}(?![\w-]))(?=[\w-]{{0,64}}?[0-9_A-Z])[^\W_][\w-]*)
     """
-# Two more parts only make the scan fast; the identifiers found are the same.
+# ``_TOKEN`` adds parts that only make the scan fast; what it finds is the same.
+# A match is ``skip`` then a shortcut or a kind, or ``skip`` alone (ignored by
+# the caller). Each group of alternatives is entered only at a character that can
+# start one of them.
 #
-# ``skip`` swallows a stretch where no kind can start: the text between the
-# identifiers, most of any text. Its units are a run of ASCII lower-case letters
-# (maybe empty; the whole run, up to 64, as it is possessive) and one character
-# after it that is neither a word character nor one of ``.%+@:/\~$€£¥-``. No kind starts
-# at such a character (they start with a word character or one of
-# ``.%+-~/$€£¥``), nor anywhere in such a run: ``url`` would need a ":",
-# ``email`` an "@", ``uuid`` and ``iso`` a "-", ``path`` a "/" or a ":",
-# ``word`` a digit, "_" or capital in its run of word characters, and the other
-# kinds start with a digit or a capital. Where ``skip`` stops, the kinds are
-# tried as they would have been there; a match of ``skip`` alone is ignored.
+# ``skip`` swallows, in C, a stretch where no kind can start: most of any text.
+# Its units are up to 32 ASCII lower-case letters and spaces, then a character
+# that is neither a word character nor one of ``.%+@:/\~$€£¥-`` (a space, a
+# comma...). No kind starts at a space or at such a character (they start with
+# a word character or one of ``.%+-~/$€£¥``), nor in a run of lower-case letters
+# that one of them follows: ``url`` would need a ":", ``email`` an "@", ``uuid``
+# and ``iso`` a "-", ``path`` a "/" or a ":", ``word`` a digit, "_" or capital
+# in its run of word characters, and the other kinds start with a digit or a
+# capital. A unit backtracks over at most 32 characters, so the scan stays
+# linear. The other units, for long runs of lower-case letters, are 32 letters
+# after a letter and before 9 more: no kind starts there, as those that can
+# start at a lower-case letter after a word character (``url``, ``uuid``, a
+# Windows ``path``) need a ":" or a "-" within 9 characters. Where ``skip`` stops
+# and no kind matches, that character is taken too: the scan would find nothing
+# there either.
 #
 # ``fword`` is a shortcut to ``word`` for the commonest ids (HAT083, JFK,
 # mia_li_3668): an ASCII word starting with a letter, with a digit, "_" or
@@ -305,10 +321,19 @@ _KINDS = rf"""
 # that would let it go on as an email, a path or a url. ``word`` would match it
 # whole, and no kind before ``word`` matches there: they need one of "@/:-" or
 # a leading digit, or (``name`` and the months) a capital then only lower case.
-_SKIP = r"(?:[a-z]{0,64}+[^\w.%+@:/\\~$€£¥-])++"
+# ``fiso`` is ``iso`` where ``email`` cannot match (``iso`` comes after it, and
+# ``uuid`` never matches a date), and ``fmoney`` is ``money``, the only kind that
+# starts with a currency sign.
+_SKIP = r"(?:[a-z ]{0,32}[^\w.%+@:/\\~$€£¥-]|(?<=[a-z])[a-z]{32}(?=[a-z]{9}))++"
 _FAST_WORD = r"\b[A-Za-z](?=[a-z]{0,63}[0-9_A-Z])[A-Za-z0-9_]*+(?![\w.%+@:/\\-])"
+_FAST_ISO = r"\d{4}-\d{2}-\d{2}(?![A-Za-z0-9._%+@-])(?:\ \d{2}:\d{2}(?::\d{2})?)?"
 _TOKEN = re.compile(
-    rf"(?P<skip>{_SKIP})?+(?:(?P<fword>{_FAST_WORD})|{_KINDS}|(?(skip)|(?!)))", re.VERBOSE
+    rf"""(?P<skip>{_SKIP})?+(?:
+        (?=[A-Za-z\d$€£¥])(?:(?P<fword>{_FAST_WORD})|(?P<fiso>{_FAST_ISO})|(?P<fmoney>{_MONEY}))
+        |(?=[\w.%+~/$€£¥-])(?:{_KINDS})
+        |(?(skip)[\s\S]?|(?!))
+    )""",
+    re.VERBOSE,
 )
 # the groups by number (``Match.lastindex`` is the kind of a match)
 _G_SKIP, _G_FWORD, _G_NAME, _G_PATH, _G_WORD = (
@@ -373,27 +398,36 @@ _PUNCT = ".,;:!?\"'()[]{}*_" + _RSQUO
 
 
 def _rank_words(
-    text: str, weights: Mapping[str, float], default: float
+    text: str,
+    weights: Mapping[str, float],
+    default: float,
+    seen: dict[str, tuple[str, bool, bool, int]] | None = None,
 ) -> tuple[list[str], list[int]]:
     """The words of ``text`` (bare of punctuation) and the indexes of the telling ones, best first.
 
     Rare words, numbers, ids, names and negations are telling; filler words are left out.
+    ``seen`` keeps what each distinct token is, across the calls that share it.
     """
+    if seen is None:
+        seen = {}
     tokens = text.split()
     scored: list[tuple[float, int]] = []
+    after_stop = True  # the first token is never taken as capitalised
     for index, token in enumerate(tokens):
-        key = _norm(token)
-        capitalised = (
-            index > 0
-            and len(key) > 1
-            and token.lstrip(_PUNCT)[:1].isupper()
-            and not tokens[index - 1].endswith((".", "!", "?", ":", "]"))
-        )
-        if not key or (key in _FILLER and not (capitalised and key in _CAPITALISED)):
+        about = seen.get(token)
+        if about is None:
+            about = seen[token] = _token_about(token)
+        key, upper, stop, kind = about
+        capitalised = upper and not after_stop
+        after_stop = stop
+        if kind == _FILLER_WORD:
+            if not capitalised:
+                continue
+        elif kind == _SKIPPED_WORD:
             continue
-        if key in _NEGATIONS:
+        if kind == _NEGATION:
             weight = 2 * default
-        elif any(c.isdigit() for c in key):
+        elif kind == _NUMBERED:
             weight = default + weights.get(key, default)
         elif capitalised:
             weight = 1.5 * weights.get(key, default)
@@ -402,6 +436,33 @@ def _rank_words(
         scored.append((-weight, index))
     scored.sort()
     return [t.strip(_PUNCT) or t for t in tokens], [index for _, index in scored]
+
+
+# what a token is to _rank_words
+_PLAIN_WORD = 0
+_FILLER_WORD = 1  # a filler word, telling only when capitalised ("May", "Will")
+_SKIPPED_WORD = 2  # nothing (no letters or digits) or a filler word, capitalised or not
+_NEGATION = 3
+_NUMBERED = 4  # with a digit
+
+
+def _token_about(token: str) -> tuple[str, bool, bool, int]:
+    """A token's key (normalised), whether it could be capitalised, whether it ends a
+    sentence (the next token then is not capitalised), and what kind of word it is."""
+    key = _norm(token)
+    upper = len(key) > 1 and token.lstrip(_PUNCT)[:1].isupper()
+    stop = token.endswith((".", "!", "?", ":", "]"))
+    if not key:
+        kind = _SKIPPED_WORD
+    elif key in _FILLER:
+        kind = _FILLER_WORD if upper and key in _CAPITALISED else _SKIPPED_WORD
+    elif key in _NEGATIONS:
+        kind = _NEGATION
+    elif any(c.isdigit() for c in key):
+        kind = _NUMBERED
+    else:
+        kind = _PLAIN_WORD
+    return key, upper, stop, kind
 
 
 def _pick_words(words: list[str], ranked: list[int], max_chars: int) -> str:
@@ -421,19 +482,22 @@ def _norm(token: str) -> str:
     return token.lower().replace(_RSQUO, "'").strip(_PUNCT + "-")
 
 
-def _content_words(text: str, seen: dict[str, str] | None = None) -> list[str]:
+def _content_words(text: str, seen: dict[str, tuple[str, ...]] | None = None) -> list[str]:
     """Lower-cased words that carry meaning, in order, without repeats.
 
-    ``seen`` caches, across the calls that share it, what each raw word gives ("" for
-    a filler word).
+    Words never span spaces, so each distinct run of non-spaces is read once;
+    ``seen`` keeps what each gave, across the calls that share it.
     """
     if seen is None:
         seen = {}
-    raws = dict.fromkeys(_WORD.findall(text.lower()))  # each distinct word once, in order
-    for raw in raws.keys() - seen.keys():
-        word = _norm(raw)
-        seen[raw] = word if (len(word) >= 3 and word not in _STOPWORDS) or word.isdigit() else ""
-    return list(dict.fromkeys(filter(None, map(seen.__getitem__, raws))))
+    chunks = dict.fromkeys(text.lower().split())  # in order of first appearance
+    for chunk in [c for c in chunks if c not in seen]:
+        seen[chunk] = tuple(
+            word
+            for word in map(_norm, _WORD.findall(chunk))
+            if (len(word) >= 3 and word not in _STOPWORDS) or word.isdigit()
+        )
+    return list(dict.fromkeys(chain.from_iterable(map(seen.__getitem__, chunks))))
 
 
 def _clean_sentence(text: str) -> str:
@@ -705,11 +769,11 @@ class _Found:
         target = self.tiers[tier]
         caps = self.caps
         for match in _TOKEN.finditer(text):
-            group = match.lastindex  # the kind, by number
-            if group == _G_SKIP:
+            group = match.lastindex  # the kind, by number (every match has one)
+            if group == _G_SKIP or group is None:
                 continue  # a stretch with no identifier
             token = match[group]  # the match may start with a skipped stretch
-            if group == _G_FWORD or group == _G_WORD:
+            if group in (_G_FWORD, _G_WORD):
                 entry = kinds.get(token)
                 if entry is None:
                     entry = kinds[token] = _word_kind(token, prose)
@@ -737,14 +801,14 @@ class _Found:
                     for part in re.split(r"[/\\]", token):
                         found += self._word(part, tier, prose, text, match.end())
             else:  # url, email, uuid and the dates, times and amounts
-                ident = idents.get(token)
-                if ident is None:
-                    ident = idents[token] = _ident(
+                known = idents.get(token)
+                if known is None:
+                    known = idents[token] = _ident(
                         _flat(token).replace(",", "") if " " in token else token
                     )
-                if ident:
+                if known:
                     self.tick += 1
-                    target[ident] = self.tick
+                    target[known] = self.tick
                 found += 1
         return found
 
@@ -967,7 +1031,7 @@ def _parse_previous(text: str) -> _Previous:
 def _digest(messages: Sequence[object], previous: _Previous) -> _Digest:
     found = _Found()
     digest = _Digest()
-    seen: dict[str, str] = {}  # for _content_words
+    seen: dict[str, tuple[str, ...]] = {}  # for _content_words
     memo: dict[str, tuple[str, ...]] = {}
 
     def words_of(text: str) -> tuple[str, ...]:
@@ -1138,13 +1202,32 @@ def _latest(msgs: list[_Msg]) -> list[tuple[str, str]]:
 # --- fitting the sections into the budget -------------------------------------------------
 
 
+# Tokens of each summary line (with its newline), per counter and shared between
+# calls: a compaction carries the lines of the previous summary over, so most of
+# them were counted by the one before. A counter counts a text the same way every
+# time; one that cannot be a weak dictionary key gets a fresh cache each call.
+_LINE_COSTS: weakref.WeakKeyDictionary[Any, dict[str, int]] = weakref.WeakKeyDictionary()
+_LINE_COSTS_MAX = 4096  # lines kept per counter (a few hundred a compaction)
+
+
+def _line_costs(counter: _Counter) -> dict[str, int]:
+    try:
+        costs = _LINE_COSTS.get(counter)
+        if costs is None or len(costs) > _LINE_COSTS_MAX:
+            costs = _LINE_COSTS[counter] = {}
+    except TypeError:  # not hashable, or no weak references to it
+        costs = {}
+    return costs
+
+
 class _Planner:
     def __init__(self, digest: _Digest, counter: _Counter) -> None:
         self.digest = digest
         self.counter = counter
-        self._costs: dict[str, int] = {}
+        self._costs = _line_costs(counter)
         self._levels: dict[tuple[int, bool], list[str]] = {}
         self._ranked: dict[int, tuple[list[str], list[int]]] = {}
+        self._tokens: dict[str, tuple[str, bool, bool, int]] = {}  # for _rank_words
 
     def cost(self, line: str) -> int:
         """Tokens of a line, with its newline."""
@@ -1273,7 +1356,7 @@ class _Planner:
             chars = limit * 2 if index == 0 else limit
             if keywords:
                 if index not in self._ranked:
-                    self._ranked[index] = _rank_words(text, d.weights, d.rare_weight)
+                    self._ranked[index] = _rank_words(text, d.weights, d.rare_weight, self._tokens)
                 short = _pick_words(*self._ranked[index], chars)
             else:
                 short = _shorten(text, chars)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from memory import offline_compactor as oc
 from memory.messages import ChatMessage, ToolCall
 from memory.offline_compactor import offline_summary
 from memory.tokens import TokenCounter
@@ -321,3 +324,239 @@ def test_a_tau_bench_run_keeps_the_task_user_id(counter: TokenCounter) -> None:
 
     assert counter.count(summary) <= 1_000
     assert run["info"]["task"]["user_id"] in summary
+
+
+# --- the fast paths find what the plain definitions find ----------------------------------
+
+PIECES = [
+    *"abcdefhpstxz ABFJMSTZ 0123456789",
+    *" \n\t\r.,;:!?-_/\\@%+~$€£¥'\"()[]{}#*=&<>|^`é\u2019\u2028\u00a0",
+    "http://",
+    "https://ex.com/a?b=1",
+    "May ",
+    "June",
+    "Sept",
+    "Mayday",
+    " of ",
+    "th",
+    "am",
+    "pm",
+    "3 days",
+    "GB",
+    "C:\\",
+    "a" * 70,
+    "b" * 41,
+    "A" * 70,
+    "deadbeef",
+    "deadbeef-",
+    "http",
+    "://",
+    "١٢",
+    "HAT083",
+    "mia_li_3668",
+    "mia.li@example.com",
+    "Ab1",
+    "_x",
+    "Seattle",
+    "New York",
+    "Jan, 2024",
+    "5 of May",
+    "10 am",
+    "$1,204.50",
+    "2024-05-20",
+    "2024-05-20 10:30",
+    "2024-05-20T10:30",
+    "@x.com",
+    "$ 5",
+    " million",
+    "/var/log/x.log",
+    "src/app.py",
+    "IMPORTANT NOTE",
+    "getUser",
+    "IDs",
+    "error",
+    "Error: boom",
+    "not found",
+    "ValueError: bad",
+    "Traceback (most recent call last)",
+    "\u017f",  # long s, "s" when ignoring case
+    "\u0131",  # dotless i
+    "İ",
+    "booked",
+    "**",
+    "__",
+    ". ",
+    "? ",
+    "- ",
+    "> ",
+    "don\u2019t",
+    "it's",
+]
+
+
+def random_texts(seed: int, count: int, max_pieces: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        "".join(rng.choice(PIECES) for _ in range(rng.randint(0, max_pieces))) for _ in range(count)
+    ]
+
+
+def test_the_fast_scan_matches_what_the_kinds_alone_match() -> None:
+    plain = re.compile(oc._KINDS, re.VERBOSE)
+
+    shortcuts = {"fword": "word", "fiso": "iso", "fmoney": "money"}
+
+    def fast_matches(text: str) -> list[tuple[str | None, tuple[int, int]]]:
+        found = []
+        for match in oc._TOKEN.finditer(text):
+            kind = match.lastgroup
+            if kind != "skip":
+                found.append((shortcuts.get(kind or "", kind), match.span(kind)))
+        return found
+
+    texts = random_texts(1, 20_000, 30)
+    texts += ["the flight HAT083 of mia_li_3668 to JFK on 2024-05-20 for $1,204.50 " * 20]
+    for text in texts:
+        assert fast_matches(text) == [(m.lastgroup, m.span()) for m in plain.finditer(text)], text
+
+
+def plain_content_words(text: str) -> list[str]:
+    out: dict[str, None] = {}
+    for match in oc._WORD.finditer(text.lower()):
+        word = oc._norm(match.group())
+        if (len(word) >= 3 and word not in oc._STOPWORDS) or word.isdigit():
+            out.setdefault(word, None)
+    return list(out)
+
+
+def plain_error_line(text: str) -> str | None:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    if oc._TOOL_ERROR.any_case.search(lines[0]) and not lines[0].startswith("Traceback"):
+        return oc._shorten(oc._flat(lines[0]), oc._ERROR_CHARS)
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        exceptions = [line for line in lines if oc._EXCEPTION_LINE.match(line)]
+        if exceptions:
+            return oc._shorten(oc._flat(exceptions[-1]), oc._ERROR_CHARS)
+    for line in lines[:200]:
+        if oc._ERROR_START.match(line):
+            return oc._shorten(oc._flat(line), oc._ERROR_CHARS)
+    return None
+
+
+def plain_rank_words(
+    text: str, weights: dict[str, float], default: float
+) -> tuple[list[str], list[int]]:
+    tokens = text.split()
+    scored: list[tuple[float, int]] = []
+    for index, token in enumerate(tokens):
+        key = oc._norm(token)
+        capitalised = (
+            index > 0
+            and len(key) > 1
+            and token.lstrip(oc._PUNCT)[:1].isupper()
+            and not tokens[index - 1].endswith((".", "!", "?", ":", "]"))
+        )
+        if not key or (key in oc._FILLER and not (capitalised and key in oc._CAPITALISED)):
+            continue
+        if key in oc._NEGATIONS:
+            weight = 2 * default
+        elif any(c.isdigit() for c in key):
+            weight = default + weights.get(key, default)
+        elif capitalised:
+            weight = 1.5 * weights.get(key, default)
+        else:
+            weight = weights.get(key, default)
+        scored.append((-weight, index))
+    scored.sort()
+    return [t.strip(oc._PUNCT) or t for t in tokens], [index for _, index in scored]
+
+
+def test_the_text_helpers_give_what_their_plain_definitions_give() -> None:
+    sentence_split = re.compile(r"(?<=[.!?])\s+|\n+")
+    markdown = re.compile(r"^[\s>*#\u2022\u2013\u2014-]+|\*\*|__|`")
+    words_seen: dict[str, tuple[str, ...]] = {}
+    tokens_seen: dict[str, tuple[str, bool, bool, int]] = {}
+    weights = {"flight": 0.3, "seattle": 2.0, "hat083": 1.1, "may": 0.7, "error": 0.2}
+    for text in random_texts(2, 5_000, 40) + random_texts(3, 200, 400):
+        assert oc._content_words(text) == plain_content_words(text), text
+        assert oc._content_words(text, words_seen) == plain_content_words(text), text
+        for max_chars in (16, 60, 80, 180):
+            assert oc._flat_short(text, max_chars) == oc._shorten(oc._flat(text), max_chars)
+        for words in (oc._OUTCOME, oc._TOOL_ERROR, oc._PROSE_ERROR):
+            assert words.search(text) == (words.any_case.search(text) is not None), text
+        assert oc._SENTENCE_SPLIT.split(text) == sentence_split.split(text), text
+        assert oc._clean_sentence(text) == oc._flat(markdown.sub("", text)).strip(), text
+        assert oc._error_line(text) == plain_error_line(text), text
+        expected = plain_rank_words(text, weights, 1.5)
+        assert oc._rank_words(text, weights, 1.5, tokens_seen) == expected, text
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        "a" * 16_000 + "_",
+        ("a" * 63 + "_") * 250,
+        "A" * 16_000,
+        "1" * 16_000,
+        "-" * 16_000,
+        "ab:" * 5_000,
+        "x~" * 8_000,
+        "Seattle " * 2_000,
+        "HAT083 JFK mia_li_3668 2024-05-20 " * 500,
+    ],
+)
+def test_pathological_tool_results_are_summarised_quickly(
+    counter: TokenCounter, result: str
+) -> None:
+    messages = [
+        ChatMessage.user("Look it up"),
+        ChatMessage.assistant(None, [call("call_1", "search", q="x")]),
+        ChatMessage.tool(result, "call_1", "search"),
+    ]
+
+    started = time.perf_counter()
+    summary = offline_summary(messages, budget_tokens=500, counter=counter)
+
+    assert time.perf_counter() - started < 2.0  # linear: some milliseconds
+    assert counter.count(summary) <= 500
+
+
+def test_ids_among_plain_words_are_all_found(counter: TokenCounter) -> None:
+    result = "the flight HAT083 of mia_li_3668 to JFK and ZFA04Y on 2024-05-20 for $1,204.50 "
+    messages = [
+        ChatMessage.user("Find my booking"),
+        ChatMessage.assistant(None, [call("call_1", "search", q="booking")]),
+        ChatMessage.tool(result * 50, "call_1", "search"),
+        ChatMessage.assistant("Found it."),
+    ]
+
+    summary = offline_summary(messages, budget_tokens=300, counter=counter)
+
+    ids = summary.split("Identifiers in tool results:")[1].splitlines()[0]
+    for ident in ("HAT083", "mia_li_3668", "JFK", "ZFA04Y", "2024-05-20", "$1,204.50"):
+        assert ident in ids, ident
+
+
+class UnhashableCounter:
+    """A counter that cannot key a dictionary: its line counts are not kept between calls."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def count(self, text: str) -> int:
+        return len(text) // 4 + 1
+
+
+def test_line_counts_kept_between_calls_change_nothing() -> None:
+    messages = airline_session()
+    cold = offline_summary(messages, budget_tokens=300, counter=TokenCounter(None))
+
+    warm = TokenCounter(None)
+    offline_summary(messages * 2, budget_tokens=500, counter=warm)
+    assert offline_summary(messages, budget_tokens=300, counter=warm) == cold
+
+    for other in (WordCounter(), UnhashableCounter()):  # counting otherwise: counted again
+        for _ in range(2):
+            summary = offline_summary(messages, budget_tokens=60, counter=other)
+            assert 0 < other.count(summary) <= 60
