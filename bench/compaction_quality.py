@@ -16,7 +16,7 @@ tau-bench: each airline run (system prompt aside) is folded up to its last unit
 expected actions (user ids, reservation ids, flight numbers, payment ids) that
 are still in the context, among those that appear in the run at all.
 
-The data is read from /work/shared/data (LoCoMo is CC BY-NC: never copy it into
+The data is read from ../shared/data beside the checkout (LoCoMo is CC BY-NC: never copy it into
 the repository).
 """
 
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory.messages import ChatMessage
 from memory.offline_compactor import offline_summary
 
-DATA = Path("/work/shared/data")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared beside the checkout
 LOCOMO = DATA / "locomo" / "locomo10-part1.json"
 TAU = DATA / "tau-bench" / "gpt-4o-airline.json"
 TAIL_TURNS = 4

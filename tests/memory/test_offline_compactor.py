@@ -18,7 +18,7 @@ from memory.messages import ChatMessage, ToolCall
 from memory.offline_compactor import offline_summary
 from memory.tokens import TokenCounter
 
-TAU_BENCH = Path("/work/shared/data/tau-bench/gpt-4o-airline.json")
+TAU_BENCH = Path(__file__).resolve().parents[2] / "demo_data" / "tau-bench" / "gpt-4o-airline.json"
 REPO = Path(__file__).resolve().parents[2]
 
 
