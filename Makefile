@@ -17,7 +17,9 @@ run: $(VENV)/.runtime-installed staticfiles/staticfiles.json
 	$(BIN)/python manage.py import_sessions --owner admin --replay --threshold 3000 \
 		--model gpt-4o $(DEMO_FILES)
 	@echo "Motus Memory is at http://127.0.0.1:$(PORT)/ (log in as admin, see above)"
-	exec $(BIN)/daphne -b 127.0.0.1 -p $(PORT) motus_web.asgi:application
+	@# uvicorn streams request bodies, so RequestBodyLimit refuses a large one unread.
+	exec $(BIN)/uvicorn --host 127.0.0.1 --port $(PORT) --ws websockets-sansio --lifespan off \
+		motus_web.asgi:application
 
 test: $(VENV)/.dev-installed chromium
 	$(BIN)/ruff check .

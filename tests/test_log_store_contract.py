@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -229,6 +230,9 @@ async def test_a_live_memory_logs_into_the_database_from_inside_the_event_loop()
     memory.revert_last_compaction("an operator found the summary wrong")
     await memory.flush()
     restored = await sync_to_async(CompactionMemory.restore_from_log)("live-db", log_store=store)
+    # The ORM ran in asgiref's sync thread: close its connection, or PostgreSQL
+    # cannot drop the test database at the end of the run.
+    await sync_to_async(connections.close_all)()
     assert [m.to_dict() for m in restored.get_context()] == [
         m.to_dict() for m in memory.get_context()
     ]

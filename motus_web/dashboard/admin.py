@@ -33,7 +33,7 @@ class SessionAdmin(ReadOnlyAdmin):
     ]
     list_filter = ["memory_type", "model_name"]
     list_select_related = ["owner"]
-    search_fields = ["public_id", "title", "source"]
+    search_fields = ["public_id", "original_id", "title", "source"]
     date_hierarchy = "updated_at"
 
 

@@ -2,8 +2,25 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib.humanize.templatetags.humanize import intcomma
+from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
+
+# The bounds of a replay's token threshold, on the Import page and in import_sessions.
+REPLAY_THRESHOLD_MIN = 100
+REPLAY_THRESHOLD_MAX = 10_000_000
+
+
+def validate_replay_threshold(value: int) -> None:
+    if not REPLAY_THRESHOLD_MIN <= value <= REPLAY_THRESHOLD_MAX:
+        raise ValidationError(
+            f"The token threshold must be between {intcomma(REPLAY_THRESHOLD_MIN)} and "
+            f"{intcomma(REPLAY_THRESHOLD_MAX)} tokens, not {intcomma(value)}: under "
+            f"{REPLAY_THRESHOLD_MIN} a replay would compact at every message, and no "
+            f"model's context window reaches {intcomma(REPLAY_THRESHOLD_MAX)}.",
+            code="threshold",
+        )
 
 
 class ImportForm(forms.Form):
@@ -14,10 +31,14 @@ class ImportForm(forms.Form):
         help_text="Run chat transcripts through the memory so that compaction events appear.",
     )
     threshold = forms.IntegerField(
-        min_value=100,
+        validators=[validate_replay_threshold],
+        widget=forms.NumberInput(attrs={"min": REPLAY_THRESHOLD_MIN, "max": REPLAY_THRESHOLD_MAX}),
         initial=settings.MOTUS_REPLAY_THRESHOLD,
         label="Token threshold",
-        help_text="Context size, in tokens, at which a replay compacts.",
+        help_text=(
+            f"Context size, in tokens, at which a replay compacts "
+            f"({intcomma(REPLAY_THRESHOLD_MIN)} to {intcomma(REPLAY_THRESHOLD_MAX)})."
+        ),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

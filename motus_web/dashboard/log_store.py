@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, transaction
+from django.db.models import QuerySet
 
 from memory.errors import LogCorruptError, LogError, SessionNotFoundError
 from memory.log import LogProblem, records, validate_session_id
@@ -16,6 +18,7 @@ from . import rows
 from .models import CompactionEvent, ContextChange, Message, Session
 
 _BATCH = 500
+logger = logging.getLogger(__name__)
 
 
 class DatabaseLogStore:
@@ -29,15 +32,26 @@ class DatabaseLogStore:
 
     A session's first record must be its ``session_meta``; a message's
     ``seq`` must be greater than every seq before it. Records that break
-    these rules, or lack the fields the totals need, raise ``LogCorruptError``;
-    database failures raise ``LogError``. ``read`` gives back every record
+    these rules, or lack the fields the totals need, or hold an integer past
+    64 bits where a column needs it, raise ``LogCorruptError``; database
+    failures raise ``LogError`` (the driver's message goes to the log only).
+    Text and JSON are stored losslessly on SQLite and PostgreSQL alike, NUL
+    characters included (see ``fields.py`` and ``rows._str``). ``read`` gives back every record
     exactly as appended (see ``rows.py``), so rows never yield ``problems``.
 
     The ORM is synchronous: inside a running event loop a memory writes
     through ``append_async`` (this is an ``AsyncLogStore``), which runs the
     same transaction in Django's sync thread; ``read`` and the other methods
     are for sync code (or ``sync_to_async``).
+
+    ``parents`` are the sessions a new session's ``parent_session_id`` may
+    name (by public id, else by the id it had in an imported log): all of them
+    by default; the importer passes the importing owner's. A parent outside
+    them leaves the link empty; the record keeps its ``parent_session_id``.
     """
+
+    def __init__(self, *, parents: QuerySet[Session] | None = None) -> None:
+        self.parents = parents
 
     def append(self, session_id: str, record: Mapping[str, Any]) -> None:
         self.extend(session_id, [record])
@@ -55,7 +69,7 @@ class DatabaseLogStore:
         try:
             with transaction.atomic():
                 session = Session.objects.select_for_update().filter(public_id=session_id).first()
-                writer = _Writer(session_id, session)
+                writer = _Writer(session_id, session, self.parents)
                 for index, record in enumerate(new_records, start=1):
                     try:
                         writer.add(record)
@@ -63,12 +77,17 @@ class DatabaseLogStore:
                         raise LogCorruptError(str(error), line=index) from error
                 writer.finish()
         except DatabaseError as error:
-            raise LogError(f"could not write session {session_id!r}: {error}") from error
+            # The driver's message may quote SQL and data: it goes to the server log only.
+            logger.exception("could not write session %r", session_id)
+            raise LogError(
+                f"the database could not store session {session_id!r} "
+                "(the server log has the details)"
+            ) from error
 
     def read(
         self, session_id: str, problems: list[LogProblem] | None = None
     ) -> Iterator[dict[str, Any]]:
-        session = Session.objects.select_related("parent").filter(public_id=session_id).first()
+        session = Session.objects.filter(public_id=session_id).first()
         if session is None:
             raise SessionNotFoundError(session_id, "the database")
         return self._records(session)
@@ -96,9 +115,12 @@ class DatabaseLogStore:
 class _Writer:
     """Turns one transaction's records into rows and keeps the session's totals."""
 
-    def __init__(self, session_id: str, session: Session | None) -> None:
+    def __init__(
+        self, session_id: str, session: Session | None, parents: QuerySet[Session] | None
+    ) -> None:
         self.session_id = session_id
         self.session = session
+        self.parents = Session.objects.all() if parents is None else parents
         self.messages: list[Message] = []
         self.last_seq = -1
         if session is not None:
@@ -135,12 +157,18 @@ class _Writer:
             raise rows.RecordError(
                 f"session_meta names session {record.get('session_id')!r}, not {self.session_id!r}"
             )
-        parent_id = record.get("parent_session_id")
-        parent = Session.objects.filter(public_id=parent_id).first() if parent_id else None
-        session = rows.session_from_meta(record, parent)
+        session = rows.session_from_meta(record, self._parent(record.get("parent_session_id")))
         session.record_count = 1
         session.save()
         return session
+
+    def _parent(self, parent_id: object) -> Session | None:
+        if not isinstance(parent_id, str) or not parent_id:
+            return None
+        return (
+            self.parents.filter(public_id=parent_id).first()
+            or self.parents.filter(original_id=parent_id).order_by("pk").first()
+        )
 
     def _add_message(self, row: Message) -> None:
         if row.seq <= self.last_seq:
@@ -150,6 +178,11 @@ class _Writer:
         session = row.session
         session.message_count += 1
         session.total_tokens += row.tokens
+        if session.total_tokens > rows.INT_MAX:
+            raise rows.RecordError(
+                f"the session's message tokens would add up past {rows.INT_MAX}, "
+                "the largest integer the database stores"
+            )
         session.context_tokens = row.context_tokens
         session.updated_at = max(session.updated_at, row.created_at)
         if len(self.messages) >= _BATCH:
@@ -161,8 +194,8 @@ class _Writer:
         session.updated_at = max(session.updated_at, row.created_at)
         # A compaction states the context it leaves in tokens_after; any record
         # may state context_tokens. Otherwise the size stands until the next message.
-        stated = record.get("context_tokens", record.get("tokens_after"))
-        if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 0:
+        stated = rows.nonnegative(record.get("context_tokens", record.get("tokens_after")))
+        if stated is not None:
             session.context_tokens = stated
 
     def _flush(self) -> None:

@@ -10,7 +10,9 @@ the log interleaves three tables and the order must not depend on timestamps.
 ``record_extra`` and ``absent_keys`` hold whatever the columns cannot say
 (fields added by a newer library, an explicit ``null``, a timestamp written in
 another format), so that ``log_store.DatabaseLogStore.read`` gives back every
-record exactly as it was appended; ``rows.py`` does the mapping.
+record exactly as it was appended; ``rows.py`` does the mapping. So that
+SQLite and PostgreSQL take the same data, JSON columns are ``LosslessJSONField``
+(NUL characters survive) and integer columns a record fills are 64-bit.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from django.db import models
 from django.utils import timezone
 
 from memory.log.store import SESSION_ID_MAX_LENGTH, InvalidSessionIdError, validate_session_id
+
+from .fields import LosslessJSONField
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -57,29 +61,33 @@ class Session(models.Model):
         on_delete=models.SET_NULL,
         related_name="motus_sessions",
     )
+    # The session this one was forked or restored from, when it is here; only a link
+    # (the log's parent_session_id is kept in record_extra), so it never blocks a delete.
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )
-    parent_seq = models.IntegerField(null=True, blank=True)
+    parent_seq = models.BigIntegerField(null=True, blank=True)
     memory_type = models.CharField(max_length=32, blank=True)
     model_name = models.CharField(max_length=100, blank=True)
     compact_model_name = models.CharField(max_length=100, blank=True)
     system_prompt = models.TextField(blank=True)  # as the session started; see ContextChange
-    config = models.JSONField(default=dict, blank=True)
+    config = LosslessJSONField(default=dict, blank=True)
     source = models.CharField(max_length=255, blank=True)
     source_key = models.CharField(max_length=255, blank=True)  # import dedup; "" when not imported
+    # The id in the imported log, when that id was taken and the session got a new one.
+    original_id = models.CharField(max_length=SESSION_ID_MAX_LENGTH, blank=True)
 
     # Totals kept by the log store in the same transaction as each record.
     message_count = models.PositiveIntegerField(default=0)
     total_tokens = models.PositiveBigIntegerField(default=0)
-    context_tokens = models.PositiveIntegerField(default=0)
+    context_tokens = models.PositiveBigIntegerField(default=0)
     compaction_count = models.PositiveIntegerField(default=0)
     record_count = models.PositiveIntegerField(default=0)  # the next record's position
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)  # time of the latest record
-    record_extra = models.JSONField(default=dict, blank=True)  # of the session_meta record
-    absent_keys = models.JSONField(default=list, blank=True)
+    record_extra = LosslessJSONField(default=dict, blank=True)  # of the session_meta record
+    absent_keys = LosslessJSONField(default=list, blank=True)
 
     objects = SessionQuerySet.as_manager()
 
@@ -99,14 +107,20 @@ class Session(models.Model):
     def __str__(self) -> str:
         return self.title or self.public_id
 
+    def is_visible_to(self, user: AbstractBaseUser | AnonymousUser) -> bool:
+        """What ``Session.objects.visible_to(user)`` says of this session, without a query."""
+        if getattr(user, "is_staff", False):
+            return True
+        return user.is_authenticated and self.owner_id is not None and self.owner_id == user.pk
+
 
 class LogRecord(models.Model):
     """What every record row has besides its own columns."""
 
     position = models.PositiveIntegerField()
     created_at = models.DateTimeField(default=timezone.now)  # the record's ``ts``
-    record_extra = models.JSONField(default=dict, blank=True)
-    absent_keys = models.JSONField(default=list, blank=True)
+    record_extra = LosslessJSONField(default=dict, blank=True)
+    absent_keys = LosslessJSONField(default=list, blank=True)
 
     class Meta:
         abstract = True
@@ -125,23 +139,23 @@ class Message(LogRecord):
         C = "C", "C: final answer"
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
-    seq = models.PositiveIntegerField()
+    seq = models.PositiveBigIntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
     # JSON so that null stays distinct from "" and lists of content parts survive.
-    content = models.JSONField(null=True, blank=True)
-    tool_calls = models.JSONField(null=True, blank=True)
+    content = LosslessJSONField(null=True, blank=True)
+    tool_calls = LosslessJSONField(null=True, blank=True)
     tool_call_id = models.CharField(max_length=255, blank=True)
     name = models.CharField(max_length=255, blank=True)
-    extra = models.JSONField(default=dict, blank=True)  # message fields the chat format lacks
-    tokens = models.PositiveIntegerField()
-    provider_tokens = models.PositiveIntegerField(null=True, blank=True)
+    extra = LosslessJSONField(default=dict, blank=True)  # message fields the chat format lacks
+    tokens = models.PositiveBigIntegerField()
+    provider_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     unit = models.CharField(max_length=1, choices=Unit.choices)
-    unit_index = models.PositiveIntegerField()
-    context_tokens = models.PositiveIntegerField()
-    context_message = models.JSONField(
+    unit_index = models.PositiveBigIntegerField()
+    context_tokens = models.PositiveBigIntegerField()
+    context_message = LosslessJSONField(
         null=True, blank=True
     )  # as it entered the context, if truncated
-    truncation = models.JSONField(null=True, blank=True)
+    truncation = LosslessJSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "seq"]
@@ -152,6 +166,15 @@ class Message(LogRecord):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.role}"
+
+    @property
+    def answered_call_ids(self) -> list[str]:
+        """The calls a tool result answers: its tool_call_id, or SWE-agent's tool_call_ids."""
+        if self.tool_call_id:
+            return [self.tool_call_id]
+        found = self.extra.get("tool_call_ids", self.extra.get("tool_call_id"))
+        found = found if isinstance(found, list) else [found]
+        return [call_id for call_id in found if isinstance(call_id, str) and call_id]
 
     def as_dict(self) -> dict[str, Any]:
         """The OpenAI chat-format dict of the message."""
@@ -180,25 +203,26 @@ class CompactionEvent(LogRecord):
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compaction_events")
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    number = models.PositiveIntegerField(null=True, blank=True)  # compaction_number
+    number = models.PositiveBigIntegerField(null=True, blank=True)  # compaction_number
     trigger = models.CharField(max_length=16, choices=Trigger.choices, blank=True)
-    through_seq = models.IntegerField(null=True, blank=True)  # -1: before any message
-    summarized_first_seq = models.IntegerField(null=True, blank=True)
-    summarized_last_seq = models.IntegerField(null=True, blank=True)
-    replayed_seqs = models.JSONField(null=True, blank=True)
-    messages_compacted = models.PositiveIntegerField(null=True, blank=True)
-    messages_replayed = models.PositiveIntegerField(null=True, blank=True)
+    through_seq = models.BigIntegerField(null=True, blank=True)  # -1: before any message
+    summarized_first_seq = models.BigIntegerField(null=True, blank=True)
+    summarized_last_seq = models.BigIntegerField(null=True, blank=True)
+    replayed_seqs = LosslessJSONField(null=True, blank=True)
+    messages_compacted = models.PositiveBigIntegerField(null=True, blank=True)
+    messages_replayed = models.PositiveBigIntegerField(null=True, blank=True)
     summary = models.TextField(blank=True)
-    summary_tokens = models.PositiveIntegerField(null=True, blank=True)
-    tokens_before = models.PositiveIntegerField(null=True, blank=True)
-    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    summary_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    tokens_before = models.PositiveBigIntegerField(null=True, blank=True)
+    tokens_after = models.PositiveBigIntegerField(null=True, blank=True)
     model = models.CharField(max_length=100, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)  # failed attempts
     reason = models.TextField(blank=True)  # warnings and reverts
-    floor_tokens = models.PositiveIntegerField(null=True, blank=True)  # warnings
-    threshold = models.PositiveIntegerField(null=True, blank=True)  # warnings
-    reverts = models.PositiveIntegerField(null=True, blank=True)  # the compaction number reverted
+    floor_tokens = models.PositiveBigIntegerField(null=True, blank=True)  # warnings
+    threshold = models.PositiveBigIntegerField(null=True, blank=True)  # warnings
+    # The compaction number reverted.
+    reverts = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]
@@ -226,7 +250,7 @@ class ContextChange(LogRecord):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="context_changes")
     kind = models.CharField(max_length=64)  # the record type; Kind names the known ones
     system_prompt = models.TextField(blank=True)
-    through_seq = models.IntegerField(null=True, blank=True)
+    through_seq = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]

@@ -56,17 +56,29 @@ class RecordError(ValueError):
     """A record the store cannot place: no type, a bad ``ts``, a message without seq or tokens."""
 
 
+# Integer columns are 64-bit on every database: a number past that stays in
+# record_extra (or, where the store needs it, is refused), never half-stored.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
 def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, int) and not isinstance(value, bool) and INT_MIN <= value <= INT_MAX:
+        return value
+    return None
 
 
-def _nonnegative(value: object) -> int | None:
+def nonnegative(value: object) -> int | None:
     number = _int(value)
     return number if number is not None and number >= 0 else None
 
 
 def _str(value: object) -> str:
-    return value if isinstance(value, str) else ""
+    """Text for a column: PostgreSQL stores no NUL, so it shows as U+FFFD there.
+
+    The record's own text, NUL included, then differs from the column's and is
+    kept in ``record_extra`` (a ``LosslessJSONField``), so nothing is lost.
+    """
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else ""
 
 
 def _is_call_list(value: object) -> bool:
@@ -74,14 +86,22 @@ def _is_call_list(value: object) -> bool:
 
 
 def _is_text(value: object) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= 255  # the columns' max_length
+    # The columns' max_length; a NUL makes the value ride in the JSON extra instead.
+    return isinstance(value, str) and 0 < len(value) <= 255 and "\x00" not in value
 
 
 def _required_int(record: Mapping[str, Any], key: str) -> int:
-    value = _nonnegative(record.get(key))
-    if value is None:
-        raise RecordError(f"{record.get('type')} record needs a non-negative integer {key!r}")
-    return value
+    value = record.get(key)
+    number = nonnegative(value)
+    if number is None:
+        if isinstance(value, int) and not isinstance(value, bool) and value > INT_MAX:
+            raise RecordError(
+                f"{record.get('type')} record's {key!r} is {value}, past the largest "
+                f"integer the database stores ({INT_MAX})"
+            )
+        got = "" if value is None else f", got {repr(value)[:40]}"
+        raise RecordError(f"{record.get('type')} record needs a non-negative integer {key!r}{got}")
+    return number
 
 
 def parse_ts(record: Mapping[str, Any]) -> datetime:
@@ -125,6 +145,10 @@ def _optional(out: Record, key: str, value: object) -> None:
 
 
 # session_meta <-> Session
+#
+# ``parent_session_id`` has no column: it always rides in ``record_extra``. The
+# ``parent`` link is for navigation only; it may point at the importer's copy of
+# the parent, or be emptied when the parent goes, and the log still says what it said.
 
 
 def session_from_meta(record: Mapping[str, Any], parent: Session | None) -> Session:
@@ -153,7 +177,6 @@ def _meta_columns(session: Session) -> Record:
     _optional(out, "system_prompt", session.system_prompt)
     if session.config:
         out["config"] = session.config
-    _optional(out, "parent_session_id", session.parent.public_id if session.parent else None)
     _optional(out, "parent_seq", session.parent_seq)
     _optional(out, "memory_type", session.memory_type)
     _optional(out, "model_name", session.model_name)
@@ -197,7 +220,7 @@ def message_row(session: Session, position: int, record: Mapping[str, Any]) -> M
         name=fitting.get("name", ""),
         extra=extra,
         tokens=_required_int(record, "tokens"),
-        provider_tokens=_nonnegative(record.get("provider_tokens")),
+        provider_tokens=nonnegative(record.get("provider_tokens")),
         unit=unit,
         unit_index=_required_int(record, "unit_index"),
         context_tokens=_required_int(record, "context_tokens"),
@@ -235,7 +258,7 @@ def event_row(session: Session, position: int, record: Mapping[str, Any]) -> Com
         position=position,
         created_at=parse_ts(record),
         kind=EVENT_KINDS[record["type"]],
-        number=_nonnegative(record.get("compaction_number")),
+        number=nonnegative(record.get("compaction_number")),
         summarized_first_seq=first,
         summarized_last_seq=last,
         replayed_seqs=replayed if isinstance(replayed, list) else None,
@@ -284,7 +307,7 @@ def change_row(session: Session, position: int, record: Mapping[str, Any]) -> Co
         session=session,
         position=position,
         created_at=parse_ts(record),
-        kind=kind,
+        kind=_str(kind),
         system_prompt=_str(record.get("system_prompt")),
         through_seq=_int(record.get("through_seq")),
     )

@@ -6,14 +6,16 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
-from django.db.models import JSONField, OuterRef, Subquery
+from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
+from .fields import LosslessJSONField
 from .forms import ImportForm
-from .importers import ImportOptions, import_stream
+from .importers import ImportOptions, ImportReport, import_stream
 from .models import CompactionEvent, ContextChange, Message, Session
 
 SESSIONS_PER_PAGE = 25
@@ -36,6 +38,12 @@ def _visible_session(request: HttpRequest, public_id: str) -> Session:
     return get_object_or_404(sessions, public_id=public_id)
 
 
+def _visible_parent(request: HttpRequest, session: Session) -> Session | None:
+    """The session this one was forked from, if the user may see it too."""
+    parent = session.parent
+    return parent if parent is not None and parent.is_visible_to(request.user) else None
+
+
 def _fragment(request: HtmxHttpRequest, template: str, partial: str) -> str:
     return f"{template}#{partial}" if request.htmx else template
 
@@ -50,7 +58,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     )
     sessions = (
         Session.objects.visible_to(request.user)
-        .annotate(first_user_content=Subquery(first_user_message, output_field=JSONField()))
+        .annotate(first_user_content=Subquery(first_user_message, output_field=LosslessJSONField()))
         .order_by("-updated_at", "-pk")
     )
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
@@ -65,9 +73,45 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     page = Paginator(session.messages.order_by("seq"), MESSAGES_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    context = {"session": session, "page": page, "timeline": _timeline(session, page)}
+    context = {
+        "session": session,
+        "parent": _visible_parent(request, session),
+        "page": page,
+        "timeline": _timeline(session, page),
+    }
     template = _fragment(request, "dashboard/session_detail.html", "timeline")
     return render(request, template, context)
+
+
+@require_GET
+@login_required
+def message_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpResponse:
+    """One message in full: its own page, or the timeline's fragment for htmx."""
+    session = _visible_session(request, public_id)
+    message = get_object_or_404(session.messages, seq=seq)
+    context = {"session": session, "message": message, "full": True}
+    if request.htmx:
+        return render(request, "dashboard/_message.html", context)
+    before = session.messages.filter(seq__lt=seq).count()
+    context["page_number"] = before // MESSAGES_PER_PAGE + 1
+    return render(request, "dashboard/message_detail.html", context)
+
+
+def _import_notice(report: ImportReport, name: str) -> str:
+    imported, skipped = len(report.imported), len(report.skipped)
+    if not imported:
+        if not skipped:
+            return f"No sessions found in {name}."
+        if skipped == 1:
+            return f"Nothing new in {name}: it was imported before."
+        return f"Nothing new in {name}: its {skipped} sessions were imported before."
+    notice = ngettext("Imported %d session", "Imported %d sessions", imported) % imported
+    notice += f" from {name}"
+    if skipped:
+        notice += ngettext("; %d was imported before", "; %d were imported before", skipped) % (
+            skipped
+        )
+    return notice + "."
 
 
 def _timeline(session: Session, page: Page[Message]) -> list[TimelineItem]:
@@ -123,11 +167,9 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
     if report.problems:
         context = {"form": ImportForm(), "report": report}
         return render(request, "dashboard/import.html", context, status=400)
-    messages.success(
-        request,
-        f"Imported {len(report.imported)} sessions from {upload.name}"
-        + (f"; {len(report.skipped)} were imported before." if report.skipped else "."),
-    )
+    messages.success(request, _import_notice(report, upload.name or "the file"))
     if len(report.imported) == 1:
         return redirect("dashboard:session_detail", public_id=report.imported[0])
+    if not report.imported and len(report.skipped) == 1:
+        return redirect("dashboard:session_detail", public_id=report.skipped[0].public_id)
     return redirect("dashboard:session_list")

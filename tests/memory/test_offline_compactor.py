@@ -407,11 +407,11 @@ def test_the_fast_scan_matches_what_the_kinds_alone_match() -> None:
     shortcuts = {"fword": "word", "fiso": "iso", "fmoney": "money"}
 
     def fast_matches(text: str) -> list[tuple[str | None, tuple[int, int]]]:
-        found = []
+        found: list[tuple[str | None, tuple[int, int]]] = []
         for match in oc._TOKEN.finditer(text):
             kind = match.lastgroup
-            if kind != "skip":
-                found.append((shortcuts.get(kind or "", kind), match.span(kind)))
+            if kind is not None and kind != "skip":
+                found.append((shortcuts.get(kind, kind), match.span(kind)))
         return found
 
     texts = random_texts(1, 20_000, 30)

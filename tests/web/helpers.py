@@ -53,7 +53,9 @@ def make_session(
     filler: int = 0,
     threshold: int | None = None,
     title: str = "",
+    parent: Session | None = None,
 ) -> Session:
+    """A session as the memory logs it; with ``parent``, a fork of it at its seq 3."""
     session_id = uuid.uuid4().hex
     records = log_records(
         session_id,
@@ -63,6 +65,8 @@ def make_session(
         threshold=threshold,
     )
     records[0]["title"] = title
+    if parent is not None:
+        records[0].update(parent_session_id=parent.public_id, parent_seq=3)
     DatabaseLogStore().extend(session_id, records)
     Session.objects.filter(public_id=session_id).update(owner=owner)
     return Session.objects.get(public_id=session_id)

@@ -9,7 +9,9 @@ import pytest
 from django.contrib.auth.models import User
 from pytest_django.live_server_helper import LiveServer
 
+from motus_web.dashboard.log_store import DatabaseLogStore
 from motus_web.dashboard.models import Session
+from tests.test_log_store_contract import message, meta
 
 from .helpers import make_session
 
@@ -41,9 +43,83 @@ def page(long_session: Session) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
+        SCREENSHOTS.mkdir(exist_ok=True)
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser.new_page(viewport={"width": 1280, "height": 900})
         browser.close()
+
+
+def log_in(page: object, live_server: LiveServer) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill("owner-pass-1234")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+
+
+def assert_no_sideways_scroll(page: object, selector: str = "html") -> None:
+    from playwright.sync_api import Page
+
+    assert isinstance(page, Page)
+    for scroll_width, width in page.eval_on_selector_all(
+        selector, "found => found.map(e => [e.scrollWidth, e.clientWidth])"
+    ):
+        assert scroll_width <= width, f"{page.url}: {selector} is {scroll_width}px in {width}px"
+
+
+UNBROKEN = "x" * 200
+
+
+@pytest.fixture
+def unbroken_session(owner: User) -> Session:
+    """A session whose title, tool name, call id, arguments and source are unbroken strings."""
+    function = {"name": "tool_" + UNBROKEN, "arguments": '{"path": "' + UNBROKEN + '"}'}
+    call = {"id": "call_" + UNBROKEN, "type": "function", "function": function}
+    log = [
+        {**meta("unbroken"), "title": UNBROKEN},
+        message(0, "user", "Read " + UNBROKEN),
+        message(1, "assistant", None, tool_calls=[call]),
+        message(2, "tool", UNBROKEN * 3, tool_call_id=call["id"], name="tool_" + UNBROKEN),
+    ]
+    DatabaseLogStore().extend("unbroken", log)
+    Session.objects.filter(public_id="unbroken").update(owner=owner, source=UNBROKEN + ".jsonl")
+    return Session.objects.get(public_id="unbroken")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_long_unbroken_strings_wrap_instead_of_widening_the_page(
+    live_server: LiveServer,
+    unbroken_session: Session,
+    page: object,
+    width: int,
+    tmp_path: Path,
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.set_viewport_size({"width": width, "height": 900})
+    log_in(page, live_server)
+
+    page.screenshot(path=SCREENSHOTS / f"unbroken-list-{width}.png", full_page=True)
+    assert_no_sideways_scroll(page)
+    if width >= 1024:  # on a phone the table scrolls in its box; on a desktop it fits
+        assert_no_sideways_scroll(page, ".table-scroll")
+    page.get_by_role("link", name=UNBROKEN).click()
+    expect(page.locator("#m2")).to_contain_text("tool_" + UNBROKEN)
+    page.screenshot(path=SCREENSHOTS / f"unbroken-detail-{width}.png", full_page=True)
+    assert_no_sideways_scroll(page)
+
+    broken = tmp_path / (UNBROKEN + ".json")
+    broken.write_text("[{oops")
+    page.goto(f"{live_server.url}/import/")
+    page.get_by_label("File").set_input_files(broken)
+    page.get_by_role("button", name="Import").click()
+    expect(page.get_by_role("alert")).to_contain_text(UNBROKEN + ".json: line 1")
+    page.screenshot(path=SCREENSHOTS / f"unbroken-import-{width}.png", full_page=True)
+    assert_no_sideways_scroll(page)
 
 
 def test_a_user_logs_in_and_reads_a_session_page_by_page(
@@ -52,7 +128,6 @@ def test_a_user_logs_in_and_reads_a_session_page_by_page(
     from playwright.sync_api import Page, expect
 
     assert isinstance(page, Page)
-    SCREENSHOTS.mkdir(exist_ok=True)
     page.goto(live_server.url)
     expect(page).to_have_title("Log in · Motus Memory")
     page.get_by_label("Username").fill("olivia")

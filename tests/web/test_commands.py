@@ -37,7 +37,7 @@ def test_import_sessions_fails_when_a_file_has_problems(tmp_path: Path) -> None:
     broken.write_text('[{"role": "user", "content": "hi"},]')
     err = io.StringIO()
 
-    with pytest.raises(CommandError, match="1 problems"):
+    with pytest.raises(CommandError, match=r"^1 problem; the session it concerns was not"):
         call_command("import_sessions", str(broken), stderr=err, stdout=io.StringIO())
 
     assert f"{broken}: line 1 column 35: invalid JSON" in err.getvalue()
@@ -91,6 +91,36 @@ def test_importing_an_export_gives_back_the_same_messages_events_and_context(
     assert Session.objects.get().owner == owner
 
 
+def test_a_session_exported_and_imported_back_by_its_owner_is_already_there(
+    tmp_path: Path, owner: User
+) -> None:
+    session = make_session(owner)
+    path = tmp_path / "export.jsonl"
+    call_command("export_session", session.public_id, "-o", str(path))
+    out = io.StringIO()
+
+    call_command("import_sessions", str(path), "--owner", "olivia", stdout=out)
+
+    assert f"{path}: 0 imported, 1 already there, 0 problems" in out.getvalue()
+    assert Session.objects.count() == 1
+
+
+def test_a_log_whose_id_another_user_has_imports_under_a_new_id(
+    tmp_path: Path, owner: User, teammate: User
+) -> None:
+    session = make_session(owner)
+    path = tmp_path / "export.jsonl"
+    call_command("export_session", session.public_id, "-o", str(path))
+    out = io.StringIO()
+
+    call_command("import_sessions", str(path), "--owner", "theo", stdout=out)
+
+    copy = Session.objects.get(owner=teammate)
+    assert f"{path}: 1 imported, 0 already there, 0 problems" in out.getvalue()
+    assert f"session {session.public_id} imported as {copy.public_id}" in out.getvalue()
+    assert copy.original_id == session.public_id
+
+
 def test_export_session_writes_to_stdout_by_default() -> None:
     call_command("import_sessions", str(OLD_MOTUS_LOG), stdout=io.StringIO())
     out = io.StringIO()
@@ -104,6 +134,49 @@ def test_export_session_writes_to_stdout_by_default() -> None:
 def test_export_session_names_a_missing_session() -> None:
     with pytest.raises(CommandError, match="no conversation log for session 'nope'"):
         call_command("export_session", "nope")
+
+
+def test_import_sessions_counts_in_words_that_agree(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("[")
+    out = io.StringIO()
+
+    with pytest.raises(CommandError):
+        call_command("import_sessions", str(broken), stdout=out, stderr=io.StringIO())
+
+    assert out.getvalue() == f"{broken}: 0 imported, 0 already there, 1 problem\n"
+
+
+@pytest.mark.parametrize("threshold", ["1", "99", "10000001", "99999999999999999999"])
+def test_import_sessions_refuses_a_threshold_the_import_page_refuses(threshold: str) -> None:
+    with pytest.raises(CommandError) as refused:
+        call_command("import_sessions", str(SWE_AGENT), "--replay", "--threshold", threshold)
+
+    assert str(refused.value).startswith(
+        "--threshold: The token threshold must be between 100 and 10,000,000 tokens, not "
+    )
+    assert "under 100 a replay would compact at every message" in str(refused.value)
+    assert not Session.objects.exists()
+
+
+def test_export_session_to_a_folder_that_is_not_there_says_so(owner: User) -> None:
+    session = make_session(owner)
+
+    with pytest.raises(CommandError, match=r"^cannot write /nonexistent/x: No such file"):
+        call_command("export_session", session.public_id, "-o", "/nonexistent/x")
+
+
+class ClosedPipe(io.StringIO):
+    """stdout whose reader has gone, as in `export_session ID | head -1`."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_export_session_stops_quietly_when_its_reader_goes_away(owner: User) -> None:
+    session = make_session(owner)
+
+    call_command("export_session", session.public_id, stdout=ClosedPipe())  # no BrokenPipeError
 
 
 def test_ensure_local_admin_creates_the_account_once(

@@ -5,14 +5,17 @@ import json
 import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import DataError
 from django.test import Client
 from django.urls import reverse
 from pytest_django import Settings
 
-from motus_web.dashboard.models import Session
+from motus_web.dashboard.importers import ImportReport, Skipped
+from motus_web.dashboard.models import Message, Session
+from motus_web.dashboard.views import _import_notice
 
-from .helpers import logged_in
-from .test_importers import CHAT, as_json, as_jsonl
+from .helpers import logged_in, make_session
+from .test_importers import CHAT, as_json, as_jsonl, exported
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +98,7 @@ def test_a_broken_upload_is_explained_with_its_line(owner: User) -> None:
 
     assert response.status_code == 400
     html = response.content.decode()
-    assert "1 sessions imported, 0 already there" in html
+    assert "1 session imported, 0 already there. This could not be imported:" in html
     assert "chats.jsonl: line 2: invalid JSON" in html
 
 
@@ -121,4 +124,113 @@ def test_an_upload_without_the_csrf_token_is_refused(owner: User) -> None:
     )
 
     assert response.status_code == 403
+    assert not Session.objects.exists()
+
+
+def test_an_upload_of_someone_elses_log_becomes_the_uploaders_own_session(
+    owner: User, staff: User
+) -> None:
+    admins = make_session(staff, title="Admin's run")
+
+    response = logged_in(owner).post(
+        reverse("dashboard:import_upload"),
+        {"file": upload("admin.jsonl", exported(admins)), "threshold": 3000},
+        follow=True,
+    )
+
+    copy = Session.objects.get(owner=owner)
+    assert response.redirect_chain == [
+        (reverse("dashboard:session_detail", args=[copy.public_id]), 302)
+    ]
+    html = response.content.decode()
+    assert "Imported 1 session" in html
+    assert "before" not in html
+    assert "Admin&#x27;s run" in html
+    assert f"<code>{admins.public_id}</code>" in html  # the id the uploaded file gave it
+    assert (
+        "Admin&#x27;s run"
+        in logged_in(owner).get(reverse("dashboard:session_list")).content.decode()
+    )
+
+
+def test_uploading_your_own_export_leads_to_the_session_you_have(owner: User) -> None:
+    session = make_session(owner, title="Mine")
+
+    response = logged_in(owner).post(
+        reverse("dashboard:import_upload"),
+        {"file": upload("mine.jsonl", exported(session)), "threshold": 3000},
+    )
+
+    assert response.status_code == 302
+    assert response["Location"] == reverse("dashboard:session_detail", args=[session.public_id])
+    assert Session.objects.count() == 1
+
+
+def test_a_database_failure_is_explained_without_sql(
+    owner: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise DataError('INSERT INTO "dashboard_message" ("content") VALUES (...)')
+
+    monkeypatch.setattr(Message.objects, "bulk_create", refuse)
+
+    response = logged_in(owner).post(
+        reverse("dashboard:import_upload"),
+        {"file": upload("a.json", as_json(CHAT)), "threshold": 3000},
+    )
+
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "a.json: the database could not store session" in html
+    assert "INSERT" not in html
+    assert not Session.objects.exists()
+
+
+def test_the_notice_counts_sessions_in_words_that_agree(owner: User) -> None:
+    client = logged_in(owner)
+
+    def notice(name: str, data: bytes) -> str:
+        response = client.post(
+            reverse("dashboard:import_upload"),
+            {"file": upload(name, data), "threshold": 3000},
+            follow=True,
+        )
+        found = [str(message) for message in response.context["messages"]]
+        assert len(found) == 1
+        return found[0]
+
+    one, three = as_json(CHAT), as_jsonl(*({"messages": CHAT[: 2 + n]} for n in range(3)))
+    assert notice("one.json", one) == "Imported 1 session from one.json."
+    assert notice("one.json", one) == "Nothing new in one.json: it was imported before."
+    assert notice("three.jsonl", three) == "Imported 3 sessions from three.jsonl."
+    assert notice("three.jsonl", three) == (
+        "Nothing new in three.jsonl: its 3 sessions were imported before."
+    )
+
+
+@pytest.mark.parametrize(
+    ("imported", "skipped", "expected"),
+    [
+        (0, 0, "No sessions found in f.jsonl."),
+        (1, 1, "Imported 1 session from f.jsonl; 1 was imported before."),
+        (2, 3, "Imported 2 sessions from f.jsonl; 3 were imported before."),
+    ],
+)
+def test_the_notice_agrees_with_any_counts(imported: int, skipped: int, expected: str) -> None:
+    report = ImportReport(imported=["id"] * imported, skipped=[Skipped("line 1", "id")] * skipped)
+
+    assert _import_notice(report, "f.jsonl") == expected
+
+
+@pytest.mark.parametrize("threshold", ["1", "99", "10000001", "99999999999999999999"])
+def test_a_threshold_out_of_bounds_is_refused_with_the_reason(owner: User, threshold: str) -> None:
+    response = logged_in(owner).post(
+        reverse("dashboard:import_upload"),
+        {"file": upload("a.json", as_json(CHAT)), "replay": "on", "threshold": threshold},
+    )
+
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "The token threshold must be between 100 and 10,000,000 tokens" in html
+    assert "a replay would compact at every message" in html
     assert not Session.objects.exists()

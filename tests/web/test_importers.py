@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from django.contrib.auth.models import User
 
@@ -16,7 +17,10 @@ from motus_web.dashboard.importers import (
     import_stream,
 )
 from motus_web.dashboard.importers.detect import detect_format
+from motus_web.dashboard.log_store import DatabaseLogStore
 from motus_web.dashboard.models import CompactionEvent, Message, Session
+
+from .helpers import make_session
 
 pytestmark = pytest.mark.django_db
 
@@ -222,6 +226,48 @@ def test_a_transcript_with_only_a_system_prompt_is_refused() -> None:
     assert report.problems[0].message == "no messages besides a system prompt"
 
 
+def test_a_transcript_with_nul_characters_imports_and_exports_them(owner: User) -> None:
+    chat = [{"role": "user", "content": "binary\x00output"}, CHAT[4]]
+
+    report = run(as_json(chat), "nul.json", owner=owner)
+
+    assert report.problems == []
+    session = Session.objects.get(public_id=report.imported[0])
+    assert session.messages.get(seq=0).content == "binary\x00output"
+    first = list(DatabaseLogStore().read(session.public_id))[1]
+    assert first["message"]["content"] == "binary\x00output"
+
+
+def test_a_log_with_token_counts_past_32_bits_imports(owner: User) -> None:
+    data = exported(make_session(owner)).splitlines()
+    second = orjson.loads(data[1])
+    data[1] = orjson.dumps({**second, "tokens": 10**15})
+
+    report = run(
+        b"\n".join(data),
+        "big.jsonl",
+        owner=owner,
+    )
+
+    assert report.problems == []
+    session = Session.objects.get(public_id=report.imported[0])
+    assert session.messages.get(seq=0).tokens == 10**15
+
+
+def test_a_count_past_64_bits_is_refused_with_its_file_and_line(owner: User) -> None:
+    data = exported(make_session(owner)).splitlines()
+    third = orjson.loads(data[2])
+    data[2] = json.dumps({**third, "tokens": 2**63}).encode()
+
+    report = run(b"\n".join(data), "huge.jsonl", owner=owner)
+
+    assert [str(problem) for problem in report.problems] == [
+        "huge.jsonl: line 3: message record's 'tokens' is 9223372036854775808, "
+        "past the largest integer the database stores (9223372036854775807)"
+    ]
+    assert Session.objects.count() == 1
+
+
 # -- dedup --------------------------------------------------------------------
 
 
@@ -233,7 +279,7 @@ def test_importing_the_same_file_again_adds_nothing(owner: User) -> None:
 
     assert len(first.imported) == 2
     assert again.imported == []
-    assert again.skipped == ["line 1", "line 2"]
+    assert [str(skipped) for skipped in again.skipped] == ["line 1", "line 2"]
     assert Session.objects.count() == 2
 
 
@@ -251,5 +297,109 @@ def test_a_motus_log_is_recognised_by_its_session_id() -> None:
 
     report = import_path(OLD_MOTUS_LOG, ImportOptions())
 
-    assert report.skipped == ["session motus-old"]
+    assert [str(skipped) for skipped in report.skipped] == ["session motus-old"]
+    assert report.skipped[0].public_id == "motus-old"
     assert Session.objects.count() == 1
+
+
+# -- session ids of Motus logs ------------------------------------------------
+
+
+def exported(session: Session, **changes: Any) -> bytes:
+    """The session as export_session writes it; ``changes`` go into its session_meta."""
+    found = list(DatabaseLogStore().read(session.public_id))
+    found[0] = {**found[0], **changes}
+    return b"".join(orjson.dumps(record) + b"\n" for record in found)
+
+
+def test_a_log_whose_id_another_owner_has_gets_a_new_id_and_keeps_the_original(
+    owner: User, teammate: User
+) -> None:
+    theirs = make_session(owner, title="Olivia's")
+
+    report = run(exported(theirs), "olivia.jsonl", owner=teammate)
+
+    assert report.skipped == []
+    assert len(report.imported) == 1
+    copy = Session.objects.get(public_id=report.imported[0])
+    assert copy.public_id != theirs.public_id
+    assert (copy.owner, copy.original_id, copy.title) == (teammate, theirs.public_id, "Olivia's")
+    assert report.renamed == {theirs.public_id: copy.public_id}
+    assert copy.message_count == theirs.message_count
+    theirs.refresh_from_db()
+    assert theirs.owner == owner
+    assert theirs.original_id == ""
+
+
+def test_a_renamed_log_imported_again_by_the_same_owner_adds_nothing(
+    owner: User, teammate: User
+) -> None:
+    data = exported(make_session(owner))
+    first = run(data, "olivia.jsonl", owner=teammate)
+
+    again = run(data, "renamed-copy.jsonl", owner=teammate)
+    data_reformatted = data.replace(b"\n", b"\n\n")  # another file, the same log
+    third = run(data_reformatted, "again.jsonl", owner=teammate)
+
+    assert again.imported == third.imported == []
+    assert [s.public_id for s in again.skipped + third.skipped] == first.imported * 2
+    assert Session.objects.filter(owner=teammate).count() == 1
+
+
+def test_an_export_imported_back_by_its_owner_is_already_there(owner: User) -> None:
+    session = make_session(owner)
+
+    report = run(exported(session), "export.jsonl", owner=owner)
+
+    assert report.imported == []
+    assert [(str(s), s.public_id) for s in report.skipped] == [
+        (f"session {session.public_id}", session.public_id)
+    ]
+    assert Session.objects.count() == 1
+
+
+def test_an_older_export_of_a_session_that_went_on_is_already_there(owner: User) -> None:
+    session = make_session(owner, turns=2)
+    found = list(DatabaseLogStore().read(session.public_id))
+    older = b"".join(orjson.dumps(record) + b"\n" for record in found[:4])
+
+    report = run(older, "older.jsonl", owner=owner)
+
+    assert [s.public_id for s in report.skipped] == [session.public_id]
+    assert Session.objects.count() == 1
+
+
+def test_a_different_log_under_an_id_the_owner_has_becomes_a_new_session(owner: User) -> None:
+    session = make_session(owner, title="First")
+
+    report = run(exported(session, title="Edited"), "edited.jsonl", owner=owner)
+
+    copy = Session.objects.get(public_id=report.imported[0])
+    assert (copy.title, copy.original_id) == ("Edited", session.public_id)
+    assert Session.objects.count() == 2
+
+
+def test_a_log_without_an_owner_does_not_take_an_owned_sessions_place(owner: User) -> None:
+    session = make_session(owner)
+
+    report = run(exported(session), "export.jsonl")
+
+    copy = Session.objects.get(public_id=report.imported[0])
+    assert (copy.owner, copy.original_id) == (None, session.public_id)
+
+
+def test_a_fork_links_to_the_owners_copy_of_its_parent(owner: User, teammate: User) -> None:
+    parent = make_session(owner, title="Parent")
+    child = make_session(owner, title="Child", parent=parent)
+
+    no_parent = run(exported(child), "child.jsonl", owner=teammate)
+    parent_copy = run(exported(parent), "parent.jsonl", owner=teammate)
+    with_parent = run(exported(child, title="Child again"), "child2.jsonl", owner=teammate)
+
+    orphan = Session.objects.get(public_id=no_parent.imported[0])
+    assert orphan.parent is None  # Olivia's session is not the teammate's to link to
+    assert next(DatabaseLogStore().read(orphan.public_id))["parent_session_id"] == parent.public_id
+    linked = Session.objects.get(public_id=with_parent.imported[0])
+    assert linked.parent is not None
+    assert linked.parent.public_id == parent_copy.imported[0]
+    assert next(DatabaseLogStore().read(linked.public_id))["parent_session_id"] == parent.public_id

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from typing import Any
 
 import pytest
+from django.apps import apps
+from django.db import DataError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory.errors import LogCorruptError
+from memory.errors import LogCorruptError, LogError
+from motus_web.dashboard.fields import ESC
 from motus_web.dashboard.log_store import DatabaseLogStore
 from motus_web.dashboard.models import CompactionEvent, ContextChange, Message, Session
 from tests.test_log_store_contract import TS, a_log, message, meta
@@ -143,13 +147,127 @@ def test_a_fork_points_at_its_parent() -> None:
     assert next(DatabaseLogStore().read("child"))["parent_session_id"] == "parent"
 
 
-# Text without NUL (PostgreSQL refuses it) or lone surrogates (not UTF-8); floats in a
-# range that jsonb gives back as the same float.
-_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
+def test_a_parent_can_go_and_its_forks_keep_their_logs_whole() -> None:
+    parent = stored([meta("parent"), message(0, "user", "hi")], "parent")
+    log = [{**meta("child"), "parent_session_id": "parent", "parent_seq": 0}]
+    child = stored(log, "child")
+
+    parent.delete()  # the dashboard never deletes; an admin or a cleanup job may
+
+    child.refresh_from_db()
+    assert child.parent is None
+    assert list(DatabaseLogStore().read("child")) == log
+
+
+def test_the_migration_keeps_the_parent_ids_the_link_used_to_give() -> None:
+    migration = importlib.import_module(
+        "motus_web.dashboard.migrations.0003_session_parent_set_null"
+    )
+    stored([meta("parent")], "parent")
+    child = stored([{**meta("child"), "parent_session_id": "parent"}], "child")
+    # A row written before 0003: the id came from the link, not from record_extra.
+    Session.objects.filter(pk=child.pk).update(record_extra={})
+
+    migration.keep_parent_ids_in_the_record(apps, None)
+
+    assert next(DatabaseLogStore().read("child"))["parent_session_id"] == "parent"
+
+
+# -- the same on SQLite and PostgreSQL ------------------------------------------
+
+NUL_TEXT = "before\x00after"
+
+
+def test_nul_characters_anywhere_in_a_log_come_back_exactly() -> None:
+    tool = message(1, "tool", None, tool_call_id="c\x001", x_nul={"k\x00": NUL_TEXT})
+    tool["message"]["content"] = [{"type": "text", "text": NUL_TEXT}]
+    log = [
+        {**meta("s1"), "title": "A\x00title", "system_prompt": NUL_TEXT, "x\x00key": "v"},
+        message(0, "user", NUL_TEXT, name="n\x00me"),
+        tool,
+        {"type": "compaction", "ts": TS, "through_seq": 1, "summary": NUL_TEXT, "model": "m\x00"},
+        {"type": "system_prompt", "ts": TS, "system_prompt": NUL_TEXT, "through_seq": 1},
+        {"type": "new\x00kind", "ts": TS, "error": NUL_TEXT},
+    ]
+
+    session = stored(log)
+
+    assert list(DatabaseLogStore().read("s1")) == log
+    assert session.messages.get(seq=0).content == NUL_TEXT  # the column, for the pages
+    assert session.title == "A\ufffdtitle"  # text columns show U+FFFD; the log keeps NUL
+
+
+def test_text_that_looks_escaped_comes_back_as_it_was() -> None:
+    tricky = [ESC, ESC + "0", ESC + "e", "\x00" + ESC + "0\x00", "\\udbff\\udfff"]
+    log = [meta("s1"), *(message(seq, "user", text) for seq, text in enumerate(tricky))]
+
+    stored(log)
+
+    assert list(DatabaseLogStore().read("s1")) == log
+
+
+def test_token_counts_past_32_bits_are_stored_as_they_are() -> None:
+    big = {**message(0, "user", "hi"), "tokens": 10**15, "context_tokens": 2**63 - 1}
+    compaction = {"type": "compaction", "ts": TS, "through_seq": 0, "tokens_before": 10**15}
+    log = [meta("s1"), big, compaction]
+
+    session = stored(log)
+
+    assert list(DatabaseLogStore().read("s1")) == log
+    assert (session.total_tokens, session.context_tokens) == (10**15, 2**63 - 1)
+
+
+def test_an_integer_past_64_bits_where_the_store_needs_one_is_refused_clearly() -> None:
+    log = [meta("s1"), message(0, "user", "hi"), {**message(1, "user", "hi"), "tokens": 10**20}]
+
+    with pytest.raises(LogCorruptError, match=r"'tokens' is 1(0)+, past the largest") as refused:
+        DatabaseLogStore().extend("s1", log)
+
+    assert refused.value.line == 3
+    assert not Session.objects.exists()
+
+
+def test_message_tokens_that_would_add_up_past_64_bits_are_refused() -> None:
+    log = [meta("s1"), *({**message(seq, "user", "hi"), "tokens": 2**62} for seq in range(2))]
+
+    with pytest.raises(LogCorruptError, match="would add up past"):
+        DatabaseLogStore().extend("s1", log)
+
+
+def test_an_integer_past_64_bits_the_store_does_not_need_is_kept_in_the_log() -> None:
+    event = {"type": "compaction", "ts": TS, "through_seq": 10**30, "tokens_after": 10**30}
+    log = [meta("s1"), {**message(0, "user", "hi"), "provider_tokens": 10**30}, event]
+
+    session = stored(log)
+
+    assert list(DatabaseLogStore().read("s1")) == log
+    assert session.compaction_events.get().tokens_after is None
+
+
+def test_a_database_failure_is_reported_without_the_drivers_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise DataError('INSERT INTO "dashboard_message" VALUES (...): value out of range')
+
+    monkeypatch.setattr(Message.objects, "bulk_create", refuse)
+
+    with pytest.raises(LogError) as failed:
+        DatabaseLogStore().extend("s1", [meta("s1"), message(0, "user", "hi")])
+
+    assert str(failed.value) == (
+        "the database could not store session 's1' (the server log has the details)"
+    )
+    assert not Session.objects.exists()
+
+
+# Any text that is UTF-8 (no lone surrogates), NUL and the escape character made
+# likely; integers of any size; floats in a range that jsonb gives back as the same float.
+_text = st.text(st.characters(codec="utf-8") | st.sampled_from(["\x00", ESC]), max_size=12)
 _json = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(-(2**53), 2**53)
+    | st.integers(-(2**200), 2**200)
     | st.floats(-1e6, 1e6, allow_nan=False)
     | _text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),

@@ -6,9 +6,14 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django import DjangoAssertNumQueries
 
+from motus_web.dashboard.importers import ImportOptions, import_path
+from motus_web.dashboard.log_store import DatabaseLogStore
 from motus_web.dashboard.models import Session
+from motus_web.dashboard.templatetags.dashboard import PREVIEW_CHARS
+from tests.test_log_store_contract import message, meta
 
 from .helpers import logged_in, make_session
+from .test_importers import SWE_AGENT
 
 pytestmark = pytest.mark.django_db
 
@@ -68,6 +73,15 @@ def test_the_list_shows_the_owners_sessions_with_their_figures(owner: User, team
     assert detail_url(mine) in html
     assert f">{mine.message_count}<" in html
     assert f">{mine.context_tokens:,}<" in html
+
+
+def test_the_list_says_what_context_and_message_tokens_are(owner: User) -> None:
+    make_session(owner)
+
+    html = logged_in(owner).get(reverse("dashboard:session_list")).content.decode()
+
+    assert "<dt>Context tokens</dt><dd>what the model is sent now" in html
+    assert "<dt>Message tokens</dt><dd>every message ever logged" in html
 
 
 def test_an_untitled_session_is_named_by_its_first_user_message(owner: User) -> None:
@@ -147,6 +161,25 @@ def test_the_detail_shows_every_message_in_order_with_its_figures(owner: User) -
     assert "You are a booking assistant." in html
 
 
+def test_a_swe_agent_tool_result_names_the_calls_it_answers(owner: User) -> None:
+    report = import_path(SWE_AGENT, ImportOptions(owner=owner))
+    session = Session.objects.get(public_id=report.imported[0])
+
+    html = logged_in(owner).get(detail_url(session)).content.decode()
+
+    assert "Tool result for <code>call_9diWc1DYm4RLmPfHgIaP2wd</code>" in html
+    assert "Result of <code>tool</code>" not in html
+
+
+def test_a_result_of_several_calls_names_them_all(owner: User) -> None:
+    log = [meta("multi"), message(0, "tool", "both done", tool_call_ids=["c1", "c2", "c3"])]
+    DatabaseLogStore().extend("multi", log)
+    Session.objects.filter(public_id="multi").update(owner=owner)
+
+    html = logged_in(owner).get(reverse("dashboard:session_detail", args=["multi"])).content
+    assert "Tool result for <code>c1</code>, <code>c2</code> and <code>c3</code>" in html.decode()
+
+
 def test_compaction_events_appear_right_after_the_message_they_followed(owner: User) -> None:
     session = make_session(owner, turns=6, filler=60, threshold=600)
     event = session.compaction_events.filter(kind="ok").first()
@@ -186,6 +219,130 @@ def test_the_detail_takes_a_fixed_number_of_queries(
     # session, user, the session, count, messages, compaction events, context changes
     with django_assert_num_queries(7):
         client.get(detail_url(session))
+
+
+def test_a_fork_links_to_its_parent_for_whoever_may_see_both(owner: User, staff: User) -> None:
+    parent = make_session(owner, title="The original run")
+    fork = make_session(owner, title="The fork", parent=parent)
+
+    for viewer in (owner, staff):
+        html = logged_in(viewer).get(detail_url(fork)).content.decode()
+        assert "Forked from" in html
+        assert f'href="{detail_url(parent)}">The original run</a> at #3' in html
+
+
+def test_a_fork_does_not_show_a_parent_the_viewer_may_not_see(owner: User, staff: User) -> None:
+    parent = make_session(staff, title="Staff's secret run")
+    fork = make_session(owner, title="Owner's fork", parent=parent)
+    assert fork.parent == parent
+
+    html = logged_in(owner).get(detail_url(fork)).content.decode()
+
+    assert "Forked from" not in html
+    assert "secret" not in html
+    assert parent.public_id not in html
+    assert "Staff&#x27;s secret run" in logged_in(staff).get(detail_url(fork)).content.decode()
+
+
+def huge_tool_result(owner: User, size: int = 5 * 1024 * 1024) -> Session:
+    """A session whose second message calls a tool with long arguments and whose third is
+    a tool result of ``size`` characters."""
+    call = {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "a" * 9000}}
+    log = [
+        meta("huge"),
+        message(0, "user", "Show me the log file."),
+        message(1, "assistant", None, tool_calls=[call]),
+        message(2, "tool", "L" * (size - 1) + "Z", tool_call_id="c1", name="cat"),
+    ]
+    DatabaseLogStore().extend("huge", log)
+    Session.objects.filter(public_id="huge").update(owner=owner)
+    return Session.objects.get(public_id="huge")
+
+
+def message_url(session: Session, seq: int) -> str:
+    return reverse("dashboard:message_detail", args=[session.public_id, seq])
+
+
+def test_a_huge_tool_result_shows_its_start_its_size_and_a_link_to_all_of_it(owner: User) -> None:
+    session = huge_tool_result(owner)
+
+    response = logged_in(owner).get(detail_url(session))
+
+    assert response.status_code == 200
+    assert len(response.content) < 100_000
+    html = response.content.decode()
+    assert "L" * PREVIEW_CHARS in html
+    assert "L" * (PREVIEW_CHARS + 1) not in html
+    assert "Showing the first 3,000 of 5,242,880 characters (5.0\xa0MB)." in html
+    url = message_url(session, 2)
+    assert f'<a href="{url}" hx-get="{url}" hx-target="#m2" hx-swap="outerHTML">' in html
+
+
+def test_long_tool_call_arguments_are_clipped_too(owner: User) -> None:
+    session = huge_tool_result(owner, size=10)
+
+    html = logged_in(owner).get(detail_url(session)).content.decode()
+
+    assert "Showing the first 3,000 of 9,000 characters" in html  # the arguments
+    assert message_url(session, 1) in html
+    assert message_url(session, 2) not in html  # a short result is shown whole
+
+
+def test_the_whole_message_is_a_page_of_its_own(owner: User) -> None:
+    session = huge_tool_result(owner)
+
+    response = logged_in(owner).get(message_url(session, 2))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<html" in html
+    assert "L" * (5 * 1024 * 1024 - 1) + "Z" in html
+    assert "Showing the first" not in html
+    assert f'href="{detail_url(session)}?page=1#m2"' in html
+
+
+def test_htmx_gets_the_whole_message_as_the_timelines_fragment(owner: User) -> None:
+    session = huge_tool_result(owner)
+
+    response = logged_in(owner).get(message_url(session, 2), headers=HTMX)
+
+    html = response.content.decode()
+    assert "<html" not in html
+    assert '<li class="message role-tool" id="m2">' in html
+    assert "L" * (5 * 1024 * 1024 - 1) + "Z" in html
+
+
+def test_the_message_page_links_back_to_the_page_the_message_is_on(owner: User) -> None:
+    session = make_session(owner, turns=15)  # 60 messages, 50 a page
+
+    html = logged_in(owner).get(message_url(session, 55)).content.decode()
+
+    assert f'href="{detail_url(session)}?page=2#m55"' in html
+
+
+def test_the_message_page_takes_a_fixed_number_of_queries(
+    owner: User, django_assert_num_queries: DjangoAssertNumQueries
+) -> None:
+    session = make_session(owner, turns=15)
+    client = logged_in(owner)
+
+    # session, user, the session, the message, messages before it
+    with django_assert_num_queries(5):
+        client.get(message_url(session, 55))
+    with django_assert_num_queries(4):
+        client.get(message_url(session, 55), headers=HTMX)
+
+
+@pytest.mark.parametrize("who", ["teammate", "outsider"])
+def test_a_message_of_someone_elses_session_is_not_found(
+    who: str, request: pytest.FixtureRequest, owner: User
+) -> None:
+    session = make_session(owner)
+    client = logged_in(request.getfixturevalue(who))
+
+    assert client.get(message_url(session, 0)).status_code == 404
+    assert client.get(message_url(session, 0), headers=HTMX).status_code == 404
+    assert logged_in(owner).get(message_url(session, 99)).status_code == 404
 
 
 @pytest.mark.parametrize("who", ["owner", "staff"])

@@ -15,9 +15,17 @@ from typing import BinaryIO
 from .detect import Format, detect_format
 from .parsers import parse_json, parse_messages_jsonl, parse_motus_log
 from .sources import Problem
-from .writer import ImportOptions, ImportReport, Writer
+from .writer import ImportOptions, ImportReport, Skipped, Writer
 
-__all__ = ["Format", "ImportOptions", "ImportReport", "Problem", "import_path", "import_stream"]
+__all__ = [
+    "Format",
+    "ImportOptions",
+    "ImportReport",
+    "Problem",
+    "Skipped",
+    "import_path",
+    "import_stream",
+]
 
 
 def import_stream(stream: BinaryIO, source: str, options: ImportOptions) -> ImportReport:

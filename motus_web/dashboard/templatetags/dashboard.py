@@ -1,4 +1,5 @@
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django import template
@@ -6,6 +7,31 @@ from django import template
 from memory import ChatMessage
 
 register = template.Library()
+
+# Longer texts show their start only, with a link to the whole message: a page
+# of 50 messages stays small whatever a tool returned.
+PREVIEW_CHARS = 3000
+
+
+@dataclass(frozen=True, slots=True)
+class Clipped:
+    text: str  # what to show
+    chars: int  # length of the whole text
+    size: int  # bytes of the whole text in UTF-8 (0 when nothing was cut)
+
+    @property
+    def cut(self) -> bool:
+        return len(self.text) < self.chars
+
+
+@register.simple_tag(takes_context=True)
+def clip(context: template.Context, text: object) -> Clipped:
+    """``{% clip text as clipped %}``: the first ``PREVIEW_CHARS`` characters of
+    ``text``, or all of it on a page that sets ``full``."""
+    text = text if isinstance(text, str) else str(text)
+    if context.get("full") or len(text) <= PREVIEW_CHARS:
+        return Clipped(text, len(text), 0)
+    return Clipped(text[:PREVIEW_CHARS], len(text), len(text.encode("utf-8", "surrogatepass")))
 
 
 @register.filter

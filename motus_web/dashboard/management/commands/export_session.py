@@ -1,6 +1,8 @@
+import os
+import sys
 from argparse import ArgumentParser
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 from django.core.management.base import BaseCommand, CommandError
@@ -23,9 +25,29 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         # The same serialisation as JSONLLogStore: one orjson object per line.
         lines = (orjson.dumps(record) + b"\n" for record in found)
-        if options["output"] is None:
-            for line in lines:
-                self.stdout.write(line.decode(), ending="")
-        else:
-            with options["output"].open("wb") as out:
+        output: Path | None = options["output"]
+        if output is None:
+            try:
+                for line in lines:
+                    self.stdout.write(line.decode(), ending="")
+                self.stdout.flush()
+            except BrokenPipeError:
+                self._reader_went_away()
+            return
+        try:
+            with output.open("wb") as out:
                 out.writelines(lines)
+        except OSError as error:
+            raise CommandError(f"cannot write {output}: {error.strerror or error}") from None
+
+    def _reader_went_away(self) -> None:
+        """``export_session ID | head``: the reader has what it wanted; stop quietly.
+
+        Python flushes stdout again at exit, which would raise once more: point
+        the descriptor at /dev/null first (as the signal module's docs advise).
+        """
+        stdout: TextIO = sys.stdout
+        if self.stdout._out is stdout:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stdout.fileno())
+            os.close(devnull)

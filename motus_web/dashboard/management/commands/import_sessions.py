@@ -4,8 +4,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import ngettext
 
+from motus_web.dashboard.forms import validate_replay_threshold
 from motus_web.dashboard.importers import ImportOptions, import_path
 
 
@@ -38,8 +41,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["threshold"] < 1:
-            raise CommandError("--threshold must be a positive number of tokens")
+        try:
+            validate_replay_threshold(options["threshold"])
+        except ValidationError as error:
+            raise CommandError(f"--threshold: {error.messages[0]}") from None
         owner = None
         if options["owner"]:
             try:
@@ -56,12 +61,25 @@ class Command(BaseCommand):
             if not path.is_file():
                 raise CommandError(f"{path}: no such file")
             report = import_path(path, import_options)
+            problems = len(report.problems)
             self.stdout.write(
-                f"{path}: {len(report.imported)} imported, "
-                f"{len(report.skipped)} already there, {len(report.problems)} problems"
+                f"{path}: {len(report.imported)} imported, {len(report.skipped)} already there, "
+                + ngettext("%d problem", "%d problems", problems) % problems
             )
+            for original, public_id in report.renamed.items():
+                self.stdout.write(
+                    f"{path}: session {original} imported as {public_id} "
+                    "(its id is taken; kept as the original id)"
+                )
             for problem in report.problems:
                 self.stderr.write(str(problem))
             failed += len(report.problems)
         if failed:
-            raise CommandError(f"{failed} problems; the sessions they concern were not imported")
+            raise CommandError(
+                ngettext(
+                    "%d problem; the session it concerns was not imported",
+                    "%d problems; the sessions they concern were not imported",
+                    failed,
+                )
+                % failed
+            )
