@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,12 +39,20 @@ def result(call_id: str, text: str = "ok", name: str = "lookup") -> dict[str, An
 
 
 @dataclass
-class FakeClient:
-    """A ChatClient that returns scripted replies (or raises scripted errors)."""
+class Request:
+    model: str
+    messages: list[ChatMessage]
+    tools: list[dict[str, Any]] | None
 
-    replies: list[str | BaseException] = field(default_factory=list)
-    requests: list[list[ChatMessage]] = field(default_factory=list)
-    default: str = "summary of the earlier conversation"
+
+@dataclass
+class FakeClient:
+    """A ChatClient that replies with scripted messages, texts or errors, in order,
+    and records every request."""
+
+    replies: list[ChatMessage | str | BaseException] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    on_request: Callable[[list[ChatMessage]], None] | None = None
 
     async def create(
         self,
@@ -54,11 +62,15 @@ class FakeClient:
         tools: Sequence[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
     ) -> Completion:
-        self.requests.append(list(messages))
-        reply = self.replies.pop(0) if self.replies else self.default
+        self.requests.append(Request(model, list(messages), list(tools) if tools else None))
+        if self.on_request is not None:
+            self.on_request(list(messages))
+        reply = self.replies.pop(0) if self.replies else "the summary"
         if isinstance(reply, BaseException):
             raise reply
-        return Completion(message=ChatMessage.assistant(reply), model=model)
+        if isinstance(reply, str):
+            reply = ChatMessage.assistant(reply)
+        return Completion(message=reply, model=model)
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 import pytest
@@ -15,13 +13,14 @@ from memory import (
     ChatMessage,
     CompactionMemory,
     CompactionMemoryConfig,
-    Completion,
     ConfigurationError,
     MotusMemoryError,
     RateLimitError,
     ToolCall,
 )
 from memory.agent import MaxStepsExceeded, ReActAgent, tool_schema
+
+from .conftest import FakeClient
 
 
 def call(name: str, arguments: str | dict[str, Any], call_id: str = "c1") -> ToolCall:
@@ -31,40 +30,6 @@ def call(name: str, arguments: str | dict[str, Any], call_id: str = "c1") -> Too
 
 def calling(*tool_calls: ToolCall) -> ChatMessage:
     return ChatMessage.assistant(None, tool_calls)
-
-
-@dataclass
-class Request:
-    model: str
-    messages: list[ChatMessage]
-    tools: list[dict[str, Any]] | None
-
-
-@dataclass
-class ScriptedClient:
-    """Replies with the scripted messages in order; records every request."""
-
-    replies: list[ChatMessage | str | BaseException] = field(default_factory=list)
-    requests: list[Request] = field(default_factory=list)
-    on_request: Callable[[list[ChatMessage]], None] | None = None
-
-    async def create(
-        self,
-        *,
-        model: str,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[dict[str, Any]] | None = None,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        self.requests.append(Request(model, list(messages), list(tools) if tools else None))
-        if self.on_request is not None:
-            self.on_request(list(messages))
-        reply = self.replies.pop(0) if self.replies else "the summary"
-        if isinstance(reply, BaseException):
-            raise reply
-        if isinstance(reply, str):
-            reply = ChatMessage.assistant(reply)
-        return Completion(message=reply, model=model)
 
 
 def get_weather(city: str) -> str:
@@ -82,9 +47,7 @@ def tool_results(agent: ReActAgent) -> list[str]:
 
 
 async def test_it_runs_a_tool_round_then_returns_the_final_answer() -> None:
-    client = ScriptedClient(
-        [calling(call("get_weather", {"city": "Paris"})), "It is sunny in Paris."]
-    )
+    client = FakeClient([calling(call("get_weather", {"city": "Paris"})), "It is sunny in Paris."])
     agent = ReActAgent(
         client=client, model_name="gpt-4o", system_prompt="Be brief.", tools=[get_weather]
     )
@@ -105,7 +68,7 @@ async def test_the_messages_sent_to_the_model_are_exactly_the_memory_context() -
         compact_fn=lambda messages, system_prompt: "they asked about Paris",
     )
     sent_equals_context: list[bool] = []
-    client = ScriptedClient(
+    client = FakeClient(
         ["Paris is in France. " + "word " * 600, calling(call("read", {})), "Done."],
         on_request=lambda messages: sent_equals_context.append(messages == memory.get_context()),
     )
@@ -136,7 +99,7 @@ async def test_parallel_tool_calls_run_concurrently_and_results_keep_the_call_or
         await asyncio.sleep(delay)
         return name
 
-    client = ScriptedClient(
+    client = FakeClient(
         [
             calling(
                 call("slow", {"name": "first", "delay": 0.05}, "c1"),
@@ -153,7 +116,7 @@ async def test_parallel_tool_calls_run_concurrently_and_results_keep_the_call_or
 
 
 async def test_an_unknown_tool_gets_an_error_result_and_the_model_recovers() -> None:
-    client = ScriptedClient([calling(call("teleport", {})), "I cannot teleport."])
+    client = FakeClient([calling(call("teleport", {})), "I cannot teleport."])
     agent = ReActAgent(client=client, model_name="gpt-4o", tools=[get_weather])
 
     assert await agent.run("Beam me up") == "I cannot teleport."
@@ -162,7 +125,7 @@ async def test_an_unknown_tool_gets_an_error_result_and_the_model_recovers() -> 
 
 
 async def test_a_tool_that_raises_becomes_an_error_result() -> None:
-    client = ScriptedClient([calling(call("divide", {"a": 1, "b": 0})), "Cannot divide by 0."])
+    client = FakeClient([calling(call("divide", {"a": 1, "b": 0})), "Cannot divide by 0."])
     agent = ReActAgent(client=client, model_name="gpt-4o", tools=[divide])
 
     assert await agent.run("1/0?") == "Cannot divide by 0."
@@ -170,7 +133,7 @@ async def test_a_tool_that_raises_becomes_an_error_result() -> None:
 
 
 async def test_arguments_that_are_not_json_or_do_not_fit_become_error_results() -> None:
-    client = ScriptedClient(
+    client = FakeClient(
         [
             calling(
                 call("divide", '{"a": 1, "b":', "c1"),
@@ -192,7 +155,7 @@ async def test_arguments_that_are_not_json_or_do_not_fit_become_error_results() 
 
 
 async def test_it_stops_after_max_steps_with_every_message_in_memory() -> None:
-    client = ScriptedClient([calling(call("get_weather", {"city": "Oslo"}))] * 5)
+    client = FakeClient([calling(call("get_weather", {"city": "Oslo"}))] * 5)
     agent = ReActAgent(client=client, model_name="gpt-4o", tools=[get_weather], max_steps=3)
 
     with pytest.raises(MaxStepsExceeded, match="no final answer after 3 model calls") as caught:
@@ -205,7 +168,7 @@ async def test_it_stops_after_max_steps_with_every_message_in_memory() -> None:
 
 
 async def test_memory_type_compact_builds_a_compaction_memory_that_uses_the_agents_model() -> None:
-    client = ScriptedClient(["Hello! " + "word " * 300, "they said hi"])
+    client = FakeClient(["Hello! " + "word " * 300, "they said hi"])
     agent = ReActAgent(client=client, model_name="gpt-4o", memory_type="compact")
     assert isinstance(agent.memory, CompactionMemory)
     assert agent.memory.model_name == "gpt-4o"
@@ -217,38 +180,36 @@ async def test_memory_type_compact_builds_a_compaction_memory_that_uses_the_agen
 
 async def test_set_model_fills_only_what_the_memory_was_not_given() -> None:
     memory = CompactionMemory(model_name="claude-haiku-4-5")
-    ReActAgent(client=ScriptedClient(), model_name="gpt-4o", memory=memory)
+    ReActAgent(client=FakeClient(), model_name="gpt-4o", memory=memory)
     assert memory.model_name == "claude-haiku-4-5"
 
 
 def test_the_default_memory_is_basic_memory() -> None:
-    assert type(ReActAgent(client=ScriptedClient(), model_name="gpt-4o").memory) is BasicMemory
+    assert type(ReActAgent(client=FakeClient(), model_name="gpt-4o").memory) is BasicMemory
 
 
 def test_giving_both_memory_and_memory_type_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="not both"):
-        ReActAgent(
-            client=ScriptedClient(), model_name="m", memory=BasicMemory(), memory_type="basic"
-        )
+        ReActAgent(client=FakeClient(), model_name="m", memory=BasicMemory(), memory_type="basic")
 
 
 @pytest.mark.parametrize("max_steps", [0, -1, True, 2.5])
 def test_max_steps_below_one_is_a_configuration_error(max_steps: Any) -> None:
     with pytest.raises(ConfigurationError, match="max_steps"):
-        ReActAgent(client=ScriptedClient(), model_name="m", max_steps=max_steps)
+        ReActAgent(client=FakeClient(), model_name="m", max_steps=max_steps)
 
 
 def test_an_empty_system_prompt_keeps_the_memorys_own() -> None:
     memory = BasicMemory(system_prompt="from the log")
-    ReActAgent(client=ScriptedClient(), model_name="m", memory=memory)
+    ReActAgent(client=FakeClient(), model_name="m", memory=memory)
     assert memory.system_prompt == "from the log"
-    ReActAgent(client=ScriptedClient(), model_name="m", memory=memory, system_prompt="new")
+    ReActAgent(client=FakeClient(), model_name="m", memory=memory, system_prompt="new")
     assert memory.system_prompt == "new"
 
 
 async def test_a_provider_error_propagates_after_the_memory_recorded_everything() -> None:
     error = RateLimitError("slow down", status_code=429)
-    client = ScriptedClient([calling(call("get_weather", {"city": "Rome"})), error])
+    client = FakeClient([calling(call("get_weather", {"city": "Rome"})), error])
     agent = ReActAgent(client=client, model_name="gpt-4o", tools=[get_weather])
 
     with pytest.raises(RateLimitError) as caught:
@@ -267,7 +228,7 @@ async def test_cancellation_propagates_and_the_next_run_continues_cleanly() -> N
         await asyncio.Event().wait()
         return "unreachable"
 
-    client = ScriptedClient([calling(call("hang", {})), "fresh start"])
+    client = FakeClient([calling(call("hang", {})), "fresh start"])
     agent = ReActAgent(client=client, model_name="gpt-4o", tools=[hang])
     task = asyncio.create_task(agent.run("wait forever"))
     await entered.wait()
@@ -283,7 +244,7 @@ async def test_cancellation_propagates_and_the_next_run_continues_cleanly() -> N
 
 
 async def test_it_accepts_a_chat_message_or_content_parts_as_the_user_message() -> None:
-    agent = ReActAgent(client=ScriptedClient(["one", "two"]), model_name="gpt-4o")
+    agent = ReActAgent(client=FakeClient(["one", "two"]), model_name="gpt-4o")
     parts = [{"type": "text", "text": "look at this"}]
 
     await agent.run(ChatMessage.user("hello"))
@@ -298,11 +259,11 @@ async def test_no_tools_are_sent_when_the_agent_has_none_and_results_are_json_en
         """Numbers."""
         return {"mean": 1.5, "city": "Zürich"}
 
-    bare = ScriptedClient(["hi"])
+    bare = FakeClient(["hi"])
     await ReActAgent(client=bare, model_name="m").run("hi")
     assert bare.requests[0].tools is None
 
-    client = ScriptedClient([calling(call("stats", "")), "done"])
+    client = FakeClient([calling(call("stats", "")), "done"])
     agent = ReActAgent(client=client, model_name="m", tools=[stats])
     await agent.run("stats?")
     assert tool_results(agent) == ['{"mean": 1.5, "city": "Zürich"}']
@@ -364,7 +325,7 @@ def takes_a_point(p: Point) -> None:
 
 
 def test_tools_that_cannot_be_described_are_configuration_errors() -> None:
-    client = ScriptedClient()
+    client = FakeClient()
     with pytest.raises(ConfigurationError, match="parameter p: no JSON schema"):
         ReActAgent(client=client, model_name="m", tools=[takes_a_point])
     with pytest.raises(ConfigurationError, match="a tool must be a function named"):

@@ -214,9 +214,11 @@ async def test_model_summarisation_splits_into_requests_that_fit_the_compaction_
     assert memory.compaction_count == 1
     assert len(client.requests) > 1
     counter = memory.token_counter
-    assert all(counter.context_tokens(request) + 200 <= 1_200 for request in client.requests)
+    assert all(
+        counter.context_tokens(request.messages) + 200 <= 1_200 for request in client.requests
+    )
     # each chunk after the first folds the summary so far
-    assert "s1" in client.requests[1][1].text
+    assert "s1" in client.requests[1].messages[1].text
 
 
 async def test_without_client_or_compact_fn_it_uses_the_offline_summariser() -> None:

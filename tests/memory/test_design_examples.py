@@ -63,7 +63,7 @@ async def test_a_configured_compaction_memory_compacts_and_calls_on_compact(
     assert await agent.run(BIG) == "Noted again."
 
     assert capsys.readouterr().out == "Compacted 2 messages\n"
-    summary_request, last_request = client.requests[1], client.requests[2]
+    summary_request, last_request = client.requests[1].messages, client.requests[2].messages
     assert summary_request[0].text.startswith(SUMMARY_INSTRUCTIONS[:40])
     assert "the user sent a long text" in last_request[1].text
     assert last_request == memory.get_context()[:-1]
@@ -93,7 +93,7 @@ async def test_restore_from_log_continues_the_previous_conversation(
 
     assert restored.get_context() == earlier.get_context()
     assert await agent.run("Which city did I pick?") == "You picked Lisbon."
-    assert client.requests[-1] == [
+    assert client.requests[-1].messages == [
         *earlier.get_context(),
         ChatMessage.user("Which city did I pick?"),
     ]
@@ -176,7 +176,7 @@ async def test_a_custom_memory_subclass_works_with_the_agent() -> None:
     assert agent.memory.get_memory_trace()["total_events"] == 2
     assert agent.memory.reset() == {"messages": 2}
     assert await agent.run("Hello") == "Hello again."
-    assert client.requests[-1] == [ChatMessage.system(""), ChatMessage.user("Hello")]
+    assert client.requests[-1].messages == [ChatMessage.system(""), ChatMessage.user("Hello")]
 
 
 def test_compaction_memory_config_defaults_are_the_documented_ones() -> None:
