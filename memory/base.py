@@ -187,14 +187,9 @@ class BaseMemory(ABC):
         seq = self._next_seq if seq is None else seq
         self._next_seq = seq + 1
         classification = self._tracker.classify(message)
-        if classification.abandoned:
-            for placeholder in placeholder_results(classification.abandoned):
-                self._push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
         if tokens is None:
             tokens = self.estimate_message_tokens(context_message)
-        if classification.in_context:
-            meta = EntryMeta(seq, classification.unit, classification.unit_index)
-            self._push(context_message, meta, tokens)
+        self._place(classification, seq, context_message, tokens)
         ingested = Ingested(seq, message, context_message, tokens, classification, truncation)
         if trace:
             self._trace_message(ingested)
@@ -206,6 +201,18 @@ class BaseMemory(ABC):
                 in_context=classification.in_context,
             )
         return ingested
+
+    def _place(
+        self, classification: Classification, seq: int, message: ChatMessage, tokens: int
+    ) -> None:
+        """Append what a classified message adds to the context: placeholder
+        results closing an abandoned batch, then the message unless it is an orphan."""
+        if classification.abandoned:
+            for placeholder in placeholder_results(classification.abandoned):
+                self._push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
+        if classification.in_context:
+            meta = EntryMeta(seq, classification.unit, classification.unit_index)
+            self._push(message, meta, tokens)
 
     def _push(self, message: ChatMessage, meta: EntryMeta, tokens: int | None = None) -> None:
         tokens = self.estimate_message_tokens(message) if tokens is None else tokens

@@ -236,9 +236,8 @@ class CompactionBase(BaseMemory):
                 )
             except CompactionError:
                 raise
-            except (
-                Exception
-            ) as exc:  # a user callback may raise anything; record it, keep the context
+            # A user callback may raise anything: record it and keep the context.
+            except Exception as exc:
                 raise CompactionError(f"compact_fn raised {type(exc).__name__}: {exc}") from exc
             return Summary(text, "compact_fn")
         if self._client is not None and model is not None:

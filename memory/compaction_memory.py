@@ -27,7 +27,7 @@ from .log.store import AsyncLogStore, LogProblem, LogStore
 from .messages import ROLES, ChatMessage, InvalidMessageError, answered_call_ids
 from .session_state import CompactionSessionState
 from .summarize import CompactFn
-from .units import TurnTracker, placeholder_results
+from .units import TurnTracker
 
 logger = logging.getLogger("memory.compaction")
 
@@ -230,14 +230,9 @@ class CompactionMemory(CompactionBase):
         )
         classification = self._tracker.classify_ids(role, call_ids, result_ids)
         self._next_seq = seq + 1
-        if classification.abandoned:
-            for placeholder in placeholder_results(classification.abandoned):
-                self._push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
-        if classification.in_context:
-            raw = record.get("context_message") or data
-            meta = EntryMeta(seq, classification.unit, classification.unit_index)
-            # A raw dict stands in for its ChatMessage until _materialize() runs.
-            self._push(cast(ChatMessage, _Unmaterialized(raw, number)), meta, int(record["tokens"]))
+        raw = _Unmaterialized(record.get("context_message") or data, number)
+        # The raw dict stands in for its ChatMessage until _materialize() runs.
+        self._place(classification, seq, cast(ChatMessage, raw), int(record["tokens"]))
         if classification.anomaly:
             self._trace.add(
                 "anomaly",
