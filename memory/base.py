@@ -193,6 +193,10 @@ class BaseMemory(ABC):
         ingested = Ingested(seq, message, context_message, tokens, classification, truncation)
         if trace:
             self._trace_message(ingested)
+        self._trace_anomaly(seq, classification)
+        return ingested
+
+    def _trace_anomaly(self, seq: int, classification: Classification) -> None:
         if classification.anomaly:
             self._trace.add(
                 "anomaly",
@@ -200,7 +204,6 @@ class BaseMemory(ABC):
                 detail=classification.anomaly,
                 in_context=classification.in_context,
             )
-        return ingested
 
     def _place(
         self, classification: Classification, seq: int, message: ChatMessage, tokens: int

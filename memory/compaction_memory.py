@@ -233,13 +233,7 @@ class CompactionMemory(CompactionBase):
         raw = _Unmaterialized(record.get("context_message") or data, number)
         # The raw dict stands in for its ChatMessage until _materialize() runs.
         self._place(classification, seq, cast(ChatMessage, raw), int(record["tokens"]))
-        if classification.anomaly:
-            self._trace.add(
-                "anomaly",
-                seq=seq,
-                detail=classification.anomaly,
-                in_context=classification.in_context,
-            )
+        self._trace_anomaly(seq, classification)
 
     def _checked_seq(self, value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
