@@ -72,3 +72,7 @@ async def test_orphan_results_stay_out_of_the_context_but_are_traced() -> None:
     await memory.add_message(result("ghost"))
     assert memory.get_context()[1:] == []
     assert memory.get_memory_trace()["anomalies"] == 1
+
+
+def test_a_tool_result_before_any_unit_opens_one_so_every_index_is_non_negative() -> None:
+    assert classify(result("ghost"), user("hi")) == [("B", 0, False), ("A", 1, True)]
