@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,21 +78,12 @@ class JSONLLogStore:
     @staticmethod
     def _records(handle: Any, problems: list[LogProblem] | None) -> Iterator[dict[str, Any]]:
         with handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    record = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
+            for _, item in parse_lines(handle):
+                if isinstance(item, LogProblem):
                     if problems is not None:
-                        torn = not raw.endswith(b"\n")
-                        problems.append(LogProblem(number, f"invalid JSON ({exc})", torn=torn))
-                    continue
-                if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-                    if problems is not None:
-                        problems.append(LogProblem(number, "not a log record (no 'type')"))
-                    continue
-                yield record
+                        problems.append(item)
+                else:
+                    yield item
 
     def exists(self, session_id: str) -> bool:
         return self.path_for(session_id).is_file()
@@ -101,6 +92,26 @@ class JSONLLogStore:
         if not self.base_path.is_dir():
             return []
         return sorted(p.stem for p in self.base_path.glob("*.jsonl"))
+
+
+def parse_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | LogProblem]]:
+    """Read JSONL log lines as ``(line number, record)``, 1-based, or
+    ``(line number, LogProblem)`` for a line that is not JSON or not a record
+    with a ``type``.
+    Blank lines are skipped. A last line without its newline that does not
+    parse is marked ``torn`` (a write cut short by a crash)."""
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield number, LogProblem(number, f"invalid JSON ({exc})", torn=not raw.endswith(b"\n"))
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            yield number, LogProblem(number, "not a log record (no 'type')")
+            continue
+        yield number, record
 
 
 def _ends_mid_line(fd: int) -> bool:

@@ -11,7 +11,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from memory.log import records
+from memory.log import LogProblem, records
+from memory.log.jsonl import parse_lines
 
 from .sources import Found, MotusLog, Problem, Transcript
 
@@ -24,18 +25,12 @@ def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
     found: list[dict[str, Any]] = []
     lines: list[int] = []
     problems: list[Problem] = []
-    for number, raw in enumerate(stream, start=1):
-        if not raw.strip():
+    for number, item in parse_lines(stream):
+        if isinstance(item, LogProblem):
+            detail = f"{item.error} (a torn last line)" if item.torn else item.error
+            problems.append(Problem(source, f"line {number}", detail))
             continue
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError as error:
-            problems.append(Problem(source, f"line {number}", f"invalid JSON: {error.msg}"))
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            problems.append(Problem(source, f"line {number}", "not a log record (no 'type')"))
-            continue
-        found.append(record)
+        found.append(item)
         lines.append(number)
     if found and found[0]["type"] != records.SESSION_META:
         problems.append(Problem(source, f"line {lines[0]}", "a Motus log starts with session_meta"))
