@@ -33,7 +33,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory import CompactionMemory, CompactionMemoryConfig, TokenCounter
-from memory.encodings import encoding_for_model
+from memory.tokens.encodings import encoding_for_model
 
 WORDS = [
     "flight",

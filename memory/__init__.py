@@ -8,8 +8,9 @@ from .agent import MaxStepsExceeded, ReActAgent
 from .base import BaseMemory
 from .basic import BasicMemory
 from .clients import ChatClient, Completion, Usage
-from .compaction_base import CompactionBase
-from .compaction_memory import CompactionMemory, upgrade_records
+from .compaction.base import CompactionBase
+from .compaction.memory import CompactionMemory
+from .compaction.replay import upgrade_records
 from .config import CompactionMemoryConfig
 from .errors import (
     AuthenticationError,
@@ -29,11 +30,11 @@ from .errors import (
 )
 from .factory import create_memory
 from .log import InMemoryLogStore, JSONLLogStore, LogProblem, LogStore
-from .messages import ChatMessage, InvalidMessageError, ToolCall
-from .model_limits import ModelLimits, get_model_limits
+from .messages import ChatMessage, InvalidMessageError, ToolCall, answered_call_ids
 from .offline_compactor import offline_summary
 from .session_state import CompactionSessionState, SessionState
 from .tokens import TokenCounter, count_tokens
+from .tokens.model_limits import ModelLimits, get_model_limits
 
 __all__ = [
     "AuthenticationError",
@@ -71,6 +72,7 @@ __all__ = [
     "ToolCall",
     "UnsupportedMemoryTypeError",
     "Usage",
+    "answered_call_ids",
     "count_tokens",
     "create_memory",
     "get_model_limits",

@@ -5,6 +5,13 @@ message's tokens once when it is added, keeps the running total so the
 threshold check never re-tokenises old messages, truncates oversized tool
 results, classifies messages into turn units and records a bounded trace.
 A subclass implements ``compact()`` and ``reset()``.
+
+Everything a memory does is also a typed log record (``memory.log.records``)
+handed to its ``Recorder``, the one write path: it goes to the log store,
+when the memory has one, and then to every listener (``add_listener``). The
+state changes themselves live in ``_apply_*`` methods that a restore calls
+with the records of a log, so a restored memory is built by the same code as
+the live one.
 """
 
 from __future__ import annotations
@@ -13,13 +20,15 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Self
+from typing import Any, ClassVar, NamedTuple, Self
 
+from .log.recorder import Listener, Recorder
+from .log.records import MessageRecord, SessionMeta, SystemPromptChange, now_iso
 from .messages import ChatMessage, InvalidMessageError
 from .session_state import SessionState
 from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from .tokens.truncation import Truncation, truncate_tool_result
 from .trace import Trace
-from .truncation import Truncation, truncate_tool_result
 from .units import Classification, TurnTracker, Unit, placeholder_results
 
 
@@ -53,6 +62,8 @@ class BaseMemory(ABC):
     estimates in tokens of the model's tokenizer (see ``memory.tokens``).
     """
 
+    memory_type: ClassVar[str] = "base"  # session_meta's memory_type
+
     def __init__(
         self,
         *,
@@ -72,6 +83,7 @@ class BaseMemory(ABC):
         self._tracker = TurnTracker()
         self._next_seq = 0
         self._trace = Trace(trace_max_events)
+        self._recorder = Recorder("", None, self._session_meta)
 
     # -- context ---------------------------------------------------------------
 
@@ -95,11 +107,48 @@ class BaseMemory(ABC):
         return self._system_prompt
 
     def set_system_prompt(self, prompt: str) -> None:
-        """Set the system prompt; ``get_context()`` returns it first, unchanged."""
+        """Set the system prompt; ``get_context()`` returns it first, unchanged.
+
+        Once the session has records, a change is recorded (``system_prompt``).
+        """
         if not isinstance(prompt, str):
             raise InvalidMessageError("the system prompt must be a string")
+        changed = prompt != self._system_prompt
+        self._apply_system_prompt(prompt)
+        if changed and self._recorder.started:
+            self._recorder.record(
+                SystemPromptChange(
+                    ts=now_iso(), system_prompt=prompt, through_seq=self._next_seq - 1
+                )
+            )
+
+    def _apply_system_prompt(self, prompt: str) -> None:
         self._system_prompt = prompt
         self._system_tokens = None
+
+    # -- records and listeners -------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(record)`` for every record this memory logs from now on.
+
+        ``listener`` is a function or a coroutine function taking one
+        ``memory.log.records.LogRecord``. It hears a record after the log store
+        has it; async listeners are awaited before ``add_message()`` and
+        ``compact()`` return. A listener that raises is logged, never fatal.
+        """
+        self._recorder.add_listener(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop calling ``listener``. Raises ``ValueError`` if it was not added."""
+        self._recorder.remove_listener(listener)
+
+    def _session_meta(self) -> SessionMeta:
+        return SessionMeta(
+            ts=now_iso(),
+            system_prompt=self._system_prompt,
+            memory_type=self.memory_type,
+            model_name=self._model_name,
+        )
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -148,13 +197,35 @@ class BaseMemory(ABC):
     async def add_message(self, message: ChatMessage | Mapping[str, Any]) -> None:
         """Add one message, then let the strategy react (e.g. auto-compaction)."""
         ingested = self._ingest(ChatMessage.coerce(message))
-        self._on_ingested(ingested)
+        self._record_message(ingested)
         await self.flush()
         await self._after_add(ingested)
         await self.flush()
 
     async def flush(self) -> None:
-        """Write out what a memory with an asynchronous log store has queued."""
+        """Write out what a memory with an asynchronous log store has queued and
+        await the asynchronous listeners (see ``memory.log.recorder``)."""
+        await self._recorder.flush()
+
+    def _record_message(self, ingested: Ingested) -> None:
+        if self._recorder.active:
+            self._recorder.record(self._message_record(ingested))
+
+    def _message_record(self, ingested: Ingested) -> MessageRecord:
+        truncation = ingested.truncation
+        c = ingested.classification
+        return MessageRecord(
+            ts=now_iso(),
+            seq=ingested.seq,
+            message=ingested.message,
+            tokens=ingested.tokens,
+            unit=c.unit,
+            unit_index=c.unit_index,
+            context_tokens=self.estimate_context_tokens(),
+            context_message=ingested.context_message if truncation else None,
+            truncation=truncation.as_dict() if truncation else None,
+            anomaly=c.anomaly,
+        )
 
     def _ingest(
         self,
@@ -244,11 +315,8 @@ class BaseMemory(ABC):
             fields["truncated"] = ingested.truncation.as_dict()
         self._trace.add("message", **fields)
 
-    def _on_ingested(self, ingested: Ingested) -> None:
-        """Hook after a message was added (the log-writing memory persists it here)."""
-
     async def _after_add(self, ingested: Ingested) -> None:
-        """Hook after a message was added and logged (auto-compaction lives here)."""
+        """The strategy's reaction to a message added and logged (auto-compaction)."""
 
     def _replace_context(self, entries: list[tuple[ChatMessage, EntryMeta, int]]) -> None:
         self._messages = [m for m, _, _ in entries]
@@ -289,6 +357,7 @@ class BaseMemory(ABC):
         clone._meta = list(self._meta)
         clone._tracker = self._tracker.copy()
         clone._trace = self._trace.copy()
+        clone._recorder = Recorder("", None, clone._session_meta)
         return clone
 
     @abstractmethod

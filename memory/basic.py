@@ -15,6 +15,8 @@ class BasicMemory(BaseMemory):
     The default memory of an agent given no ``memory_type`` or ``memory``.
     """
 
+    memory_type = "basic"
+
     async def compact(self, **kwargs: Any) -> None:
         """Does nothing: a basic memory never compacts."""
         return None

@@ -6,7 +6,7 @@ from typing import Any
 
 from .base import BaseMemory
 from .basic import BasicMemory
-from .compaction_memory import CompactionMemory
+from .compaction.memory import CompactionMemory
 from .errors import ConfigurationError, UnsupportedMemoryTypeError
 
 MEMORY_TYPES = ("basic", "compact")

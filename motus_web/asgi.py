@@ -20,7 +20,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from motus_web.body_limit import RequestBodyLimit  # noqa: E402
-from motus_web.routing import websocket_urlpatterns  # noqa: E402
+from motus_web.chat.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "motus_web.sessions",
     "motus_web.dashboard",
 ]
 

@@ -22,7 +22,7 @@ from memory import (
     SessionNotFoundError,
 )
 from memory.log import AsyncLogStore, records
-from motus_web.dashboard.log_store import DatabaseLogStore
+from motus_web.sessions.log_store import DatabaseLogStore
 from tests.memory.test_invariants import assert_restores_exactly, conversations, run
 from tests.web.helpers import chat
 

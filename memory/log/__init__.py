@@ -1,17 +1,40 @@
-"""Conversation logs: the record format, the store interface and two stores."""
+"""Conversation logs: typed records, the one write path, the store interface and two stores.
+
+- ``records``: one frozen dataclass per record type, and their serializer pair;
+- ``recorder``: ``Recorder``, which writes a memory's records and tells its listeners;
+- ``store``: the ``LogStore`` interface, session-id rules and ``LogProblem``;
+- ``jsonl``: ``JSONLLogStore`` (one crash-safe JSONL file per session) and ``parse_lines``;
+- ``in_memory``: ``InMemoryLogStore``.
+"""
 
 from . import records
 from .in_memory import InMemoryLogStore
-from .jsonl import JSONLLogStore
-from .store import AsyncLogStore, InvalidSessionIdError, LogProblem, LogStore, validate_session_id
+from .jsonl import JSONLLogStore, parse_lines
+from .recorder import Listener, Recorder
+from .records import LogRecord, record_from_dict, record_from_json
+from .store import (
+    SESSION_ID_MAX_LENGTH,
+    AsyncLogStore,
+    InvalidSessionIdError,
+    LogProblem,
+    LogStore,
+    validate_session_id,
+)
 
 __all__ = [
+    "SESSION_ID_MAX_LENGTH",
     "AsyncLogStore",
     "InMemoryLogStore",
     "InvalidSessionIdError",
     "JSONLLogStore",
+    "Listener",
     "LogProblem",
+    "LogRecord",
     "LogStore",
+    "Recorder",
+    "parse_lines",
+    "record_from_dict",
+    "record_from_json",
     "records",
     "validate_session_id",
 ]

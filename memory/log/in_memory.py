@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from ..errors import LogError, SessionNotFoundError
+from .records import LogRecord
 from .store import LogProblem, validate_session_id
 
 
@@ -20,9 +21,9 @@ class InMemoryLogStore:
     def __init__(self) -> None:
         self._logs: dict[str, list[bytes]] = {}
 
-    def append(self, session_id: str, record: Mapping[str, Any]) -> None:
+    def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         try:
-            data = orjson.dumps(record)
+            data = record.to_json() if isinstance(record, LogRecord) else orjson.dumps(record)
         except TypeError as exc:
             raise LogError(
                 f"record for session {session_id!r} is not JSON-serialisable: {exc}"

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ..errors import LogError, SessionNotFoundError
+from .records import LogRecord
 from .store import LogProblem, validate_session_id
 
 
@@ -34,11 +35,11 @@ class JSONLLogStore:
         """The log file of ``session_id``. Raises ``InvalidSessionIdError`` for an unsafe id."""
         return self.base_path / f"{validate_session_id(session_id)}.jsonl"
 
-    def append(self, session_id: str, record: Mapping[str, Any]) -> None:
+    def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         """Append ``record`` as one line. Raises ``LogError`` when it cannot be written."""
         path = self.path_for(session_id)
         try:
-            line = orjson.dumps(record) + b"\n"
+            line = _serialise(record) + b"\n"
         except TypeError as exc:
             raise LogError(
                 f"record for session {session_id!r} is not JSON-serialisable: {exc}"
@@ -112,6 +113,10 @@ def parse_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | 
             yield number, LogProblem(number, "not a log record (no 'type')")
             continue
         yield number, record
+
+
+def _serialise(record: LogRecord | Mapping[str, Any]) -> bytes:
+    return record.to_json() if isinstance(record, LogRecord) else orjson.dumps(record)
 
 
 def _ends_mid_line(fd: int) -> bool:

@@ -1,53 +1,77 @@
-"""The records of a conversation log, one JSON object per line.
+"""The records of a conversation log: one frozen dataclass per record type.
 
-Every record has a ``type`` and an ISO-8601 UTC timestamp ``ts``. The first
-three types are the Motus log format (``session_meta``, ``message``,
-``compaction``) and stay readable by Motus; everything this library adds is an
-optional field or a new record type that older readers skip. A log written by
-Motus (no ``seq``, no ``through_seq``) loads: messages are numbered in file
-order and a compaction without ``through_seq`` summarises every message before it.
+A log is a stream of records, one JSON object per line in a JSONL file (or one
+row per record in the dashboard's database). Every record has a ``type`` (the
+discriminator) and an ISO-8601 UTC timestamp ``ts``. The first three types are
+the Motus log format (``session_meta``, ``message``, ``compaction``) and stay
+readable by Motus; everything this library adds is an optional field or a new
+record type. A log written by Motus (no ``seq``, no ``through_seq``) loads:
+see ``memory.compaction.replay``.
 
-``session_meta``
+Each class below lists its fields; a field is ``None`` when the record does
+not have it. ``extra`` holds every key the class does not know (fields a newer
+library adds) and every known key whose value does not fit the field (an
+explicit ``null``, a string where a number belongs), so
+``record_from_dict(d).to_dict() == d`` for any JSON object ``d`` with a
+``type``: old and future logs round-trip exactly. ``to_json`` / ``from_json``
+are the one serializer pair (orjson).
+
+``session_meta`` (``SessionMeta``)
     ``session_id``, ``system_prompt``, ``config`` (``safety_ratio``,
-    ``token_threshold``, ``compact_model_name``, ``max_tool_result_tokens``),
+    ``token_threshold``, ``compact_model_name``, ``max_tool_result_tokens``...),
     ``parent_session_id``; added: ``format_version``, ``memory_type``,
     ``model_name``, ``parent_seq`` (the last parent message a fork or restore
     was taken from), ``title``.
-``system_prompt`` (added)
-    ``system_prompt``: the prompt changed after the session started.
-``message``
+``system_prompt`` (``SystemPromptChange``)
+    ``system_prompt``, ``through_seq``: the prompt changed mid-session.
+``message`` (``MessageRecord``)
     ``message``: the message exactly as it was added (OpenAI chat dict). Added:
     ``seq`` (0-based, strictly increasing), ``tokens`` (estimated tokens of the
     message as it sits in the context), ``unit`` (``A``/``B``/``C``),
+    ``unit_index``, ``context_tokens`` (the context's size after it),
     ``context_message`` (only when a tool result was truncated: the message as
     it entered the context), ``truncation`` (``original_tokens``,
-    ``original_bytes``, ``kept_tokens``).
-``compaction``
+    ``original_bytes``, ``kept_tokens``), ``anomaly``, ``provider_tokens``
+    (input tokens the provider reported for the request that produced it).
+``compaction`` (``Compaction``)
     ``compaction_number``, ``messages_compacted``, ``summary``. Added:
-    ``status`` (``"ok"``), ``trigger`` (``auto``/``manual``), ``through_seq``
-    (the last message seq the boundary covers), ``summarized_seqs``
-    (``[first, last]`` of the messages folded into the summary, or null),
+    ``status`` (``"ok"``), ``trigger`` (``auto``/``manual``/``fork``),
+    ``through_seq`` (the last message seq the boundary covers),
+    ``summarized_seqs`` (``[first, last]`` of the folded messages, or null),
     ``replayed_seqs`` (messages kept verbatim after the summary),
     ``messages_replayed``, ``tokens_before``, ``tokens_after``,
-    ``summary_tokens``, ``model``, ``duration_s``, ``chunks``.
-``compaction_failed`` (added)
+    ``summary_tokens``, ``model``, ``duration_s``, ``chunks``, ``continuation``
+    (the exact text of the continuation message when it is not this library's
+    template around ``summary``: logs of the reference implementation and of
+    other tools).
+``compaction_failed`` (``CompactionFailed``)
     ``trigger``, ``through_seq``, ``error``, ``tokens_before``, ``model``,
     ``duration_s``. The context did not change.
-``compaction_warning`` (added)
+``compaction_warning`` (``CompactionWarning``)
     ``through_seq``, ``reason``, ``floor_tokens``, ``threshold``: compaction
     could not bring the context under the threshold.
-``compaction_revert`` (added)
-    ``reverts`` (a ``compaction_number``), ``through_seq``, ``reason``: the
-    context goes back to what it was before that compaction, plus every
-    message added since.
-``reset`` (added)
-    ``through_seq``: the memory was reset; the context starts empty again.
+``compaction_revert`` (``CompactionRevert``)
+    ``reverts`` (a ``compaction_number``), ``through_seq``, ``reason``,
+    ``context_tokens``: the context goes back to what it was before that
+    compaction, plus every message added since.
+``reset`` (``Reset``)
+    ``through_seq``, ``context_tokens``: the context starts empty again.
+
+Any other ``type`` reads as an ``UnknownRecord`` that keeps all its fields.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+
+import orjson
+
+from ..errors import LogCorruptError
+from ..messages import ChatMessage, InvalidMessageError
 
 FORMAT_VERSION = 2
 
@@ -60,22 +84,272 @@ COMPACTION_WARNING = "compaction_warning"
 COMPACTION_REVERT = "compaction_revert"
 RESET = "reset"
 
-RECORD_TYPES = frozenset(
-    {
-        SESSION_META,
-        SYSTEM_PROMPT,
-        MESSAGE,
-        COMPACTION,
-        COMPACTION_FAILED,
-        COMPACTION_WARNING,
-        COMPACTION_REVERT,
-        RESET,
-    }
-)
-
-Record = dict[str, Any]
-
 
 def now_iso() -> str:
     """The current time as an ISO-8601 UTC string, the ``ts`` of every record."""
     return datetime.now(UTC).isoformat()
+
+
+Checker = Callable[[Any], Any]
+_MISSING = object()
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _checker(hint: Any) -> Checker:
+    """A function that returns the value when it fits ``hint``, else ``_MISSING``."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        inner = [arg for arg in get_args(hint) if arg is not type(None)]
+        return _checker(inner[0])
+    if hint is int:
+        return lambda v: v if _is_int(v) else _MISSING
+    if hint is float:
+        return lambda v: v if _is_int(v) or isinstance(v, float) else _MISSING
+    if hint is str:
+        return lambda v: v if isinstance(v, str) else _MISSING
+    if hint is ChatMessage:
+        return _message
+    if origin is list:
+        (item,) = get_args(hint)
+        check = _checker(item)
+        return lambda v: (
+            v if isinstance(v, list) and all(check(i) is not _MISSING for i in v) else _MISSING
+        )
+    if hint is dict or origin is dict:
+        return lambda v: v if isinstance(v, dict) else _MISSING
+    raise TypeError(f"no record field checker for {hint!r}")
+
+
+def _message(value: object) -> Any:
+    return ChatMessage.from_dict(value) if isinstance(value, Mapping) else _MISSING
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LogRecord:
+    """Fields every record has. Subclasses set ``type`` and add their own fields."""
+
+    type: ClassVar[str] = ""
+    _fields: ClassVar[tuple[tuple[str, Checker], ...]] = ()
+
+    ts: str | None = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as a JSON-compatible dict, exactly as it was read or built."""
+        out: dict[str, Any] = {"type": self.type_name}
+        if self.ts is not None:
+            out["ts"] = self.ts
+        for name, _ in self._fields:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.to_dict() if isinstance(value, ChatMessage) else value
+        out.update(self.extra)
+        return out
+
+    def to_json(self) -> bytes:
+        """One line of a JSONL log, without the newline. Raises ``TypeError``
+        for a value JSON cannot hold (orjson's own error)."""
+        return orjson.dumps(self.to_dict())
+
+    @property
+    def type_name(self) -> str:
+        return self.type
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> LogRecord:
+        """The typed record of ``data``; see ``record_from_dict``."""
+        return record_from_dict(data)
+
+    @staticmethod
+    def from_json(line: bytes | str) -> LogRecord:
+        """The typed record of one JSONL line; see ``record_from_json``."""
+        return record_from_json(line)
+
+    @classmethod
+    def _parse(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Keyword arguments of ``cls`` from ``data``; what does not fit goes to extra."""
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        known = dict(cls._fields)
+        for key, value in data.items():
+            if key == "type":
+                continue
+            if key == "ts" and isinstance(value, str):
+                kwargs["ts"] = value
+                continue
+            check = known.get(key)
+            fitted = check(value) if check is not None and value is not None else _MISSING
+            if fitted is _MISSING:
+                extra[key] = value
+                continue
+            kwargs[key] = fitted
+            if isinstance(fitted, ChatMessage) and fitted.to_dict() != value:
+                # A message that writes back otherwise (no "content" key, arguments
+                # given as an object) is typed for use and kept as read for the log.
+                extra[key] = value
+        kwargs["extra"] = extra
+        return kwargs
+
+
+_RECORD_TYPES: dict[str, type[LogRecord]] = {}
+
+
+def _record(type_name: str) -> Callable[[type[LogRecord]], type[LogRecord]]:
+    def register(cls: type[LogRecord]) -> type[LogRecord]:
+        cls.type = type_name
+        hints = get_type_hints(cls)
+        base = {f.name for f in dataclasses.fields(LogRecord)}
+        cls._fields = tuple(
+            (f.name, _checker(hints[f.name])) for f in dataclasses.fields(cls) if f.name not in base
+        )
+        _RECORD_TYPES[type_name] = cls
+        return cls
+
+    return register
+
+
+@_record(SESSION_META)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SessionMeta(LogRecord):
+    session_id: str | None = None
+    system_prompt: str | None = None
+    config: dict[str, Any] | None = None
+    parent_session_id: str | None = None
+    format_version: int | None = None
+    memory_type: str | None = None
+    model_name: str | None = None
+    parent_seq: int | None = None
+    title: str | None = None
+
+
+@_record(SYSTEM_PROMPT)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SystemPromptChange(LogRecord):
+    system_prompt: str | None = None
+    through_seq: int | None = None
+
+
+@_record(MESSAGE)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRecord(LogRecord):
+    seq: int | None = None
+    message: ChatMessage | None = None
+    tokens: int | None = None
+    unit: str | None = None
+    unit_index: int | None = None
+    context_tokens: int | None = None
+    context_message: ChatMessage | None = None
+    truncation: dict[str, Any] | None = None
+    anomaly: str | None = None
+    provider_tokens: int | None = None
+
+
+@_record(COMPACTION)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction(LogRecord):
+    compaction_number: int | None = None
+    status: str | None = None
+    trigger: str | None = None
+    through_seq: int | None = None
+    summarized_seqs: list[int] | None = None
+    replayed_seqs: list[int] | None = None
+    messages_compacted: int | None = None
+    messages_replayed: int | None = None
+    summary: str | None = None
+    summary_tokens: int | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    model: str | None = None
+    chunks: int | None = None
+    duration_s: float | None = None
+    continuation: str | None = None
+
+
+@_record(COMPACTION_FAILED)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionFailed(LogRecord):
+    trigger: str | None = None
+    through_seq: int | None = None
+    error: str | None = None
+    tokens_before: int | None = None
+    model: str | None = None
+    duration_s: float | None = None
+
+
+@_record(COMPACTION_WARNING)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionWarning(LogRecord):
+    through_seq: int | None = None
+    reason: str | None = None
+    floor_tokens: int | None = None
+    threshold: int | None = None
+
+
+@_record(COMPACTION_REVERT)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionRevert(LogRecord):
+    reverts: int | None = None
+    through_seq: int | None = None
+    reason: str | None = None
+    context_tokens: int | None = None
+
+
+@_record(RESET)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Reset(LogRecord):
+    through_seq: int | None = None
+    context_tokens: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class UnknownRecord(LogRecord):
+    """A record type this library does not know (written by a newer one): kept whole."""
+
+    unknown_type: str = ""
+
+    @property
+    def type_name(self) -> str:
+        return self.unknown_type
+
+
+RECORD_TYPES: frozenset[str] = frozenset(_RECORD_TYPES)
+"""The record types this library writes and understands."""
+
+
+def record_from_dict(data: Mapping[str, Any]) -> LogRecord:
+    """The typed record of a log line's object.
+
+    Raises ``LogCorruptError`` when ``data`` is not an object with a string
+    ``type``, or when a message record's message is not a chat message.
+    """
+    if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
+        raise LogCorruptError("not a log record (no 'type')")
+    cls = _RECORD_TYPES.get(data["type"])
+    try:
+        if cls is None:
+            return UnknownRecord(unknown_type=data["type"], **LogRecord._parse(data))
+        return cls(**cls._parse(data))
+    except InvalidMessageError as error:
+        raise LogCorruptError(f"{data['type']} record: {error}") from error
+
+
+def record_from_json(line: bytes | str) -> LogRecord:
+    """The typed record of one JSONL line. Raises ``LogCorruptError``."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError as error:
+        raise LogCorruptError(f"invalid JSON ({error})") from error
+    return record_from_dict(data)
+
+
+def as_record(record: LogRecord | Mapping[str, Any]) -> LogRecord:
+    """``record`` typed: records pass through, dicts go through ``record_from_dict``."""
+    return record if isinstance(record, LogRecord) else record_from_dict(record)
+
+
+def as_dict(record: LogRecord | Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` as its JSON-compatible dict (a copy for a dict)."""
+    return record.to_dict() if isinstance(record, LogRecord) else dict(record)

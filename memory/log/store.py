@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from .records import LogRecord
 
 SESSION_ID_MAX_LENGTH = 128
 _SESSION_ID_RE = re.compile(r"[A-Za-z0-9._-]+")
@@ -59,10 +62,12 @@ class LogProblem:
 class LogStore(Protocol):
     """Append-only storage of conversation-log records, one stream per session.
 
-    Records are JSON-compatible dicts (see ``memory.log.records``).
+    ``append`` takes a typed record (``memory.log.records.LogRecord``, what a
+    memory writes) or its JSON-compatible dict; ``read`` gives back dicts, the
+    JSON form, which ``memory.log.records.record_from_dict`` types.
     """
 
-    def append(self, session_id: str, record: Mapping[str, Any]) -> None:
+    def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         """Append one record durably. Raises ``LogError`` on I/O failure."""
         ...
 
@@ -97,6 +102,6 @@ class AsyncLogStore(LogStore, Protocol):
     or at ``await memory.flush()``.
     """
 
-    async def append_async(self, session_id: str, record: Mapping[str, Any]) -> None:
+    async def append_async(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         """Append one record durably. Raises ``LogError`` on I/O failure."""
         ...

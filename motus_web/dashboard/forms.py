@@ -3,24 +3,14 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib.humanize.templatetags.humanize import intcomma
-from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
 
-# The bounds of a replay's token threshold, on the Import page and in import_sessions.
-REPLAY_THRESHOLD_MIN = 100
-REPLAY_THRESHOLD_MAX = 10_000_000
-
-
-def validate_replay_threshold(value: int) -> None:
-    if not REPLAY_THRESHOLD_MIN <= value <= REPLAY_THRESHOLD_MAX:
-        raise ValidationError(
-            f"The token threshold must be between {intcomma(REPLAY_THRESHOLD_MIN)} and "
-            f"{intcomma(REPLAY_THRESHOLD_MAX)} tokens, not {intcomma(value)}: under "
-            f"{REPLAY_THRESHOLD_MIN} a replay would compact at every message, and no "
-            f"model's context window reaches {intcomma(REPLAY_THRESHOLD_MAX)}.",
-            code="threshold",
-        )
+from motus_web.sessions.limits import (
+    REPLAY_THRESHOLD_MAX,
+    REPLAY_THRESHOLD_MIN,
+    validate_replay_threshold,
+)
 
 
 class ImportForm(forms.Form):

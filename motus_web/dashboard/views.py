@@ -13,10 +13,11 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from .fields import LosslessJSONField
+from motus_web.sessions.fields import LosslessJSONField
+from motus_web.sessions.importers import ImportOptions, ImportReport, import_stream
+from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
+
 from .forms import ImportForm
-from .importers import ImportOptions, ImportReport, import_stream
-from .models import CompactionEvent, ContextChange, Message, Session
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 50

@@ -16,8 +16,8 @@ from memory import (
     ProviderTimeoutError,
     get_model_limits,
 )
+from memory.compaction.summarize import CONTINUATION_TEMPLATE
 from memory.log import records
-from memory.summarize import CONTINUATION_TEMPLATE
 
 from .conftest import FakeClient, answer, calls, result, user
 
@@ -199,8 +199,8 @@ async def test_model_summaries_fall_back_offline_after_repeated_failures() -> No
 async def test_model_summarisation_splits_into_requests_that_fit_the_compaction_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memory import compaction_base
-    from memory.model_limits import ModelLimits
+    from memory.compaction import base as compaction_base
+    from memory.tokens.model_limits import ModelLimits
 
     monkeypatch.setattr(
         compaction_base, "get_model_limits", lambda model: ModelLimits(1_200, 200, True)

@@ -24,8 +24,8 @@ from memory import (
     InMemoryLogStore,
     LogStore,
 )
+from memory.compaction.summarize import CONTINUATION_TEMPLATE, CompactFn
 from memory.log import records
-from memory.summarize import CONTINUATION_TEMPLATE, CompactFn
 
 CONTINUATION_HEAD = CONTINUATION_TEMPLATE.split("{summary}")[0]
 SYSTEM_PROMPT = "You are a careful agent. Никогда не сдавайся. 🚀"

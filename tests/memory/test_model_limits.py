@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from memory.errors import ConfigurationError
-from memory.model_limits import (
+from memory.tokens.model_limits import (
     MODEL_LIMITS,
     UNKNOWN_MODEL_LIMITS,
     ModelLimits,
@@ -85,7 +85,7 @@ def test_an_unknown_model_gets_the_default_and_one_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     model = f"my-local-model-{uuid.uuid4().hex}"
-    with caplog.at_level(logging.WARNING, logger="memory.model_limits"):
+    with caplog.at_level(logging.WARNING, logger="memory.tokens.model_limits"):
         first = get_model_limits(model)
         second = get_model_limits(model)
     assert first == second == UNKNOWN_MODEL_LIMITS

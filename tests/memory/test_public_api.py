@@ -39,7 +39,7 @@ def test_importing_the_library_loads_no_django_and_no_tokenizer() -> None:
     code = (
         "import sys, memory; "
         "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django'; "
-        "from memory import encodings; "
+        "from memory.tokens import encodings; "
         "assert not encodings._loaded, 'an encoding was loaded at import time'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

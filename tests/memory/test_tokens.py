@@ -19,8 +19,6 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory import encodings
-from memory.encodings import EncodingDataError, encoding_for_model, load_bundled_encoding
 from memory.messages import ChatMessage, ToolCall
 from memory.tokens import (
     LONG_RUN_CHARS,
@@ -30,9 +28,11 @@ from memory.tokens import (
     TokenCounter,
     anthropic_image_tokens,
     count_tokens,
+    encodings,
     image_size,
     openai_image_tokens,
 )
+from memory.tokens.encodings import EncodingDataError, encoding_for_model, load_bundled_encoding
 
 SAMPLES = [
     "hello world",
@@ -231,7 +231,7 @@ def test_a_failed_download_falls_back_and_logs_a_warning(
 
     monkeypatch.setenv(encodings.DOWNLOAD_ENV_VAR, "1")
     monkeypatch.setattr(tiktoken, "get_encoding", unreachable)
-    with caplog.at_level(logging.WARNING, logger="memory.encodings"):
+    with caplog.at_level(logging.WARNING, logger="memory.tokens.encodings"):
         resolved = encoding_for_model("text-davinci-002")
     assert (resolved.encoding_name, resolved.approximate) == ("cl100k_base", True)
     assert "no route to host" in caplog.text
@@ -590,8 +590,8 @@ def test_a_text_document_is_counted_as_text(claude: TokenCounter) -> None:
 
 def test_importing_the_counter_loads_no_encoding() -> None:
     code = (
-        "import memory.tokens, memory.truncation, memory.model_limits\n"
-        "from memory import encodings\n"
+        "import memory.tokens, memory.tokens.truncation, memory.tokens.model_limits\n"
+        "from memory.tokens import encodings\n"
         "assert encodings._loaded == {}, encodings._loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from memory.messages import ChatMessage
 from memory.tokens import TokenCounter
-from memory.truncation import SHORT_MARKER, Truncation, truncate_tool_result
+from memory.tokens.truncation import SHORT_MARKER, Truncation, truncate_tool_result
 
 MARKER = re.compile(
     r"\n\n\[\.\.\. tool result truncated: kept ([\d,]+) of ([\d,]+) tokens \(([\d,]+) bytes\)\]$"

@@ -9,9 +9,9 @@ from django.contrib.auth.models import AbstractBaseUser, User
 from django.test import Client
 
 from memory import ChatMessage
-from motus_web.dashboard.importers.runner import log_records
-from motus_web.dashboard.log_store import DatabaseLogStore
-from motus_web.dashboard.models import Session
+from motus_web.sessions.importers.runner import log_records
+from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import Session
 
 
 def chat(turns: int, *, filler: int = 0) -> list[ChatMessage]:

@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from pytest_django.live_server_helper import LiveServer
 
-from motus_web.dashboard.log_store import DatabaseLogStore
-from motus_web.dashboard.models import Session
+from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import Session
 from tests.test_log_store_contract import message, meta
 
 from .helpers import make_session

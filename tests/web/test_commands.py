@@ -9,8 +9,8 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
 from memory import CompactionMemory, JSONLLogStore
-from motus_web.dashboard.log_store import DatabaseLogStore
-from motus_web.dashboard.models import Session
+from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import Session
 
 from .helpers import make_session
 from .test_importers import OLD_MOTUS_LOG, SWE_AGENT

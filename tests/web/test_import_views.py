@@ -10,9 +10,9 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django import Settings
 
-from motus_web.dashboard.importers import ImportReport, Skipped
-from motus_web.dashboard.models import Message, Session
 from motus_web.dashboard.views import _import_notice
+from motus_web.sessions.importers import ImportReport, Skipped
+from motus_web.sessions.models import Message, Session
 
 from .helpers import logged_in, make_session
 from .test_importers import CHAT, as_json, as_jsonl, exported

@@ -9,16 +9,16 @@ import orjson
 import pytest
 from django.contrib.auth.models import User
 
-from motus_web.dashboard.importers import (
+from motus_web.sessions.importers import (
     Format,
     ImportOptions,
     ImportReport,
     import_path,
     import_stream,
 )
-from motus_web.dashboard.importers.detect import detect_format
-from motus_web.dashboard.log_store import DatabaseLogStore
-from motus_web.dashboard.models import CompactionEvent, Message, Session
+from motus_web.sessions.importers.detect import detect_format
+from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import CompactionEvent, Message, Session
 
 from .helpers import make_session
 

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory.errors import LogCorruptError, LogError
-from motus_web.dashboard.fields import ESC
-from motus_web.dashboard.log_store import DatabaseLogStore
-from motus_web.dashboard.models import CompactionEvent, ContextChange, Message, Session
+from motus_web.sessions.fields import ESC
+from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
 from tests.test_log_store_contract import TS, a_log, message, meta
 
 pytestmark = pytest.mark.django_db
@@ -161,7 +161,7 @@ def test_a_parent_can_go_and_its_forks_keep_their_logs_whole() -> None:
 
 def test_the_migration_keeps_the_parent_ids_the_link_used_to_give() -> None:
     migration = importlib.import_module(
-        "motus_web.dashboard.migrations.0003_session_parent_set_null"
+        "motus_web.sessions.migrations.0003_session_parent_set_null"
     )
     stored([meta("parent")], "parent")
     child = stored([{**meta("child"), "parent_session_id": "parent"}], "child")

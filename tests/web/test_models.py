@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
-from motus_web.dashboard.models import CompactionEvent, Session
+from motus_web.sessions.models import CompactionEvent, Session
 
 from .helpers import make_session
 

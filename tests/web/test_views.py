@@ -6,10 +6,10 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django import DjangoAssertNumQueries
 
-from motus_web.dashboard.importers import ImportOptions, import_path
-from motus_web.dashboard.log_store import DatabaseLogStore
-from motus_web.dashboard.models import Session
 from motus_web.dashboard.templatetags.dashboard import PREVIEW_CHARS
+from motus_web.sessions.importers import ImportOptions, import_path
+from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import Session
 from tests.test_log_store_contract import message, meta
 
 from .helpers import logged_in, make_session

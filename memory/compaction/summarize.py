@@ -16,10 +16,10 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from .clients.base import ChatClient
-from .errors import CompactionError
-from .messages import ChatMessage
-from .tokens import TokenCounter
+from ..clients.base import ChatClient
+from ..errors import CompactionError
+from ..messages import ChatMessage
+from ..tokens import TokenCounter
 
 CompactFn = Callable[[list[ChatMessage], str], "str | Awaitable[str]"]
 """``compact_fn(messages, system_prompt) -> summary``, sync or async. ``messages``

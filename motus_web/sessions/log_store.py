@@ -11,11 +11,12 @@ from asgiref.sync import sync_to_async
 from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 
-from memory.errors import LogCorruptError, LogError, SessionNotFoundError
-from memory.log import LogProblem, records, validate_session_id
+from memory import LogCorruptError, LogError, SessionNotFoundError
+from memory.log import LogProblem, LogRecord, records, validate_session_id
 
 from . import rows
 from .models import CompactionEvent, ContextChange, Message, Session
+from .signals import announce
 
 _BATCH = 500
 logger = logging.getLogger(__name__)
@@ -44,6 +45,11 @@ class DatabaseLogStore:
     same transaction in Django's sync thread; ``read`` and the other methods
     are for sync code (or ``sync_to_async``).
 
+    Once a transaction commits, its records are announced
+    (``signals.announce``): the ``records_committed`` signal and the session's
+    channel-layer group. This store is the only writer of session rows, so
+    every record, whoever appends it, is announced the same way.
+
     ``parents`` are the sessions a new session's ``parent_session_id`` may
     name (by public id, else by the id it had in an imported log): all of them
     by default; the importer passes the importing owner's. A parent outside
@@ -53,13 +59,13 @@ class DatabaseLogStore:
     def __init__(self, *, parents: QuerySet[Session] | None = None) -> None:
         self.parents = parents
 
-    def append(self, session_id: str, record: Mapping[str, Any]) -> None:
+    def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         self.extend(session_id, [record])
 
-    async def append_async(self, session_id: str, record: Mapping[str, Any]) -> None:
+    async def append_async(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         await sync_to_async(self.extend)(session_id, [record])
 
-    def extend(self, session_id: str, new_records: Iterable[Mapping[str, Any]]) -> None:
+    def extend(self, session_id: str, new_records: Iterable[LogRecord | Mapping[str, Any]]) -> None:
         """Append ``new_records`` in order, in one transaction.
 
         ``LogCorruptError.line`` is the 1-based index in ``new_records`` of the
@@ -70,12 +76,16 @@ class DatabaseLogStore:
             with transaction.atomic():
                 session = Session.objects.select_for_update().filter(public_id=session_id).first()
                 writer = _Writer(session_id, session, self.parents)
+                written: list[dict[str, Any]] = []
                 for index, record in enumerate(new_records, start=1):
+                    data = records.as_dict(record)
                     try:
-                        writer.add(record)
+                        writer.add(data)
                     except rows.RecordError as error:
                         raise LogCorruptError(str(error), line=index) from error
+                    written.append(data)
                 writer.finish()
+                transaction.on_commit(lambda: announce(session_id, written))
         except DatabaseError as error:
             # The driver's message may quote SQL and data: it goes to the server log only.
             logger.exception("could not write session %r", session_id)

@@ -8,7 +8,7 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError
 
 from memory import SessionNotFoundError
-from motus_web.dashboard.log_store import DatabaseLogStore
+from motus_web.sessions.log_store import DatabaseLogStore
 
 
 class Command(BaseCommand):

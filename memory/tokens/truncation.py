@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .messages import ChatMessage
-from .tokens import TokenCounter
+from ..messages import ChatMessage
+from .counter import TokenCounter
 
 __all__ = ["SHORT_MARKER", "Truncation", "truncate_tool_result", "truncation_marker"]
 

@@ -11,8 +11,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from memory.log import LogProblem, records
-from memory.log.jsonl import parse_lines
+from memory.log import LogProblem, parse_lines, records
 
 from .sources import Found, MotusLog, Problem, Transcript
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import tiktoken
 import tiktoken.model
 
-from .errors import EncodingDataError
+from ..errors import EncodingDataError
 
 logger = logging.getLogger(__name__)
 

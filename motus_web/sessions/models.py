@@ -1,8 +1,8 @@
 """Conversation sessions as the memory logs them, one row per log record.
 
 A session's log is ``session_meta`` (the ``Session`` row), then ``message``
-records (``Message``), compaction records (``CompactionEvent``) and system
-other context changes (``ContextChange``). Rows are only ever added: a compaction, a
+records (``Message``), compaction records (``CompactionEvent``) and other
+context changes (``ContextChange``). Rows are only ever added: a compaction, a
 failed attempt or a revert is a new event, never an edit of an old one.
 
 Every record row keeps ``position``, its index in the session's log, because
@@ -24,7 +24,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from memory.log.store import SESSION_ID_MAX_LENGTH, InvalidSessionIdError, validate_session_id
+from memory import answered_call_ids
+from memory.log import SESSION_ID_MAX_LENGTH, InvalidSessionIdError, validate_session_id
 
 from .fields import LosslessJSONField
 
@@ -168,13 +169,13 @@ class Message(LogRecord):
         return f"{self.session_id}#{self.seq} {self.role}"
 
     @property
-    def answered_call_ids(self) -> list[str]:
-        """The calls a tool result answers: its tool_call_id, or SWE-agent's tool_call_ids."""
-        if self.tool_call_id:
-            return [self.tool_call_id]
-        found = self.extra.get("tool_call_ids", self.extra.get("tool_call_id"))
-        found = found if isinstance(found, list) else [found]
-        return [call_id for call_id in found if isinstance(call_id, str) and call_id]
+    def answered_call_ids(self) -> tuple[str, ...]:
+        """The calls a tool result answers (``memory.answered_call_ids``)."""
+        return answered_call_ids(
+            self.role,
+            self.tool_call_id or self.extra.get("tool_call_id"),
+            self.extra.get("tool_call_ids"),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The OpenAI chat-format dict of the message."""

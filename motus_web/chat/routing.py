@@ -1,4 +1,4 @@
-"""Websocket routes. The live chat, a later issue, adds its consumer here."""
+"""Websocket routes: the live chat's consumer is added here."""
 
 from django.urls import URLPattern
 

@@ -26,8 +26,8 @@ import re
 import threading
 from dataclasses import dataclass
 
+from ..errors import ConfigurationError
 from .encodings import normalize_model_name
-from .errors import ConfigurationError
 
 __all__ = [
     "MODEL_LIMITS",

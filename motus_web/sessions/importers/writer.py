@@ -12,8 +12,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 
-from memory import ChatMessage, InvalidMessageError, LogProblem, MotusMemoryError, upgrade_records
-from memory.errors import LogCorruptError, LogError
+from memory import (
+    ChatMessage,
+    InvalidMessageError,
+    LogCorruptError,
+    LogError,
+    LogProblem,
+    MotusMemoryError,
+    upgrade_records,
+)
 from memory.log import InvalidSessionIdError, validate_session_id
 
 from ..log_store import DatabaseLogStore

@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import motus_web.dashboard.models
+import motus_web.sessions.models
 from django.conf import settings
 from django.db import migrations, models
 
@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
             name='Session',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('public_id', models.CharField(max_length=128, unique=True, validators=[motus_web.dashboard.models.validate_public_id])),
+                ('public_id', models.CharField(max_length=128, unique=True, validators=[motus_web.sessions.models.validate_public_id])),
                 ('title', models.CharField(blank=True, max_length=200)),
                 ('parent_seq', models.IntegerField(blank=True, null=True)),
                 ('memory_type', models.CharField(blank=True, max_length=32)),

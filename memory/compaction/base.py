@@ -31,13 +31,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .base import BaseMemory, EntryMeta, Ingested
-from .clients.base import ChatClient
-from .config import CompactionMemoryConfig
-from .errors import CompactionError
-from .messages import ChatMessage
-from .model_limits import compaction_threshold, get_model_limits
-from .offline_compactor import offline_summary
+from ..base import BaseMemory, EntryMeta, Ingested
+from ..clients.base import ChatClient
+from ..config import CompactionMemoryConfig
+from ..errors import CompactionError
+from ..log.records import (
+    Compaction,
+    CompactionFailed,
+    CompactionRevert,
+    CompactionWarning,
+    Reset,
+    now_iso,
+)
+from ..messages import ChatMessage
+from ..offline_compactor import offline_summary
+from ..tokens import REPLY_PRIMING_TOKENS
+from ..tokens.model_limits import compaction_threshold, get_model_limits
+from . import policy
 from .summarize import (
     CompactFn,
     Summary,
@@ -45,15 +55,13 @@ from .summarize import (
     continuation_message,
     summarize_with_model,
 )
-from .tokens import REPLY_PRIMING_TOKENS
 
 logger = logging.getLogger("memory.compaction")
 
 Trigger = Literal["auto", "manual"]
 OnCompact = Callable[[dict[str, Any]], object]
 OFFLINE_MODEL = "offline"
-_CONTINUATION_OVERHEAD_TOKENS = 80  # the template around the summary
-_FALLBACK_AFTER_FAILURES = 2
+Entry = tuple[ChatMessage, EntryMeta, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +69,10 @@ class Undo:
     """What reverting the latest compaction needs: the context before it (its
     entries and summary), how many messages it kept, and which one it was."""
 
-    entries: list[tuple[ChatMessage, EntryMeta, int]]
+    entries: list[Entry]
     summary: str | None
     kept: int
     number: int
-
-
-@dataclass(frozen=True, slots=True)
-class CutPlan:
-    """Indices into the context (after the continuation) to summarise and to keep."""
-
-    summarize: list[int]
-    keep: list[int]
-    last_unit: str | None
 
 
 class CompactionBase(BaseMemory):
@@ -83,6 +82,8 @@ class CompactionBase(BaseMemory):
     ``set_model()`` (the agent does this). With neither a client nor a
     ``compact_fn``, summaries come from the offline extractive summariser.
     """
+
+    memory_type = "compact"
 
     def __init__(
         self,
@@ -155,29 +156,16 @@ class CompactionBase(BaseMemory):
 
     # -- the compaction itself -------------------------------------------------
 
-    def _plan_cut(self) -> CutPlan:
-        start = 1 if self._summary is not None else 0
-        metas = self._meta[start:]
-        if not metas:
-            return CutPlan([], [], None)
-        last_index = metas[-1].unit_index
-        first_of_last = len(metas)
-        while first_of_last > 0 and metas[first_of_last - 1].unit_index == last_index:
-            first_of_last -= 1
-        last_unit = metas[first_of_last].unit
-        if last_unit == "C" and self.at_boundary:
-            keep: list[int] = []
-        else:
-            keep = list(range(first_of_last, len(metas)))
-            if last_unit != "A":
-                pinned = _newest_user(self._messages[start:], before=first_of_last)
-                if pinned is not None:
-                    keep.insert(0, pinned)
-        kept = set(keep)
-        summarize = [i for i in range(len(metas)) if i not in kept]
-        return CutPlan([start + i for i in summarize], [start + i for i in keep], last_unit)
+    def _plan_cut(self) -> policy.CutPlan:
+        return policy.plan_cut(
+            [(meta.unit, meta.unit_index) for meta in self._meta],
+            [message.role for message in self._messages],
+            start=1 if self._summary is not None else 0,
+            at_boundary=self.at_boundary,
+        )
 
     async def _compact(self, trigger: Trigger) -> str | None:
+        self._check_in_sync()
         plan = self._plan_cut()
         if not plan.summarize:
             return None
@@ -186,7 +174,7 @@ class CompactionBase(BaseMemory):
         kept_tokens = sum(self._tokens[i] for i in plan.keep)
         # A new summary folds the current one in, so expect it at least as large.
         summary_estimate = (
-            self._tokens[0] if self._summary is not None else _CONTINUATION_OVERHEAD_TOKENS
+            self._tokens[0] if self._summary is not None else policy.CONTINUATION_OVERHEAD_TOKENS
         )
         floor = tokens_before - self._tokens_total + kept_tokens + summary_estimate
         if floor >= threshold and trigger == "auto":
@@ -197,7 +185,9 @@ class CompactionBase(BaseMemory):
                     threshold,
                 )
             return None
-        budget = min(self.config.summary_max_tokens, max(64, (threshold - floor) // 2))
+        budget = policy.summary_budget(
+            threshold=threshold, floor=floor, summary_max_tokens=self.config.summary_max_tokens
+        )
         to_fold = [self._messages[i] for i in plan.summarize]
         started = time.monotonic()
         try:
@@ -216,7 +206,7 @@ class CompactionBase(BaseMemory):
             tokens_after = self._tokens_after(summary.text, kept_tokens)
             if tokens_after >= tokens_before:
                 return None
-        self._apply(plan, summary, trigger, tokens_before, tokens_after, started)
+        self._commit_compaction(plan, summary, trigger, tokens_before, tokens_after, started)
         if tokens_after > threshold:
             self._warn(
                 "the context is still above the threshold after compaction", tokens_after, threshold
@@ -263,56 +253,50 @@ class CompactionBase(BaseMemory):
         )
 
     def _should_fall_back(self, tokens_before: int) -> bool:
-        """Whether a failed attempt should be retried at once with the offline
-        summariser: when the context is about to overflow the model's window
-        (whatever failed), or after repeated failures of model summarisation."""
-        overflow_line = compaction_threshold(self._model_name, 1.0)
-        if tokens_before >= overflow_line:
-            return True
-        uses_model = self._compact_fn is None and self._client is not None
-        return uses_model and self._consecutive_failures >= _FALLBACK_AFTER_FAILURES
+        return policy.should_fall_back(
+            tokens_before=tokens_before,
+            overflow_line=compaction_threshold(self._model_name, 1.0),
+            uses_model=self._compact_fn is None and self._client is not None,
+            consecutive_failures=self._consecutive_failures,
+        )
 
     def _tokens_after(self, summary: str, kept_tokens: int) -> int:
         continuation = self.estimate_message_tokens(continuation_message(summary))
         system = self.estimate_context_tokens() - self._tokens_total - REPLY_PRIMING_TOKENS
         return system + continuation + kept_tokens + REPLY_PRIMING_TOKENS
 
-    def _apply(
+    def _commit_compaction(
         self,
-        plan: CutPlan,
+        plan: policy.CutPlan,
         summary: Summary,
         trigger: Trigger,
         tokens_before: int,
         tokens_after: int,
         started: float,
     ) -> None:
-        entries = self._entries()
-        replayed = [entries[i] for i in plan.keep]
-        folded = [seq for i in plan.summarize if (seq := entries[i][1].seq) is not None]
-        self._compaction_count += 1
-        self._undo = Undo(entries, self._summary, len(replayed), self._compaction_count)
-        self._set_summary(summary.text, replayed)
+        folded = [seq for i in plan.summarize if (seq := self._meta[i].seq) is not None]
+        replayed = [seq for i in plan.keep if (seq := self._meta[i].seq) is not None]
+        record = Compaction(
+            ts=now_iso(),
+            compaction_number=self._compaction_count + 1,
+            status="ok",
+            trigger=trigger,
+            through_seq=self._next_seq - 1,
+            summarized_seqs=[min(folded), max(folded)] if folded else None,
+            replayed_seqs=replayed,
+            messages_compacted=len(plan.summarize),
+            messages_replayed=len(replayed),
+            summary=summary.text,
+            summary_tokens=self.estimate_message_tokens(continuation_message(summary.text)),
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            model=summary.model,
+            chunks=summary.chunks,
+            duration_s=round(time.monotonic() - started, 4),
+        )
+        self._apply_compaction(record)
         self._consecutive_failures = 0
-        self._floor_warned = False
-        stats: dict[str, Any] = {
-            "compaction_number": self._compaction_count,
-            "status": "ok",
-            "trigger": trigger,
-            "through_seq": self._next_seq - 1,
-            "summarized_seqs": [min(folded), max(folded)] if folded else None,
-            "replayed_seqs": [meta.seq for _, meta, _ in replayed if meta.seq is not None],
-            "messages_compacted": len(plan.summarize),
-            "messages_replayed": len(replayed),
-            "summary": summary.text,
-            "summary_tokens": self._tokens[0],
-            "tokens_before": tokens_before,
-            "tokens_after": tokens_after,
-            "model": summary.model,
-            "chunks": summary.chunks,
-            "duration_s": round(time.monotonic() - started, 4),
-        }
-        self._trace.add("compaction", **{k: v for k, v in stats.items() if k != "summary"})
-        self._on_compaction(stats)
+        self._recorder.record(record)
         logger.info(
             "compaction %d: %d messages folded, %d kept, %d -> %d tokens",
             self._compaction_count,
@@ -322,25 +306,48 @@ class CompactionBase(BaseMemory):
             tokens_after,
         )
         if self._on_compact is not None:
+            stats = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
             try:
-                self._on_compact(dict(stats))
+                self._on_compact(stats)
             except Exception:
                 # The compaction is applied and logged; a broken observer must not
                 # turn the caller's add_message() into a failure.
                 logger.exception("on_compact callback raised")
 
-    def _set_summary(
-        self,
-        summary: str,
-        kept: list[tuple[ChatMessage, EntryMeta, int]],
-        tokens: int | None = None,
-    ) -> None:
-        continuation = continuation_message(summary)
+    def _apply_compaction(self, record: Compaction) -> None:
+        """Make the context ``[continuation, *kept]``, kept being the messages
+        whose seq ``record.replayed_seqs`` lists, in context order.
+
+        The one place a compaction changes the context, live and on restore.
+        The continuation is ``record.continuation`` verbatim when set, else our
+        template around the summary. Raises ``CompactionError`` when a
+        replayed seq is not in the context.
+        """
+        summary = record.summary or ""
+        entries = self._entries()
+        wanted = set(record.replayed_seqs or ())
+        kept = [e for e in entries if e[1].seq is not None and e[1].seq in wanted]
+        if len(kept) != len(wanted):
+            found = {e[1].seq for e in kept}
+            missing = sorted(s for s in wanted if s not in found)
+            raise CompactionError(f"compaction replays seqs {missing} not in the context")
+        number = record.compaction_number or self._compaction_count + 1
+        self._undo = Undo(entries, self._summary, len(kept), number)
+        if record.continuation is not None:
+            message = ChatMessage.user(record.continuation)
+        else:
+            message = continuation_message(summary)
+        tokens = record.summary_tokens
         if tokens is None:
-            tokens = self.estimate_message_tokens(continuation)
-        head = (continuation, EntryMeta(None, None, None), tokens)
+            tokens = self.estimate_message_tokens(message)
         self._summary = summary
-        self._replace_context([head, *kept])
+        self._replace_context([(message, EntryMeta(None, None, None), tokens), *kept])
+        self._compaction_count = number
+        self._floor_warned = False
+        self._trace.add(
+            "compaction",
+            **{k: v for k, v in record.to_dict().items() if k not in ("type", "ts", "summary")},
+        )
 
     def revert_last_compaction(self, reason: str = "") -> None:
         """Undo the latest compaction: the context goes back to what it was
@@ -349,17 +356,18 @@ class CompactionBase(BaseMemory):
         be reverted, once (the memory keeps one previous context, bounded by
         the threshold). Raises ``CompactionError`` when there is none.
         """
-        number = self._revert(None)
-        self._on_compaction_reverted(
-            {
-                "reverts": number,
-                "through_seq": self._next_seq - 1,
-                "reason": reason,
-                "context_tokens": self.estimate_context_tokens(),
-            }
+        number = self._apply_revert(None)
+        self._recorder.record(
+            CompactionRevert(
+                ts=now_iso(),
+                reverts=number,
+                through_seq=self._next_seq - 1,
+                reason=reason,
+                context_tokens=self.estimate_context_tokens(),
+            )
         )
 
-    def _revert(self, number: int | None) -> int:
+    def _apply_revert(self, number: int | None) -> int:
         undo = self._undo
         if undo is None or (number is not None and number != undo.number):
             which = "the latest compaction" if number is None else f"compaction {number}"
@@ -378,49 +386,55 @@ class CompactionBase(BaseMemory):
         self, trigger: Trigger, error: str, tokens_before: int, started: float
     ) -> None:
         self._consecutive_failures += 1
-        record = {
-            "trigger": trigger,
-            "through_seq": self._next_seq - 1,
-            "error": error,
-            "tokens_before": tokens_before,
-            "model": self._compact_model_name or self._model_name,
-            "duration_s": round(time.monotonic() - started, 4),
-        }
+        record = CompactionFailed(
+            ts=now_iso(),
+            trigger=trigger,
+            through_seq=self._next_seq - 1,
+            error=error,
+            tokens_before=tokens_before,
+            model=self._compact_model_name or self._model_name,
+            duration_s=round(time.monotonic() - started, 4),
+        )
         logger.warning("compaction failed (%s); the context is unchanged", error)
-        self._trace.add("compaction_failed", **record)
-        self._on_compaction_failed(record)
+        self._trace_event(record)
+        self._recorder.record(record)
 
     def _warn(self, reason: str, floor: int, threshold: int) -> None:
         self._floor_warned = True
-        record = {
-            "through_seq": self._next_seq - 1,
-            "reason": reason,
-            "floor_tokens": floor,
-            "threshold": threshold,
-        }
+        record = CompactionWarning(
+            ts=now_iso(),
+            through_seq=self._next_seq - 1,
+            reason=reason,
+            floor_tokens=floor,
+            threshold=threshold,
+        )
         logger.warning("compaction cannot get under the threshold: %s", reason)
-        self._trace.add("compaction_warning", **record)
-        self._on_compaction_warning(record)
+        self._trace_event(record)
+        self._recorder.record(record)
 
-    # -- hooks for the log-writing subclass ------------------------------------
-
-    def _on_compaction(self, stats: dict[str, Any]) -> None:
-        """Called after a compaction was applied."""
-
-    def _on_compaction_failed(self, record: dict[str, Any]) -> None:
-        """Called after a failed compaction attempt."""
-
-    def _on_compaction_warning(self, record: dict[str, Any]) -> None:
-        """Called when compaction cannot bring the context under the threshold."""
-
-    def _on_compaction_reverted(self, record: dict[str, Any]) -> None:
-        """Called after the latest compaction was reverted."""
+    def _trace_event(self, record: CompactionFailed | CompactionWarning) -> None:
+        """The trace event of a record that leaves the context as it was."""
+        fields = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
+        self._trace.add(record.type, **fields)
 
     # -- lifecycle -------------------------------------------------------------
 
     def reset(self) -> dict[str, int]:
-        """Forget the context, the summary and the trace. Returns
-        ``{"messages", "trace_events", "compactions"}``."""
+        """Forget the context, the summary and the trace (the log keeps
+        everything, and records the reset so that a restore starts from the
+        same empty context). Returns ``{"messages", "trace_events", "compactions"}``."""
+        counts = self._apply_reset()
+        if self._recorder.active:
+            self._recorder.record(
+                Reset(
+                    ts=now_iso(),
+                    through_seq=self._next_seq - 1,
+                    context_tokens=self.estimate_context_tokens(),
+                )
+            )
+        return counts
+
+    def _apply_reset(self) -> dict[str, int]:
         counts = self._clear_context()
         counts["compactions"] = self._compaction_count
         self._summary = None
@@ -429,10 +443,3 @@ class CompactionBase(BaseMemory):
         self._floor_warned = False
         self._undo = None
         return counts
-
-
-def _newest_user(messages: list[ChatMessage], *, before: int) -> int | None:
-    for i in range(before - 1, -1, -1):
-        if messages[i].role == "user":
-            return i
-    return None

@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import ngettext
 
-from motus_web.dashboard.forms import validate_replay_threshold
-from motus_web.dashboard.importers import ImportOptions, import_path
+from motus_web.sessions.importers import ImportOptions, import_path
+from motus_web.sessions.limits import validate_replay_threshold
 
 
 class Command(BaseCommand):

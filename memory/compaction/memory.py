@@ -1,0 +1,195 @@
+"""``CompactionMemory``: compaction plus a conversation log and exact restore.
+
+Every message and every compaction event goes to the session's log as a typed
+record (``memory.log.records``) through the memory's recorder.
+``restore_from_log`` replays the log through the same ``_apply_*`` code that
+built the live context (``memory.compaction.replay``), so the restored
+``get_context()`` equals the live one: summary, replayed messages, the pending
+request, truncated tool results and placeholder results included.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Self
+
+from ..clients.base import ChatClient
+from ..config import CompactionMemoryConfig
+from ..log.jsonl import JSONLLogStore
+from ..log.recorder import Recorder
+from ..log.records import FORMAT_VERSION, SessionMeta, now_iso
+from ..log.store import LogProblem, LogStore
+from ..session_state import CompactionSessionState
+from . import replay
+from .base import CompactionBase, OnCompact
+from .summarize import CompactFn
+
+
+class CompactionMemory(CompactionBase):
+    """A compacting memory that logs every message and compaction event.
+
+    The log goes to ``log_store`` when given, else to a ``JSONLLogStore`` in
+    ``config.log_base_path``; with neither, nothing is logged. A log write that
+    fails raises ``LogError`` from ``add_message``: the message is then in the
+    context but not in the log, and the caller decides whether to go on.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: CompactionMemoryConfig | None = None,
+        compact_fn: CompactFn | None = None,
+        on_compact: OnCompact | None = None,
+        log_store: LogStore | None = None,
+        client: ChatClient | None = None,
+        model_name: str | None = None,
+        compaction_timeout_s: float = 120.0,
+        parent_session_id: str | None = None,
+        parent_seq: int | None = None,
+    ) -> None:
+        super().__init__(
+            config=config,
+            compact_fn=compact_fn,
+            on_compact=on_compact,
+            client=client,
+            model_name=model_name,
+            compaction_timeout_s=compaction_timeout_s,
+        )
+        session_id = self.config.session_id or str(uuid.uuid4())
+        if log_store is None and self.config.log_base_path is not None:
+            log_store = JSONLLogStore(self.config.log_base_path, fsync=self.config.fsync)
+        self._recorder = Recorder(session_id, log_store, self._session_meta)
+        self._parent_session_id = parent_session_id
+        self._parent_seq = parent_seq
+        self.restore_problems: list[LogProblem] = []
+
+    @property
+    def session_id(self) -> str:
+        return self._recorder.session_id
+
+    @property
+    def log_store(self) -> LogStore | None:
+        return self._recorder.store
+
+    @property
+    def parent_session_id(self) -> str | None:
+        return self._parent_session_id
+
+    def _session_meta(self) -> SessionMeta:
+        config = self.config.to_dict()
+        config.pop("session_id")
+        config.pop("log_base_path")
+        return SessionMeta(
+            ts=now_iso(),
+            session_id=self.session_id,
+            system_prompt=self._system_prompt,
+            config=config,
+            parent_session_id=self._parent_session_id,
+            format_version=FORMAT_VERSION,
+            memory_type=self.memory_type,
+            model_name=self._model_name,
+            parent_seq=self._parent_seq,
+            # The Motus format writes these keys even when empty: keep writing them.
+            extra={
+                k: None
+                for k, v in (
+                    ("parent_session_id", self._parent_session_id),
+                    ("model_name", self._model_name),
+                    ("parent_seq", self._parent_seq),
+                )
+                if v is None
+            },
+        )
+
+    # -- restore, state and forks (memory.compaction.replay) -------------------
+
+    @classmethod
+    def restore_from_log(
+        cls,
+        session_id: str,
+        *,
+        log_store: LogStore | None = None,
+        log_base_path: str | Path | None = None,
+        config: CompactionMemoryConfig | None = None,
+        client: ChatClient | None = None,
+        model_name: str | None = None,
+        compact_fn: CompactFn | None = None,
+        on_compact: OnCompact | None = None,
+        system_prompt: str | None = None,
+    ) -> Self:
+        """Rebuild the memory of ``session_id`` from its log; it keeps appending there.
+
+        The config, model and system prompt come from the log's ``session_meta``
+        unless given. Records that cannot be read (a torn last line after a
+        crash, a corrupt line) are skipped and listed in ``restore_problems``
+        and the trace, with their line numbers. Raises ``SessionNotFoundError``
+        when the session has no log, ``ConfigurationError`` for a bad id.
+        """
+        if log_store is None:
+            base = log_base_path or (config.log_base_path if config else None) or "."
+            log_store = JSONLLogStore(base, fsync=bool(config and config.fsync))
+        return replay.restore_from_log(
+            cls,
+            session_id,
+            log_store=log_store,
+            config=config,
+            client=client,
+            model_name=model_name,
+            compact_fn=compact_fn,
+            on_compact=on_compact,
+            system_prompt=system_prompt,
+        )
+
+    def get_session_state(self) -> CompactionSessionState:
+        """Everything needed to continue this session (see ``CompactionSessionState``)."""
+        base = self.config.log_base_path
+        return CompactionSessionState(
+            system_prompt=self._system_prompt,
+            messages=[m.to_dict() for m in self._messages],
+            model_name=self._model_name,
+            session_id=self.session_id,
+            parent_session_id=self._parent_session_id,
+            log_base_path=str(base) if base is not None else None,
+            config=self.config.to_dict(),
+            summary=self._summary,
+            compaction_count=self._compaction_count,
+            next_seq=self._next_seq,
+            seqs=[m.seq for m in self._meta],
+            units=[[m.unit, m.unit_index] for m in self._meta],
+            tracker={
+                "unit_index": self._tracker.unit_index,
+                "unit": self._tracker.unit,
+                "pending": list(self._tracker.pending),
+                "answered": sorted(self._tracker.answered),
+            },
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        state: CompactionSessionState,
+        *,
+        log_store: LogStore | None = None,
+        client: ChatClient | None = None,
+        compact_fn: CompactFn | None = None,
+        on_compact: OnCompact | None = None,
+    ) -> Self:
+        """Rebuild a memory from ``get_session_state()`` output; it keeps logging
+        to the same session (``log_store``, or the state's ``log_base_path``)."""
+        return replay.restore_from_state(
+            cls,
+            state,
+            log_store=log_store,
+            client=client,
+            compact_fn=compact_fn,
+            on_compact=on_compact,
+        )
+
+    def fork(self, *, session_id: str | None = None) -> Self:
+        """A new session that starts from this context and points at this one.
+
+        The fork gets its own log (same store): its first records rebuild this
+        context, so it restores on its own; the parent's log is untouched.
+        """
+        return replay.fork(self, session_id=session_id)

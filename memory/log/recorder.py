@@ -1,0 +1,126 @@
+"""``Recorder``: the one write path from a memory to its log store and listeners.
+
+A memory builds a typed record for everything it does (a message added, a
+compaction, a failed attempt, a revert...) and hands it to its recorder. The
+recorder writes it to the log store, then tells every listener, in order. A
+listener hears a record only after the store has it, so whatever a listener
+shows (a chat stream, a dashboard) is already durable.
+
+- A synchronous store is written at once, inside ``record()``: a write error
+  raises ``LogError`` to the memory's caller.
+- An ``AsyncLogStore`` (a database driven from an event loop) is written when
+  the memory awaits ``flush()``, which ``add_message()`` and ``compact()`` do
+  before they return; records are written in order, and a record whose write
+  fails stays queued (with those after it) for the next flush.
+- Synchronous listeners are called as soon as their record is written;
+  asynchronous ones are awaited in ``flush()``. A listener that raises is
+  logged and skipped: a broken observer never fails the memory.
+
+The first record of a session is preceded by its ``session_meta`` (built by
+the ``meta`` callable when it is needed), so a log always starts with one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..errors import SessionExistsError
+from .records import LogRecord
+from .store import AsyncLogStore, LogStore
+
+logger = logging.getLogger("memory.log")
+
+Listener = Callable[[LogRecord], "Awaitable[None] | None"]
+"""``listener(record)``, sync or async: called once per record the memory logged."""
+
+
+class Recorder:
+    """Writes one session's records to ``store`` (``None``: no log) and notifies listeners."""
+
+    def __init__(
+        self,
+        session_id: str,
+        store: LogStore | None,
+        meta: Callable[[], LogRecord],
+        *,
+        started: bool = False,
+    ) -> None:
+        self.session_id = session_id
+        self.store = store
+        self.meta = meta  # builds the session_meta record written before the first one
+        self.started = started  # whether the session's log already has its session_meta
+        self._listeners: list[Listener] = []
+        self._unwritten: list[LogRecord] = []  # queued for an AsyncLogStore
+        self._unheard: list[LogRecord] = []  # written, waiting for async listeners
+
+    @property
+    def active(self) -> bool:
+        """Whether a record would go anywhere (a store or a listener)."""
+        return self.store is not None or bool(self._listeners)
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
+    def record(self, record: LogRecord) -> None:
+        """Write ``record`` (and the session's meta before the first one)."""
+        if not self.started:
+            store = self.store
+            # An async store is not asked here (that would block the loop); the
+            # database store refuses a second session_meta by itself.
+            if (
+                store is not None
+                and not isinstance(store, AsyncLogStore)
+                and store.exists(self.session_id)
+            ):
+                raise SessionExistsError(self.session_id)
+            self.started = True
+            self._send(self.meta())
+        self._send(record)
+
+    def _send(self, record: LogRecord) -> None:
+        store = self.store
+        if isinstance(store, AsyncLogStore):
+            self._unwritten.append(record)
+            return
+        if store is not None:
+            store.append(self.session_id, record)
+        self._heard(record)
+
+    def _heard(self, record: LogRecord) -> None:
+        waits = False
+        for listener in self._listeners:
+            if inspect.iscoroutinefunction(listener):
+                waits = True
+            else:
+                _call(listener, record)
+        if waits:
+            self._unheard.append(record)
+
+    async def flush(self) -> None:
+        """Write what an async store has queued, then await async listeners, in order."""
+        store = self.store
+        while self._unwritten and isinstance(store, AsyncLogStore):
+            await store.append_async(self.session_id, self._unwritten[0])
+            self._heard(self._unwritten.pop(0))
+        heard, self._unheard = self._unheard, []
+        for record in heard:
+            for listener in self._listeners:
+                if inspect.iscoroutinefunction(listener):
+                    try:
+                        await listener(record)
+                    except Exception:
+                        logger.exception("log listener %r raised", listener)
+
+
+def _call(listener: Listener, record: LogRecord) -> Any:
+    try:
+        return listener(record)
+    except Exception:
+        logger.exception("log listener %r raised", listener)
+        return None

@@ -1,0 +1,1 @@
+"""The live chat over a Channels websocket: routes here, consumers beside them."""
