@@ -50,6 +50,8 @@ class Recorder:
     ) -> None:
         self.session_id = session_id
         self.store = store
+        # Checked once: isinstance() against a runtime protocol is slow on a hot path.
+        self._async_store = store if isinstance(store, AsyncLogStore) else None
         self.meta = meta  # builds the session_meta record written before the first one
         self.started = started  # whether the session's log already has its session_meta
         self._listeners: list[Listener] = []
@@ -73,23 +75,18 @@ class Recorder:
             store = self.store
             # An async store is not asked here (that would block the loop); the
             # database store refuses a second session_meta by itself.
-            if (
-                store is not None
-                and not isinstance(store, AsyncLogStore)
-                and store.exists(self.session_id)
-            ):
+            if store is not None and self._async_store is None and store.exists(self.session_id):
                 raise SessionExistsError(self.session_id)
             self.started = True
             self._send(self.meta())
         self._send(record)
 
     def _send(self, record: LogRecord) -> None:
-        store = self.store
-        if isinstance(store, AsyncLogStore):
+        if self._async_store is not None:
             self._unwritten.append(record)
             return
-        if store is not None:
-            store.append(self.session_id, record)
+        if self.store is not None:
+            self.store.append(self.session_id, record)
         self._heard(record)
 
     def _heard(self, record: LogRecord) -> None:
@@ -104,8 +101,8 @@ class Recorder:
 
     async def flush(self) -> None:
         """Write what an async store has queued, then await async listeners, in order."""
-        store = self.store
-        while self._unwritten and isinstance(store, AsyncLogStore):
+        store = self._async_store
+        while self._unwritten and store is not None:
             await store.append_async(self.session_id, self._unwritten[0])
             self._heard(self._unwritten.pop(0))
         heard, self._unheard = self._unheard, []

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
 from motus_web.sessions.fields import LosslessJSONField
@@ -46,11 +47,16 @@ def _visible_parent(request: HttpRequest, session: Session) -> Session | None:
 
 
 def _fragment(request: HtmxHttpRequest, template: str, partial: str) -> str:
-    return f"{template}#{partial}" if request.htmx else template
+    """The partial for an htmx swap; the whole page otherwise, and for htmx's
+    history restore (a cache miss on Back asks with HX-Request for the page)."""
+    if request.htmx and not request.htmx.history_restore_request:
+        return f"{template}#{partial}"
+    return template
 
 
 @require_GET
 @login_required
+@vary_on_headers("HX-Request")
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
     first_user_message = (
         Message.objects.filter(session=OuterRef("pk"), role=Message.Role.USER)
@@ -69,6 +75,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
+@vary_on_headers("HX-Request")
 def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = _visible_session(request, public_id)
     page = Paginator(session.messages.order_by("seq"), MESSAGES_PER_PAGE).get_page(
@@ -86,6 +93,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
 
 @require_GET
 @login_required
+@vary_on_headers("HX-Request")
 def message_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpResponse:
     """One message in full: its own page, or the timeline's fragment for htmx."""
     session = _visible_session(request, public_id)

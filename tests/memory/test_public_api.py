@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 
 import pytest
 
 import memory
+import memory.log
+import memory.tokens
 from memory import (
     BaseMemory,
     BasicMemory,
@@ -33,6 +36,20 @@ def test_the_public_names_are_exactly_those_listed() -> None:
         assert name in memory.__all__
     assert sorted(memory.__all__) == memory.__all__
     assert all(hasattr(memory, name) for name in memory.__all__)
+
+
+@pytest.mark.parametrize("package", [memory, memory.log, memory.tokens], ids=lambda m: m.__name__)
+def test_all_lists_exactly_the_public_names_of_each_package(package: types.ModuleType) -> None:
+    # Submodules are reached by name; every other public name is in __all__ (as httpx checks).
+    public = {
+        name
+        for name, value in vars(package).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    exported = {
+        name for name in package.__all__ if not isinstance(vars(package)[name], types.ModuleType)
+    }
+    assert public == exported
 
 
 def test_importing_the_library_loads_no_django_and_no_tokenizer() -> None:

@@ -9,6 +9,7 @@ import orjson
 import pytest
 from django.contrib.auth.models import User
 
+from memory import CompactionMemory
 from motus_web.sessions.importers import (
     Format,
     ImportOptions,
@@ -403,3 +404,18 @@ def test_a_fork_links_to_the_owners_copy_of_its_parent(owner: User, teammate: Us
     assert linked.parent is not None
     assert linked.parent.public_id == parent_copy.imported[0]
     assert next(DatabaseLogStore().read(linked.public_id))["parent_session_id"] == parent.public_id
+
+
+REFERENCE_LOGS = sorted(
+    (Path(__file__).parent.parent / "memory" / "fixtures" / "motus-reference").glob("*.jsonl")
+)
+
+
+@pytest.mark.parametrize("log", REFERENCE_LOGS, ids=lambda p: p.stem)
+def test_an_imported_reference_log_restores_what_the_reference_held_live(log: Path) -> None:
+    report = import_path(log, ImportOptions())
+    assert report.problems == []
+    (public_id,) = report.imported
+    restored = CompactionMemory.restore_from_log(public_id, log_store=DatabaseLogStore())
+    live = json.loads(log.with_suffix("").with_suffix(".live.json").read_text())
+    assert [m.to_api_dict() for m in restored.get_context()] == live

@@ -298,3 +298,47 @@ def test_any_json_a_record_carries_comes_back_exactly(
     DatabaseLogStore().extend(session_id, log)
 
     assert list(DatabaseLogStore().read(session_id)) == log
+
+
+def test_committed_records_are_announced_once_the_transaction_commits(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from motus_web.sessions.signals import records_committed, session_group
+
+    heard: list[tuple[str, list[str]]] = []
+
+    def receiver(sender: object, session_id: str, records: list[dict[str, Any]], **_: Any) -> None:
+        heard.append((session_id, [r["type"] for r in records]))
+
+    layer = get_channel_layer()
+    assert layer is not None
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(session_group("s1"), channel)
+    records_committed.connect(receiver)
+    try:
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            DatabaseLogStore().extend("s1", a_log("s1")[:3])
+            assert heard == []  # nothing is announced before the commit
+        assert len(callbacks) == 1
+    finally:
+        records_committed.disconnect(receiver)
+        async_to_sync(layer.group_discard)(session_group("s1"), channel)
+    assert heard == [("s1", ["session_meta", "message", "message"])]
+    notice = async_to_sync(layer.receive)(channel)
+    assert (notice["type"], notice["session_id"], notice["count"]) == ("log.records", "s1", 3)
+
+
+def test_a_refused_batch_is_never_announced(django_capture_on_commit_callbacks: Any) -> None:
+    with django_capture_on_commit_callbacks() as callbacks, pytest.raises(LogCorruptError):
+        DatabaseLogStore().extend("s1", [meta("s1"), {"type": "message", "seq": 0}])
+    assert callbacks == []
+
+
+def test_a_long_session_id_still_gets_a_valid_group_name() -> None:
+    from motus_web.sessions.signals import session_group
+
+    assert len(session_group("x" * 128)) < 100
+    assert session_group("x" * 128) != session_group("x" * 127 + "y")

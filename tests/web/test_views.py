@@ -400,3 +400,17 @@ def test_the_admin_shows_sessions_messages_and_events_read_only(owner: User) -> 
     assert (
         client.post(reverse("admin:dashboard_session_delete", args=[session.pk])).status_code == 403
     )
+
+
+def test_an_htmx_history_restore_gets_the_whole_page_and_responses_vary_on_htmx(
+    owner: User,
+) -> None:
+    session = make_session(owner)
+    client = logged_in(owner)
+    for url in (reverse("dashboard:session_list"), detail_url(session)):
+        restore = client.get(url, headers={**HTMX, "HX-History-Restore-Request": "true"})
+        fragment = client.get(url, headers=HTMX)
+        assert "<html" in restore.content.decode()
+        assert "<html" not in fragment.content.decode()
+        assert "HX-Request" in restore["Vary"]
+        assert "HX-Request" in fragment["Vary"]
