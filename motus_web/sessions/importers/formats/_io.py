@@ -1,0 +1,105 @@
+"""Reading agent files: gzip, byte order marks, and JSONL one line at a time.
+
+Real exports come gzip-compressed, with a UTF-8 byte order mark (Windows editors),
+CRLF line ends, blank lines and no final newline; all of these read as the plain
+file would. JSONL is read line by line so a large file never sits in memory whole.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from typing import Any, BinaryIO, cast
+
+import orjson
+
+from .model import FormatProblem
+
+HEAD_SIZE = 64 * 1024
+BOM = b"\xef\xbb\xbf"
+GZIP_MAGIC = b"\x1f\x8b"
+_UTF16_32_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def is_gzip(head: bytes, name: str) -> bool:
+    return head.startswith(GZIP_MAGIC) or name.lower().endswith(".gz")
+
+
+def plain_head(head: bytes, name: str) -> bytes:
+    """``head`` decompressed as far as it goes (gzip) and without a UTF-8 BOM."""
+    if head.startswith(GZIP_MAGIC):
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head)
+        except zlib.error:
+            return b""
+    return head.removeprefix(BOM)
+
+
+def open_plain(stream: BinaryIO, name: str) -> BinaryIO:
+    """``stream`` (binary, seekable), decompressed when it is gzip, rewound."""
+    magic = stream.read(2)
+    stream.seek(0)
+    if magic == GZIP_MAGIC:
+        return cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
+    return stream
+
+
+def encoding_problem(head: bytes) -> str | None:
+    """Why ``head`` (decompressed) is not UTF-8 text, or ``None`` if it may be."""
+    if head.startswith(b"\xff\xfe\x00\x00") or head.startswith(b"\x00\x00\xfe\xff"):
+        return "the file is UTF-32 text: save it as UTF-8"
+    if head.startswith(_UTF16_32_BOMS):
+        return "the file is UTF-16 text: save it as UTF-8"
+    if b"\x00" in head:
+        return "the file is binary, not UTF-8 text"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        # The head may end inside a multi-byte character; only an earlier error counts.
+        if error.start < len(head) - 3:
+            return f"the file is not UTF-8 text (byte {error.start + 1})"
+    return None
+
+
+def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """Each non-blank line as ``(line number, object)``, or ``(number, why)`` if unreadable.
+
+    A line that does not parse says why, and says it is torn when it is the last
+    line and has no newline (a writer stopped mid-line).
+    """
+    number = 0
+    for raw in stream:
+        number += 1
+        line = raw.removeprefix(BOM) if number == 1 else raw
+        if not line.strip():
+            continue
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError as error:
+            yield number, _why(line, error)
+            continue
+        if not isinstance(item, dict):
+            yield number, f"expected a JSON object, got {_kind(item)}"
+            continue
+        yield number, item
+
+
+def _why(line: bytes, error: orjson.JSONDecodeError) -> str:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    torn = " (a torn last line: the file ends mid-line)" if not line.endswith(b"\n") else ""
+    return f"invalid JSON: {error.msg} at column {error.colno}{torn}"
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+
+
+kind = _kind
+
+
+def problems_for(source: str, bad: list[tuple[int, str]]) -> list[FormatProblem]:
+    return [FormatProblem(source, f"line {number}", why) for number, why in bad]
