@@ -34,6 +34,10 @@ def content_of(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     return blocks
 
 
+def _at(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
 def usage_input_tokens(usage: object) -> int | None:
     """Input tokens of an Anthropic ``usage`` object: plain + cache creation + cache read."""
     if not isinstance(usage, Mapping):
@@ -96,21 +100,25 @@ class BlockMapper:
         ``extra`` is copied onto every message this one becomes.
         """
         if role not in ("user", "assistant"):
-            raise FormatError(location, f"expected 'user' or 'assistant', got {role!r}", f"{path}.role")
+            raise FormatError(
+                location, f"expected 'user' or 'assistant', got {role!r}", _at(path, "role")
+            )
         if isinstance(content, str):
             return [{"role": role, "content": content, **extra}]
         if not isinstance(content, list):
             raise FormatError(
                 location,
                 f"expected a string or a list of content blocks, got {kind(content)}",
-                f"{path}.content",
+                _at(path, "content"),
             )
         out: list[dict[str, Any]] = []
         draft = _Draft(role)
         for index, block in enumerate(content):
-            where = f"{path}.content[{index}]"
+            where = _at(path, f"content[{index}]")
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-                raise FormatError(location, "a content block must be an object with a 'type'", where)
+                raise FormatError(
+                    location, "a content block must be an object with a 'type'", where
+                )
             match block["type"]:
                 case "tool_result":
                     if not draft.empty():
@@ -138,7 +146,12 @@ class BlockMapper:
         arguments = json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))
         self.pending.append(call_id)
         rest = {k: v for k, v in block.items() if k not in ("type", "id", "name", "input")}
-        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}, **rest}
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+            **rest,
+        }
 
     def _result(
         self, block: dict[str, Any], extra: Mapping[str, Any], location: str, where: str
@@ -158,11 +171,15 @@ class BlockMapper:
         raw = block.get("content", "")
         if isinstance(raw, list):
             if not all(isinstance(part, dict) for part in raw):
-                raise FormatError(location, "every part of a tool result must be an object", f"{where}.content")
+                raise FormatError(
+                    location, "every part of a tool result must be an object", f"{where}.content"
+                )
             content: Any = content_of(raw) if raw else ""
         elif isinstance(raw, str) or raw is None:
             content = raw or ""
         else:
-            raise FormatError(location, f"expected a string or a list, got {kind(raw)}", f"{where}.content")
+            raise FormatError(
+                location, f"expected a string or a list, got {kind(raw)}", f"{where}.content"
+            )
         rest = {k: v for k, v in block.items() if k not in ("type", "tool_use_id", "content")}
         return {"role": "tool", "tool_call_id": call_id, "content": content, **rest, **extra}

@@ -95,7 +95,9 @@ def _why(line: bytes, error: orjson.JSONDecodeError) -> str:
 
 
 def _kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+    return {dict: "an object", list: "a list", str: "a string"}.get(
+        type(value), type(value).__name__
+    )
 
 
 kind = _kind

@@ -33,7 +33,16 @@ MESSAGE_TYPES = frozenset({"user", "assistant"})
 COMPACT_BOUNDARY = "compact_boundary"
 # Same on every line of a session, so kept once on the session, and on a
 # message only where it differs (a version upgrade or a branch switch mid-session).
-SESSION_KEYS = ("sessionId", "version", "cwd", "gitBranch", "userType", "isSidechain", "slug", "agentId")
+SESSION_KEYS = (
+    "sessionId",
+    "version",
+    "cwd",
+    "gitBranch",
+    "userType",
+    "isSidechain",
+    "slug",
+    "agentId",
+)
 
 
 @dataclass
@@ -96,7 +105,9 @@ def _read(stream: BinaryIO, source: str) -> tuple[_Tree, list[FormatProblem]]:
         kind_ = item.get("type")
         if not isinstance(kind_, str):
             problems.append(
-                FormatProblem(source, f"line {number}", f"expected a string, got {kind(kind_)}", "type")
+                FormatProblem(
+                    source, f"line {number}", f"expected a string, got {kind(kind_)}", "type"
+                )
             )
             continue
         try:
@@ -107,7 +118,9 @@ def _read(stream: BinaryIO, source: str) -> tuple[_Tree, list[FormatProblem]]:
         node.record is not None and node.record.get("type") in MESSAGE_TYPES
         for node in tree.nodes.values()
     ):
-        problems.append(FormatProblem(source, "", "no user or assistant line: no conversation to import"))
+        problems.append(
+            FormatProblem(source, "", "no user or assistant line: no conversation to import")
+        )
     return tree, problems
 
 
@@ -190,7 +203,9 @@ def _active(tree: _Tree, chain: list[str], claimed: set[str] | None = None) -> l
     message_ids = {_message_id(tree.nodes[u].record or {}) for u in on_chain} - {None}
     lines = [node for node in tree.nodes.values() if node.record is not None]
     active = on_chain | {
-        n.uuid for n in lines if n.record and n.record.get("type") == "assistant" and _message_id(n.record) in message_ids
+        n.uuid
+        for n in lines
+        if n.record and n.record.get("type") == "assistant" and _message_id(n.record) in message_ids
     }
     calls = {
         block.get("id")
@@ -208,7 +223,9 @@ def _active(tree: _Tree, chain: list[str], claimed: set[str] | None = None) -> l
         if node.uuid in active or not node.record or node.record.get("type") != "user":
             continue
         ids = {
-            b.get("tool_use_id") for b in _blocks(node.record) if isinstance(b, dict) and b.get("type") == "tool_result"
+            b.get("tool_use_id")
+            for b in _blocks(node.record)
+            if isinstance(b, dict) and b.get("type") == "tool_result"
         }
         if ids and ids <= calls and not ids & answered:
             active.add(node.uuid)
@@ -265,7 +282,9 @@ def _build(nodes: list[_Node], session: dict[str, Any]) -> _Built:
 
 def _add(built: _Built, number: int, group: list[dict[str, Any]], session: dict[str, Any]) -> None:
     last = group[-1]["message"]
-    fields = {k: v for line in group for k, v in line["message"].items() if k not in ("role", "content")}
+    fields = {
+        k: v for line in group for k, v in line["message"].items() if k not in ("role", "content")
+    }
     if len(group) > 1:
         content: Any = [block for line in group for block in _blocks(line)]
     else:
@@ -273,7 +292,11 @@ def _add(built: _Built, number: int, group: list[dict[str, Any]], session: dict[
     extra = {**fields, "claude_code": [_meta(line, session) for line in group]}
     index = len(built.messages)
     built.messages += built.mapper.message(
-        group[0]["message"].get("role", group[0].get("type")), content, extra, f"line {number}", "message"
+        group[0]["message"].get("role", group[0].get("type")),
+        content,
+        extra,
+        f"line {number}",
+        "message",
     )
     tokens = usage_input_tokens(last.get("usage"))
     if group[0].get("type") == "assistant" and tokens is not None:
@@ -336,11 +359,14 @@ def _leaves(tree: _Tree, main_sidechain: bool) -> list[str]:
 def _session(tree: _Tree, source: str, children: list[ParsedSession]) -> ParsedSession:
     first = tree.first or {}
     session = {k: first[k] for k in SESSION_KEYS if k in first}
-    message_lines = [
-        u for u in tree.order if (r := tree.nodes[u].record) is not None and r.get("type") in MESSAGE_TYPES
-    ]
-    main_sidechain = all(tree.nodes[u].record.get("isSidechain") for u in message_lines)  # type: ignore[union-attr]
-    leaf = [u for u in message_lines if bool(tree.nodes[u].record.get("isSidechain")) == main_sidechain][-1]  # type: ignore[union-attr]
+    sidechain = {
+        uuid: bool(record.get("isSidechain"))
+        for uuid in tree.order
+        if (record := tree.nodes[uuid].record) is not None and record.get("type") in MESSAGE_TYPES
+    }
+    # A subagent's own file is all sidechain; a session's file follows its main line.
+    main_sidechain = all(sidechain.values())
+    leaf = [uuid for uuid, side in sidechain.items() if side == main_sidechain][-1]
     chain, missing = _chain(tree, leaf)
     claimed: set[str] = set()
     built = _build(_active(tree, chain, claimed), session)
@@ -407,7 +433,11 @@ def _link_children(children: list[ParsedSession], messages: list[dict[str, Any]]
     for message in messages:
         for line in message.get("claude_code", ()):
             result = line.get("toolUseResult")
-            if message["role"] == "tool" and isinstance(result, dict) and isinstance(result.get("agentId"), str):
+            if (
+                message["role"] == "tool"
+                and isinstance(result, dict)
+                and isinstance(result.get("agentId"), str)
+            ):
                 started[result["agentId"]] = message["tool_call_id"]
     for child in children:
         agent = child.extra.get("claude_code", {}).get("agentId")
