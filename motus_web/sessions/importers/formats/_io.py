@@ -14,8 +14,6 @@ from typing import Any, BinaryIO, cast
 
 import orjson
 
-from .model import FormatProblem
-
 HEAD_SIZE = 64 * 1024
 BOM = b"\xef\xbb\xbf"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -80,7 +78,7 @@ def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
             yield number, _why(line, error)
             continue
         if not isinstance(item, dict):
-            yield number, f"expected a JSON object, got {_kind(item)}"
+            yield number, f"expected a JSON object, got {kind(item)}"
             continue
         yield number, item
 
@@ -94,14 +92,8 @@ def _why(line: bytes, error: orjson.JSONDecodeError) -> str:
     return f"invalid JSON: {error.msg} at column {error.colno}{torn}"
 
 
-def _kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string"}.get(
-        type(value), type(value).__name__
-    )
-
-
-kind = _kind
-
-
-def problems_for(source: str, bad: list[tuple[int, str]]) -> list[FormatProblem]:
-    return [FormatProblem(source, f"line {number}", why) for number, why in bad]
+def kind(value: object) -> str:
+    """How a problem names the JSON type it found."""
+    names = {"dict": "an object", "list": "a list", "str": "a string", "NoneType": "null"}
+    name = type(value).__name__
+    return names.get(name, name)

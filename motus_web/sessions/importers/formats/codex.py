@@ -220,6 +220,8 @@ def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProbl
             state.take(number, item)
         except FormatError as error:
             problems.append(error.problem(source))
+            if state.meta is None:
+                break  # not a rollout from its first line: one problem says so
     if not problems and state.meta is None:
         problems.append(FormatProblem(source, "", "empty file: no session_meta line"))
     if problems:

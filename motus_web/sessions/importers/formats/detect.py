@@ -199,6 +199,12 @@ def _detect_object(shape: _Shape) -> str | None:
         return "claude-code"
     if kind is None and shape.has("", "parentUuid", "isSidechain"):
         return "claude-code"  # a first line whose type comes after the head
+    if (
+        kind == "message"
+        and shape.values.get("role") == "assistant"
+        and not shape.has("", "message")
+    ):
+        return "anthropic-messages"  # a response; a Motus message record nests its message
     if kind in _MOTUS_TYPES:
         return "motus-log"
     if shape.has("", "mapping"):
@@ -208,8 +214,6 @@ def _detect_object(shape: _Shape) -> str | None:
     gemini = shape.values.get("messages.item.type") in gemini_cli.MESSAGE_TYPES
     if shape.has("", "messages") and (shape.has("", "projectHash") or gemini):
         return "gemini-cli"
-    if kind == "message" and shape.values.get("role") == "assistant":
-        return "anthropic-messages"  # a response
     if shape.has("", "request") and shape.has("request", "messages"):
         return "anthropic-messages"
     if shape.has("", "messages"):
