@@ -917,3 +917,30 @@ def test_chatgpt_export_is_read_in_small_pieces() -> None:
 
     assert len(found) == 200
     assert spy.largest <= 64 * 1024 < len(data)
+
+
+# -- odd but real content -----------------------------------------------------------
+
+
+def test_an_escaped_lone_surrogate_does_not_refuse_the_session() -> None:
+    # A model cut an emoji in half: the file holds the escape of its first half only.
+    data = cc_line("u1", None, "user", "Is the mug in stock?") + cc_line(
+        "a1", "u1", "assistant", "PLACEHOLDER"
+    ).replace(b"PLACEHOLDER", b"Yes \\ud83d")
+
+    [session] = sessions_of(data, "s.jsonl")
+
+    assert session.messages[1]["content"] == "Yes \ud83d"
+
+
+def test_a_huge_bad_value_is_not_echoed_whole() -> None:
+    data = cc_line("u1", None, "user", "hi") + (
+        b'{"type": "assistant", "uuid": "a", "message": {"role": "'
+        + b"x" * 5000
+        + b'", "content": []}}\n'
+    )
+
+    [problem] = problems_of(data, "s.jsonl")
+
+    assert problem.field == "message.role"
+    assert len(str(problem)) < 200

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._io import kind
+from ._io import kind, shown
 from .model import FormatError
 
 THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
@@ -101,7 +101,7 @@ class BlockMapper:
         """
         if role not in ("user", "assistant"):
             raise FormatError(
-                location, f"expected 'user' or 'assistant', got {role!r}", _at(path, "role")
+                location, f"expected 'user' or 'assistant', got {shown(role)}", _at(path, "role")
             )
         if isinstance(content, str):
             return [{"role": role, "content": content, **extra}]

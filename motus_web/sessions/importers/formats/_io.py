@@ -8,6 +8,7 @@ file would. JSONL is read line by line so a large file never sits in memory whol
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
@@ -28,7 +29,8 @@ def plain_head(head: bytes, name: str) -> bytes:
     """``head`` decompressed as far as it goes (gzip) and without a UTF-8 BOM."""
     if head.startswith(GZIP_MAGIC):
         try:
-            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head)
+            # Bounded: a small compressed head may stand for gigabytes.
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 16 * HEAD_SIZE)
         except zlib.error:
             return b""
     return head.removeprefix(BOM)
@@ -60,6 +62,28 @@ def encoding_problem(head: bytes) -> str | None:
     return None
 
 
+def loads(data: bytes) -> Any:
+    """Parse JSON; raises ``orjson.JSONDecodeError``.
+
+    orjson refuses escaped lone surrogates (``"\\ud83d"``: an emoji cut in half by
+    a model or a terminal), which real transcripts hold; the standard library
+    reads them, and the importer's ingest decides what to do with them.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise error from None
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for problems that echo a bad value."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """Each non-blank line as ``(line number, object)``, or ``(number, why)`` if unreadable.
 
@@ -73,7 +97,7 @@ def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
         if not line.strip():
             continue
         try:
-            item = orjson.loads(line)
+            item = loads(line)
         except orjson.JSONDecodeError as error:
             yield number, _why(line, error)
             continue

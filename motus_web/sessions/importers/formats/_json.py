@@ -10,7 +10,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ._io import BOM
+from ._io import BOM, loads
 from .model import FormatError
 
 
@@ -18,7 +18,7 @@ def load(stream: BinaryIO) -> Any:
     """The document in ``stream``; raises ``FormatError`` naming where it breaks."""
     data = stream.read().removeprefix(BOM)
     try:
-        return orjson.loads(data)
+        return loads(data)
     except orjson.JSONDecodeError as error:
         try:
             data.decode("utf-8")

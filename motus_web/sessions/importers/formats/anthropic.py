@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 import ijson
 
 from ._blocks import BlockMapper, usage_input_tokens
-from ._io import kind
+from ._io import kind, shown
 from ._json import load
 from .chatgpt import _first_char, _shared, _short
 from .model import FormatError, FormatProblem, ParsedSession
@@ -238,7 +238,7 @@ def _claude_ai_messages(
         if role is None:
             raise FormatError(
                 where,
-                f"expected 'human' or 'assistant', got {sender!r}",
+                f"expected 'human' or 'assistant', got {shown(sender)}",
                 f"chat_messages[{number - 1}].sender",
             )
         blocks = message.get("content")

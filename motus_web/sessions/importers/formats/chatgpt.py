@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 import ijson
 import orjson
 
-from ._io import BOM, kind
+from ._io import BOM, kind, shown
 from .model import FormatError, FormatProblem, ParsedSession
 
 FORMAT = "chatgpt"
@@ -103,7 +103,7 @@ def _session(conversation: dict[str, Any], where: str) -> ParsedSession:
     if current not in mapping:
         if current is not None:
             raise FormatError(
-                where, f"names no node of the mapping: {str(current)[:80]!r}", "current_node"
+                where, f"names no node of the mapping: {shown(current)}", "current_node"
             )
         current = max(leaves, key=lambda key: _time(mapping[key]), default=None)
     active_nodes = _path(mapping, current, where)
@@ -149,7 +149,7 @@ def _path(mapping: dict[str, dict[str, Any]], leaf: str | None, where: str) -> l
     key = leaf
     while key is not None:
         if key in seen:
-            raise FormatError(where, f"the parents of node {key[:80]!r} form a loop", "mapping")
+            raise FormatError(where, f"the parents of node {shown(key)} form a loop", "mapping")
         seen.add(key)
         node = mapping.get(key)
         if node is None:
@@ -225,7 +225,7 @@ class _Converter:
         if role not in ("system", "user", "assistant", "tool"):
             raise FormatError(
                 self.where,
-                f"expected system, user, assistant or tool, got {role!r}",
+                f"expected system, user, assistant or tool, got {shown(role)}",
                 f"{path}.author.role",
             )
         content = message.get("content")

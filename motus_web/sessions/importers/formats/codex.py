@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from ._io import json_lines, kind
+from ._io import json_lines, kind, shown
 from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession
 
 FORMAT = "codex-cli"
@@ -93,7 +93,7 @@ class _Items:
         role = item.get("role")
         if role not in ROLES:
             raise FormatError(
-                location, f"expected one of {sorted(ROLES)}, got {role!r}", f"{path}.role"
+                location, f"expected one of {sorted(ROLES)}, got {shown(role)}", f"{path}.role"
             )
         content = _content(item.get("content"), location, f"{path}.content")
         rest = {k: v for k, v in item.items() if k not in ("type", "role", "content")}
@@ -247,7 +247,9 @@ class _State:
         payload = line.get("payload")
         if self.meta is None and kind_ != "session_meta":
             raise FormatError(
-                where, f"a Codex rollout starts with a session_meta line, got {kind_!r}", "type"
+                where,
+                f"a Codex rollout starts with a session_meta line, got {shown(kind_)}",
+                "type",
             )
         if not isinstance(payload, dict):
             raise FormatError(where, f"expected an object, got {kind(payload)}", "payload")

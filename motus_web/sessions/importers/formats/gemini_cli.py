@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ._io import kind
+from ._io import kind, shown
 from ._json import load
 from .model import FormatError, FormatProblem, ParsedSession
 
@@ -60,7 +60,7 @@ def _session(document: object) -> ParsedSession:
             messages += _gemini(record, where)
         else:
             raise FormatError(
-                where, f"expected user, gemini, info, error or warning, got {kind_!r}", "type"
+                where, f"expected user, gemini, info, error or warning, got {shown(kind_)}", "type"
             )
     extra = {
         k: v
