@@ -944,3 +944,48 @@ def test_a_huge_bad_value_is_not_echoed_whole() -> None:
 
     assert problem.field == "message.role"
     assert len(str(problem)) < 200
+
+
+def claude_ai_message(uuid: str, parent: str, sender: str, text: str) -> dict[str, Any]:
+    return {
+        "uuid": uuid,
+        "parent_message_uuid": parent,
+        "sender": sender,
+        "text": text,
+        "content": [],
+    }
+
+
+def test_claude_ai_retries_are_branches() -> None:
+    root = "00000000-0000-4000-8000-000000000000"
+    conversation = {
+        "uuid": "conv-2",
+        "name": "Retry",
+        "chat_messages": [
+            claude_ai_message("m1", root, "human", "A haiku?"),
+            claude_ai_message("m2", "m1", "assistant", "First try."),
+            claude_ai_message("m3", "m1", "assistant", "Second try."),
+        ],
+    }
+
+    [session] = sessions_of(json.dumps([conversation]).encode(), "conversations.json")
+
+    assert [m["content"] for m in session.messages] == ["A haiku?", "Second try."]
+    assert [[m["content"] for m in b] for b in session.branches] == [["A haiku?", "First try."]]
+    assert session.extra["branch_forks"] == [1]
+
+
+def test_claude_ai_problems_name_the_conversation_and_field() -> None:
+    bad = {**CLAUDE_AI_EXPORT[0], "chat_messages": [{"sender": "robot", "text": "x"}]}
+    export = [bad, *CLAUDE_AI_EXPORT]
+
+    found = list(parse(io.BytesIO(json.dumps(export).encode()), "conversations.json"))
+
+    assert [type(item).__name__ for item in found] == ["FormatProblem", "ParsedSession"]
+    problem = found[0]
+    assert isinstance(problem, FormatProblem)
+    assert (problem.location, problem.field) == ("conversation 1", "chat_messages[0].sender")
+
+    [problem] = problems_of(json.dumps(CLAUDE_AI_EXPORT).encode()[:-30], "conversations.json")
+    assert problem.location == "conversation 1"
+    assert "invalid JSON" in problem.message
