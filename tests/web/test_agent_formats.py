@@ -989,3 +989,34 @@ def test_claude_ai_problems_name_the_conversation_and_field() -> None:
     [problem] = problems_of(json.dumps(CLAUDE_AI_EXPORT).encode()[:-30], "conversations.json")
     assert problem.location == "conversation 1"
     assert "invalid JSON" in problem.message
+
+
+def test_a_file_of_garbage_lines_gets_a_few_problems_and_a_count() -> None:
+    data = cc_line("u1", None, "user", "hi") + b"{not json\n" * 500
+
+    found = problems_of(data, "s.jsonl")
+
+    assert len(found) == 21
+    assert found[0].location == "line 2"
+    assert found[-1].message == "and 480 more problems"
+
+
+def test_claude_code_sidechains_in_the_session_file_become_children() -> None:
+    # Older Claude Code wrote a Task subagent's lines into the session file itself.
+    data = b"".join(
+        [
+            cc_line("u1", None, "user", "Research it."),
+            cc_line("s1", None, "user", "Sub-task prompt.", isSidechain=True),
+            cc_line("s2", "s1", "assistant", "Sub-task answer.", isSidechain=True),
+            cc_line("a1", "u1", "assistant", "Done."),
+        ]
+    )
+
+    [session] = sessions_of(data, "s.jsonl")
+
+    assert [m["content"] for m in session.messages] == ["Research it.", "Done."]
+    [child] = session.children
+    assert [m["content"] for m in child.messages] == ["Sub-task prompt.", "Sub-task answer."]
+    assert child.original_id == "s1/sidechain-1"
+    assert child.extra["parent_session_id"] == "s1"
+    assert session.branches == []

@@ -15,7 +15,10 @@ from typing import Any, BinaryIO, cast
 
 import orjson
 
+from .model import FormatProblem
+
 HEAD_SIZE = 64 * 1024
+MAX_PROBLEMS = 20  # per file: a file of garbage gets a few problems and a count, not one per line
 BOM = b"\xef\xbb\xbf"
 GZIP_MAGIC = b"\x1f\x8b"
 _UTF16_32_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -121,3 +124,11 @@ def kind(value: object) -> str:
     names = {"dict": "an object", "list": "a list", "str": "a string", "NoneType": "null"}
     name = type(value).__name__
     return names.get(name, name)
+
+
+def capped(problems: list[FormatProblem], source: str) -> list[FormatProblem]:
+    """The first ``MAX_PROBLEMS`` problems, and one that counts the rest."""
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    more = len(problems) - MAX_PROBLEMS
+    return [*problems[:MAX_PROBLEMS], FormatProblem(source, "", f"and {more} more problems")]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ._blocks import BlockMapper, usage_input_tokens
-from ._io import json_lines, kind
+from ._io import capped, json_lines, kind
 from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession
 
 FORMAT = "claude-code"
@@ -75,7 +75,7 @@ def parse(
     """
     tree, problems = _read(stream, source)
     if problems:
-        yield from problems
+        yield from capped(problems, source)
         return
     children: list[ParsedSession] = []
     for child_stream, child_name in subagents:
@@ -380,6 +380,7 @@ def _session(tree: _Tree, source: str, children: list[ParsedSession]) -> ParsedS
         if len(branch) > shared:
             branches.append(branch)
             forks.append(shared)
+    children = [*children, *_sidechains(tree, session, claimed, main_sidechain, source)]
     active_uuids = set(chain)
     titles = [text for leaf_uuid, text in tree.titles if leaf_uuid in active_uuids] or [
         text for _, text in tree.titles
@@ -399,12 +400,11 @@ def _session(tree: _Tree, source: str, children: list[ParsedSession]) -> ParsedS
     if isinstance(agent_id, str):
         extra["parent_session_id"] = session.get("sessionId")
     _link_children(children, built.messages)
-    version = session.get("version")
     original = agent_id if isinstance(agent_id, str) else session.get("sessionId")
     timestamp = first.get("timestamp")
     return ParsedSession(
         source_format=FORMAT,
-        source_tool=f"Claude Code {version}" if isinstance(version, str) else "Claude Code",
+        source_tool=_tool(session),
         original_id=original if isinstance(original, str) else Path(source).stem,
         title=tree.custom_title or (titles[-1] if titles else None),
         created_at=timestamp if isinstance(timestamp, str) else None,
@@ -416,6 +416,47 @@ def _session(tree: _Tree, source: str, children: list[ParsedSession]) -> ParsedS
         children=children,
         extra=extra,
     )
+
+
+def _sidechains(
+    tree: _Tree, session: dict[str, Any], claimed: set[str], main_sidechain: bool, source: str
+) -> list[ParsedSession]:
+    """Subagent transcripts that older Claude Code versions wrote into the session's own file."""
+    if main_sidechain:
+        return []
+    found: list[ParsedSession] = []
+    for leaf in _leaves(tree, main_sidechain=True):
+        if leaf in claimed:
+            continue
+        chain = [u for u in _chain(tree, leaf)[0] if _sidechain(tree, u)]
+        built = _build(_active(tree, chain, claimed), session)
+        if not built.messages:
+            continue
+        number = len(found) + 1
+        found.append(
+            ParsedSession(
+                source_format=FORMAT,
+                source_tool=_tool(session),
+                original_id=f"{session.get('sessionId', Path(source).stem)}/sidechain-{number}",
+                title=None,
+                created_at=None,
+                system_prompt=None,
+                messages=built.messages,
+                provider_input_tokens=built.tokens,
+                extra={"sidechain": True, "parent_session_id": session.get("sessionId")},
+            )
+        )
+    return found
+
+
+def _sidechain(tree: _Tree, uuid: str) -> bool:
+    record = tree.nodes[uuid].record
+    return record is not None and bool(record.get("isSidechain"))
+
+
+def _tool(session: dict[str, Any]) -> str:
+    version = session.get("version")
+    return f"Claude Code {version}" if isinstance(version, str) else "Claude Code"
 
 
 def _shared(branch: list[dict[str, Any]], main: list[dict[str, Any]]) -> int:

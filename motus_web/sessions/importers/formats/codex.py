@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from ._io import json_lines, kind, shown
+from ._io import capped, json_lines, kind, shown
 from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession
 
 FORMAT = "codex-cli"
@@ -225,7 +225,7 @@ def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProbl
     if not problems and state.meta is None:
         problems.append(FormatProblem(source, "", "empty file: no session_meta line"))
     if problems:
-        yield from problems
+        yield from capped(problems, source)
         return
     yield state.session(source)
 
