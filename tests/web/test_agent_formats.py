@@ -12,12 +12,16 @@ import io
 import json
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from motus_web.sessions.importers.formats import (
+    MOTUS_FORMATS,
     SUPPORTED,
     FormatProblem,
     ParsedSession,
@@ -1020,3 +1024,86 @@ def test_claude_code_sidechains_in_the_session_file_become_children() -> None:
     assert child.original_id == "s1/sidechain-1"
     assert child.extra["parent_session_id"] == "s1"
     assert session.branches == []
+
+
+# -- fuzz -------------------------------------------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def small_samples() -> list[tuple[str, bytes]]:
+    files = [SHORT, TOOL_HEAVY, SIMONW, CODEX_SMALL, CHATGPT_EXPORT, GEMINI]
+    documents = {
+        "request.json": ANTHROPIC_REQUEST,
+        "conversations.json": CLAUDE_AI_EXPORT,
+        "session-1.json": GEMINI_TOOLS,
+    }
+    return [(path.name, path.read_bytes()) for path in files] + [
+        (name, json.dumps(document).encode()) for name, document in documents.items()
+    ]
+
+
+def places(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield path
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, child in children:
+        yield from places(child, (*path, key))
+
+
+def replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    parent = value
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = new
+    return value
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_no_mutation_of_a_valid_file_makes_a_parser_raise(data: st.DataObject) -> None:
+    name, raw = data.draw(st.sampled_from(small_samples()))
+    if name.endswith(".jsonl"):
+        lines = raw.splitlines(keepends=True)
+        index = data.draw(st.integers(0, len(lines) - 1))
+        record = json.loads(lines[index])
+        path = data.draw(st.sampled_from(list(places(record))))
+        lines[index] = json.dumps(replaced(record, path, data.draw(JSON_VALUES))).encode() + b"\n"
+        mutated = b"".join(lines)
+    else:
+        document = json.loads(raw)
+        path = data.draw(st.sampled_from(list(places(document))))
+        mutated = json.dumps(replaced(document, path, data.draw(JSON_VALUES))).encode()
+    mutated = (
+        mutated[: data.draw(st.integers(0, len(mutated)))] if data.draw(st.booleans()) else mutated
+    )
+
+    if detect(mutated[: 64 * 1024], name) in MOTUS_FORMATS:
+        return  # mutated into a Motus format: the Motus importer reads those
+
+    found = list(parse(io.BytesIO(mutated), name))
+
+    assert found
+    for item in found:
+        assert isinstance(item, ParsedSession | FormatProblem)
+        if isinstance(item, FormatProblem):
+            assert item.source == name
+            assert len(str(item)) < 1000
+        else:
+            assert all(
+                m["role"] in ("system", "developer", "user", "assistant", "tool")
+                for m in item.messages
+            )

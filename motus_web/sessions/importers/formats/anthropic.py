@@ -209,9 +209,10 @@ def _paths(raw: list[dict[str, Any]]) -> list[list[tuple[int, dict[str, Any]]]]:
     """
     numbered = list(enumerate(raw, start=1))
     by_id = {m.get("uuid"): (n, m) for n, m in numbered if isinstance(m.get("uuid"), str)}
-    if not numbered or not any(m.get("parent_message_uuid") in by_id for _, m in numbered):
+    parent_of = {n: p for n, m in numbered if isinstance(p := m.get("parent_message_uuid"), str)}
+    if not any(parent in by_id for parent in parent_of.values()):
         return [numbered]
-    parents = {m.get("parent_message_uuid") for _, m in numbered}
+    parents = set(parent_of.values())
     leaves = [(n, m) for n, m in numbered if m.get("uuid") not in parents]
     last = numbered[-1]
     ordered = [last] + [leaf for leaf in leaves if leaf[0] != last[0]]
@@ -222,7 +223,8 @@ def _paths(raw: list[dict[str, Any]]) -> list[list[tuple[int, dict[str, Any]]]]:
         while current is not None and current[0] not in seen:
             seen.add(current[0])
             path.append(current)
-            current = by_id.get(current[1].get("parent_message_uuid"))
+            parent = parent_of.get(current[0])
+            current = by_id.get(parent) if parent is not None else None
         paths.append(path[::-1])
     return paths
 

@@ -32,13 +32,12 @@ from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 import ijson
-import orjson
 
 from ._io import BOM, kind, shown
+from ._json import load
 from .model import FormatError, FormatProblem, ParsedSession
 
 FORMAT = "chatgpt"
-TEXT_TYPES = frozenset({"text", "multimodal_text", "code", "execution_output"})
 
 
 def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProblem]:
@@ -50,11 +49,9 @@ def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProbl
     first = _first_char(stream)
     if first == b"{":
         try:
-            document = orjson.loads(stream.read().removeprefix(BOM))
-        except orjson.JSONDecodeError as error:
-            yield FormatProblem(
-                source, f"line {error.lineno} column {error.colno}", f"invalid JSON: {error.msg}"
-            )
+            document = load(stream)
+        except FormatError as error:
+            yield error.problem(source)
             return
         yield _one(document, 1, source)
         return
@@ -94,13 +91,9 @@ def _session(conversation: dict[str, Any], where: str) -> ParsedSession:
     mapping = conversation.get("mapping")
     if not isinstance(mapping, dict) or not all(isinstance(n, dict) for n in mapping.values()):
         raise FormatError(where, "expected an object of nodes", "mapping")
-    leaves = [
-        key
-        for key, node in mapping.items()
-        if not [c for c in node.get("children") or () if c in mapping]
-    ]
+    leaves = [key for key, node in mapping.items() if not _children(node, mapping)]
     current = conversation.get("current_node")
-    if current not in mapping:
+    if not isinstance(current, str) or current not in mapping:
         if current is not None:
             raise FormatError(
                 where, f"names no node of the mapping: {shown(current)}", "current_node"
@@ -143,6 +136,13 @@ def _session(conversation: dict[str, Any], where: str) -> ParsedSession:
     )
 
 
+def _children(node: dict[str, Any], mapping: dict[str, Any]) -> list[str]:
+    children = node.get("children")
+    if not isinstance(children, list):
+        return []
+    return [child for child in children if isinstance(child, str) and child in mapping]
+
+
 def _path(mapping: dict[str, dict[str, Any]], leaf: str | None, where: str) -> list[dict[str, Any]]:
     path: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -154,8 +154,9 @@ def _path(mapping: dict[str, dict[str, Any]], leaf: str | None, where: str) -> l
         node = mapping.get(key)
         if node is None:
             break  # a parent outside the export: the path starts here
-        path.append({**node, "id": node.get("id", key)})
-        key = node.get("parent")
+        path.append({**node, "id": key})
+        parent = node.get("parent")
+        key = parent if isinstance(parent, str) else None
     path.reverse()
     return path
 

@@ -197,6 +197,15 @@ def _blocks(record: dict[str, Any]) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
+def _ids(record: dict[str, Any] | None, block_type: str, key: str) -> Iterator[str]:
+    """The ``key`` of each ``block_type`` block of a line (call ids, answered ids)."""
+    for block in _blocks(record or {}):
+        if isinstance(block, dict) and block.get("type") == block_type:
+            value = block.get(key)
+            if isinstance(value, str):
+                yield value
+
+
 def _active(tree: _Tree, chain: list[str], claimed: set[str] | None = None) -> list[_Node]:
     """The message lines of a path: the chain, the other lines of its messages, their results."""
     on_chain = {uuid for uuid in chain if tree.nodes[uuid].record is not None}
@@ -207,26 +216,14 @@ def _active(tree: _Tree, chain: list[str], claimed: set[str] | None = None) -> l
         for n in lines
         if n.record and n.record.get("type") == "assistant" and _message_id(n.record) in message_ids
     }
-    calls = {
-        block.get("id")
-        for uuid in active
-        for block in _blocks(tree.nodes[uuid].record or {})
-        if isinstance(block, dict) and block.get("type") == "tool_use"
-    }
+    calls = {i for uuid in active for i in _ids(tree.nodes[uuid].record, "tool_use", "id")}
     answered = {
-        block.get("tool_use_id")
-        for uuid in active
-        for block in _blocks(tree.nodes[uuid].record or {})
-        if isinstance(block, dict) and block.get("type") == "tool_result"
+        i for uuid in active for i in _ids(tree.nodes[uuid].record, "tool_result", "tool_use_id")
     }
     for node in lines:
         if node.uuid in active or not node.record or node.record.get("type") != "user":
             continue
-        ids = {
-            b.get("tool_use_id")
-            for b in _blocks(node.record)
-            if isinstance(b, dict) and b.get("type") == "tool_result"
-        }
+        ids = set(_ids(node.record, "tool_result", "tool_use_id"))
         if ids and ids <= calls and not ids & answered:
             active.add(node.uuid)
             answered |= ids

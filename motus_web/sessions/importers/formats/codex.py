@@ -22,6 +22,7 @@ A ``compacted`` line is a compaction: ``payload.message`` is the summary and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -50,16 +51,16 @@ class _Items:
 
     def take(self, item: dict[str, Any], extra: dict[str, Any], location: str, path: str) -> None:
         kind_ = item.get("type")
+        if not isinstance(kind_, str):
+            raise FormatError(location, f"expected a string, got {kind(kind_)}", f"{path}.type")
         if kind_ == "message":
             self._message(item, extra, location, path)
         elif kind_ in CALL_TYPES:
             self._call(item, extra, location, path)
         elif kind_ in OUTPUT_TYPES:
             self._output(item, extra, location, path)
-        elif isinstance(kind_, str):
-            self.pending.append(item)
         else:
-            raise FormatError(location, f"expected a string, got {kind(kind_)}", f"{path}.type")
+            self.pending.append(item)
 
     def leftover(self) -> list[dict[str, Any]]:
         left, self.pending = self.pending, []
@@ -91,7 +92,7 @@ class _Items:
         self, item: dict[str, Any], extra: dict[str, Any], location: str, path: str
     ) -> None:
         role = item.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise FormatError(
                 location, f"expected one of {sorted(ROLES)}, got {shown(role)}", f"{path}.role"
             )
@@ -171,8 +172,6 @@ class _Items:
 
 
 def _json(value: object) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 

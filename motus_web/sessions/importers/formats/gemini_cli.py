@@ -45,7 +45,7 @@ def _session(document: object) -> ParsedSession:
         if not isinstance(record, dict):
             raise FormatError(where, f"expected an object, got {kind(record)}")
         kind_ = record.get("type")
-        if kind_ in NOTICE_TYPES:
+        if isinstance(kind_, str) and kind_ in NOTICE_TYPES:
             notices[str(kind_)] = notices.get(str(kind_), 0) + 1
             continue
         if kind_ == "user":
