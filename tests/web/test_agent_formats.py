@@ -1107,3 +1107,47 @@ def test_no_mutation_of_a_valid_file_makes_a_parser_raise(data: st.DataObject) -
                 m["role"] in ("system", "developer", "user", "assistant", "tool")
                 for m in item.messages
             )
+
+
+HOSTILE = [None, [], {}, 7, "x", [{}]]
+
+
+def one_line_of_each_kind(lines: list[bytes]) -> list[int]:
+    """Indexes of the first line of each (type, payload type, content shape) in a JSONL file."""
+    seen: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        record = json.loads(line)
+        payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
+        content = (record.get("message") or {}).get("content")
+        shape = [b.get("type") for b in content] if isinstance(content, list) else type(content)
+        seen.setdefault(f"{record.get('type')}/{payload.get('type')}/{shape}", index)
+    return sorted(seen.values())
+
+
+def assert_parses_or_refuses(data: bytes, name: str) -> None:
+    if detect(data[: 64 * 1024], name) in MOTUS_FORMATS:
+        return
+    found = list(parse(io.BytesIO(data), name))
+    assert found
+    assert all(isinstance(item, ParsedSession | FormatProblem) for item in found)
+
+
+def test_every_field_of_every_format_survives_hostile_values() -> None:
+    for name, raw in small_samples():
+        if name.endswith(".jsonl"):
+            lines = raw.splitlines(keepends=True)
+            for index in one_line_of_each_kind(lines):
+                record = json.loads(lines[index])
+                for path in places(record):
+                    for value in HOSTILE:
+                        changed = replaced(json.loads(lines[index]), path, value)
+                        line = json.dumps(changed).encode() + b"\n"
+                        assert_parses_or_refuses(
+                            b"".join([*lines[:index], line, *lines[index + 1 :]]), name
+                        )
+        else:
+            for path in places(json.loads(raw)):
+                for value in HOSTILE:
+                    assert_parses_or_refuses(
+                        json.dumps(replaced(json.loads(raw), path, value)).encode(), name
+                    )

@@ -24,10 +24,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 _UTF16_32_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-def is_gzip(head: bytes, name: str) -> bool:
-    return head.startswith(GZIP_MAGIC) or name.lower().endswith(".gz")
-
-
 def plain_head(head: bytes, name: str) -> bytes:
     """``head`` decompressed as far as it goes (gzip) and without a UTF-8 BOM."""
     if head.startswith(GZIP_MAGIC):
