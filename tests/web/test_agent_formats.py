@@ -1109,7 +1109,7 @@ def test_no_mutation_of_a_valid_file_makes_a_parser_raise(data: st.DataObject) -
             )
 
 
-HOSTILE = [None, [], {}, 7, "x", [{}]]
+HOSTILE: list[Any] = [None, [], {}, 7, "x", [{}]]
 
 
 def one_line_of_each_kind(lines: list[bytes]) -> list[int]:
@@ -1151,3 +1151,13 @@ def test_every_field_of_every_format_survives_hostile_values() -> None:
                     assert_parses_or_refuses(
                         json.dumps(replaced(json.loads(raw), path, value)).encode(), name
                     )
+
+
+@pytest.mark.parametrize("cut", [10, 2000, -10])
+def test_a_damaged_gzip_file_is_a_problem(cut: int) -> None:
+    data = gzip.compress(CODEX_SMALL.read_bytes())[:cut]
+
+    found = list(parse(io.BytesIO(data), "rollout.jsonl.gz"))
+
+    assert isinstance(found[-1], FormatProblem)
+    assert not any(isinstance(item, ParsedSession) for item in found)

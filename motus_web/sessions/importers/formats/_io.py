@@ -24,7 +24,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 _UTF16_32_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-def plain_head(head: bytes, name: str) -> bytes:
+def plain_head(head: bytes) -> bytes:
     """``head`` decompressed as far as it goes (gzip) and without a UTF-8 BOM."""
     if head.startswith(GZIP_MAGIC):
         try:
@@ -35,7 +35,7 @@ def plain_head(head: bytes, name: str) -> bytes:
     return head.removeprefix(BOM)
 
 
-def open_plain(stream: BinaryIO, name: str) -> BinaryIO:
+def open_plain(stream: BinaryIO) -> BinaryIO:
     """``stream`` (binary, seekable), decompressed when it is gzip, rewound."""
     magic = stream.read(2)
     stream.seek(0)

@@ -10,6 +10,7 @@ apart from Motus logs (both start with a ``session_meta`` line) by Codex's
 from __future__ import annotations
 
 import io
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -71,9 +72,10 @@ _EVENT_LIMIT = 20_000
 def detect(head: bytes, name: str) -> str | None:
     """The format of a file from its first bytes (``HEAD_SIZE`` is enough), or ``None``.
 
-    Returns a key of ``SUPPORTED``. ``name`` is only used for its extension.
+    Returns a key of ``SUPPORTED``. The content alone decides (gzip by its magic
+    bytes), so a renamed file is detected the same; ``name`` is for future hints.
     """
-    head = plain_head(head, name)
+    head = plain_head(head)
     if encoding_problem(head):
         return None
     events = _events(head)
@@ -104,27 +106,42 @@ def parse(
     subagent transcripts of a Claude Code session. Raises ``ValueError`` for the
     Motus formats, which the Motus importer reads.
     """
-    plain = open_plain(stream, name)
-    head = plain.read(HEAD_SIZE)
-    plain.seek(0)
+    plain = open_plain(stream)
+    try:
+        head = plain.read(HEAD_SIZE)
+        plain.seek(0)
+    except _UNREADABLE as error:
+        yield _unreadable(name, error)
+        return
     format_ = detect(head, name)
     if format_ in MOTUS_FORMATS:
         raise ValueError(f"{name} is a {SUPPORTED[str(format_)]}: read it with the Motus importer")
-    match format_:
-        case "claude-code":
-            yield from claude_code.parse(plain, name, subagents)
-        case "codex-cli":
-            yield from codex.parse(plain, name)
-        case "chatgpt":
-            yield from chatgpt.parse(plain, name)
-        case "claude-ai":
-            yield from anthropic.parse_claude_ai(plain, name)
-        case "gemini-cli":
-            yield from gemini_cli.parse(plain, name)
-        case "anthropic-messages":
-            yield from anthropic.parse(plain, name)
-        case _:
-            yield unrecognised(name, _reason(head))
+    try:
+        match format_:
+            case "claude-code":
+                yield from claude_code.parse(plain, name, subagents)
+            case "codex-cli":
+                yield from codex.parse(plain, name)
+            case "chatgpt":
+                yield from chatgpt.parse(plain, name)
+            case "claude-ai":
+                yield from anthropic.parse_claude_ai(plain, name)
+            case "gemini-cli":
+                yield from gemini_cli.parse(plain, name)
+            case "anthropic-messages":
+                yield from anthropic.parse(plain, name)
+            case _:
+                yield unrecognised(name, _reason(head))
+    except _UNREADABLE as error:
+        yield _unreadable(name, error)
+
+
+# A damaged gzip stream (truncated, bad CRC) or a failing disk, met while reading.
+_UNREADABLE = (EOFError, OSError, zlib.error)
+
+
+def _unreadable(name: str, error: Exception) -> FormatProblem:
+    return FormatProblem(name, "", f"the file cannot be read to its end: {error}")
 
 
 def parse_path(path: Path) -> Iterator[ParsedSession | FormatProblem]:
