@@ -452,6 +452,40 @@ def test_codex_rollout_with_its_compaction() -> None:
     assert [item["type"] for item in compaction.extra["items"]] == ["compaction"]
     assert compaction.extra["context_compacted_event"] is True
     assert session.extra["models"] == ["gpt-5.3-codex"]
+    assert session.extra["events"] == {
+        "task_started": 33,
+        "user_message": 38,
+        "token_count": 573,
+        "agent_reasoning": 199,
+        "agent_message": 255,
+        "task_complete": 33,
+        "context_compacted": 1,
+    }
+    assert len(session.extra["turn_settings"]) == 3  # 286 turn_context lines, 3 distinct
+
+
+def test_codex_keeps_unknown_lines_and_fields() -> None:
+    extra_lines = [
+        {"timestamp": "t1", "type": "future_record", "payload": {"x": 1}},
+        {
+            "timestamp": "t2",
+            "type": "response_item",
+            "trace": "abc",
+            "payload": {"type": "message", "role": "user", "content": "hi", "id": "m1"},
+        },
+    ]
+    data = CODEX_SMALL.read_bytes() + b"".join(json.dumps(x).encode() + b"\n" for x in extra_lines)
+
+    [session] = sessions_of(data, "rollout.jsonl")
+
+    assert session.extra["other_lines"] == [{**extra_lines[0], "line": 64}]
+    assert session.messages[-1] == {
+        "role": "user",
+        "content": "hi",
+        "id": "m1",
+        "timestamp": "t2",
+        "trace": "abc",
+    }
 
 
 def test_codex_pairs_calls_and_reports_tokens_per_request() -> None:

@@ -238,7 +238,9 @@ class _State:
     compactions: list[ParsedCompaction] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     later_meta: list[dict[str, Any]] = field(default_factory=list)
-    events: dict[str, int] = field(default_factory=dict)
+    events: dict[str, int] = field(default_factory=dict)  # event_msg types, counted
+    turn_settings: list[dict[str, Any]] = field(default_factory=list)
+    other_lines: list[dict[str, Any]] = field(default_factory=list)  # line types not known yet
 
     def take(self, number: int, line: dict[str, Any]) -> None:
         where = f"line {number}"
@@ -252,7 +254,7 @@ class _State:
             )
         if not isinstance(payload, dict):
             raise FormatError(where, f"expected an object, got {kind(payload)}", "payload")
-        extra = {"timestamp": line["timestamp"]} if "timestamp" in line else {}
+        extra = {k: v for k, v in line.items() if k not in ("type", "payload")}
         match kind_:
             case "session_meta":
                 if self.meta is None:
@@ -271,14 +273,19 @@ class _State:
                 model = payload.get("model")
                 if isinstance(model, str) and model not in self.models:
                     self.models.append(model)
+                # Each turn repeats its settings: keep each distinct set once.
+                settings = {k: v for k, v in payload.items() if k != "turn_id"}
+                if settings not in self.turn_settings:
+                    self.turn_settings.append(settings)
             case "compacted":
                 self._compacted(payload, extra, where)
             case _:
-                key = str(kind_)
-                self.events[key] = self.events.get(key, 0) + 1
+                self.other_lines.append({**line, "line": number})
 
     def _event(self, payload: dict[str, Any]) -> None:
         kind_ = payload.get("type")
+        key = kind_ if isinstance(kind_, str) else "?"
+        self.events[key] = self.events.get(key, 0) + 1
         if kind_ == "token_count":
             info = payload.get("info")
             last = info.get("last_token_usage") if isinstance(info, dict) else None
@@ -335,6 +342,11 @@ class _State:
         extra: dict[str, Any] = {"session_meta": meta}
         if self.models:
             extra["models"] = self.models
+        extra["events"] = self.events
+        if self.turn_settings:
+            extra["turn_settings"] = self.turn_settings
+        if self.other_lines:
+            extra["other_lines"] = self.other_lines
         if self.later_meta:
             extra["later_session_meta"] = self.later_meta
         left = self.items.leftover()
