@@ -1,0 +1,130 @@
+"""Reading agent files: gzip, byte order marks, and JSONL one line at a time.
+
+Real exports come gzip-compressed, with a UTF-8 byte order mark (Windows editors),
+CRLF line ends, blank lines and no final newline; all of these read as the plain
+file would. JSONL is read line by line so a large file never sits in memory whole.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterator
+from typing import Any, BinaryIO, cast
+
+import orjson
+
+from .model import FormatProblem
+
+HEAD_SIZE = 64 * 1024
+MAX_PROBLEMS = 20  # per file: a file of garbage gets a few problems and a count, not one per line
+BOM = b"\xef\xbb\xbf"
+GZIP_MAGIC = b"\x1f\x8b"
+_UTF16_32_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def plain_head(head: bytes) -> bytes:
+    """``head`` decompressed as far as it goes (gzip) and without a UTF-8 BOM."""
+    if head.startswith(GZIP_MAGIC):
+        try:
+            # Bounded: a small compressed head may stand for gigabytes.
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 16 * HEAD_SIZE)
+        except zlib.error:
+            return b""
+    return head.removeprefix(BOM)
+
+
+def open_plain(stream: BinaryIO) -> BinaryIO:
+    """``stream`` (binary, seekable), decompressed when it is gzip, rewound."""
+    magic = stream.read(2)
+    stream.seek(0)
+    if magic == GZIP_MAGIC:
+        return cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
+    return stream
+
+
+def encoding_problem(head: bytes) -> str | None:
+    """Why ``head`` (decompressed) is not UTF-8 text, or ``None`` if it may be."""
+    if head.startswith(b"\xff\xfe\x00\x00") or head.startswith(b"\x00\x00\xfe\xff"):
+        return "the file is UTF-32 text: save it as UTF-8"
+    if head.startswith(_UTF16_32_BOMS):
+        return "the file is UTF-16 text: save it as UTF-8"
+    if b"\x00" in head:
+        return "the file is binary, not UTF-8 text"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        # The head may end inside a multi-byte character; only an earlier error counts.
+        if error.start < len(head) - 3:
+            return f"the file is not UTF-8 text (byte {error.start + 1})"
+    return None
+
+
+def loads(data: bytes) -> Any:
+    """Parse JSON; raises ``orjson.JSONDecodeError``.
+
+    orjson refuses escaped lone surrogates (``"\\ud83d"``: an emoji cut in half by
+    a model or a terminal), which real transcripts hold; the standard library
+    reads them, and the importer's ingest decides what to do with them.
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise error from None
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for problems that echo a bad value."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """Each non-blank line as ``(line number, object)``, or ``(number, why)`` if unreadable.
+
+    A line that does not parse says why, and says it is torn when it is the last
+    line and has no newline (a writer stopped mid-line).
+    """
+    number = 0
+    for raw in stream:
+        number += 1
+        line = raw.removeprefix(BOM) if number == 1 else raw
+        if not line.strip():
+            continue
+        try:
+            item = loads(line)
+        except orjson.JSONDecodeError as error:
+            yield number, _why(line, error)
+            continue
+        if not isinstance(item, dict):
+            yield number, f"expected a JSON object, got {kind(item)}"
+            continue
+        yield number, item
+
+
+def _why(line: bytes, error: orjson.JSONDecodeError) -> str:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    torn = " (a torn last line: the file ends mid-line)" if not line.endswith(b"\n") else ""
+    return f"invalid JSON: {error.msg} at column {error.colno}{torn}"
+
+
+def kind(value: object) -> str:
+    """How a problem names the JSON type it found."""
+    names = {"dict": "an object", "list": "a list", "str": "a string", "NoneType": "null"}
+    name = type(value).__name__
+    return names.get(name, name)
+
+
+def capped(problems: list[FormatProblem], source: str) -> list[FormatProblem]:
+    """The first ``MAX_PROBLEMS`` problems, and one that counts the rest."""
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    more = len(problems) - MAX_PROBLEMS
+    return [*problems[:MAX_PROBLEMS], FormatProblem(source, "", f"and {more} more problems")]
