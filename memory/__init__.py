@@ -7,14 +7,30 @@ may change.
 from .agent import MaxStepsExceeded, ReActAgent
 from .base import BaseMemory
 from .basic import BasicMemory
-from .clients import ChatClient, Completion, Usage
+from .clients import (
+    AnthropicClient,
+    ChatClient,
+    ChatStreamEvent,
+    Completion,
+    CompletionDone,
+    OpenAIChatClient,
+    ReasoningDelta,
+    StreamingChatClient,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStart,
+    Usage,
+    stream_completion,
+)
 from .compaction_base import CompactionBase
 from .compaction_memory import CompactionMemory, upgrade_records
 from .config import CompactionMemoryConfig
 from .errors import (
     AuthenticationError,
+    BadRequestError,
     CompactionError,
     ConfigurationError,
+    ContextLengthExceededError,
     LogCorruptError,
     LogError,
     MotusMemoryError,
@@ -23,8 +39,10 @@ from .errors import (
     ProviderStatusError,
     ProviderTimeoutError,
     RateLimitError,
+    ServerError,
     SessionExistsError,
     SessionNotFoundError,
+    StreamInterruptedError,
     UnsupportedMemoryTypeError,
 )
 from .factory import create_memory
@@ -36,18 +54,23 @@ from .session_state import CompactionSessionState, SessionState
 from .tokens import TokenCounter, count_tokens
 
 __all__ = [
+    "AnthropicClient",
     "AuthenticationError",
+    "BadRequestError",
     "BaseMemory",
     "BasicMemory",
     "ChatClient",
     "ChatMessage",
+    "ChatStreamEvent",
     "CompactionBase",
     "CompactionError",
     "CompactionMemory",
     "CompactionMemoryConfig",
     "CompactionSessionState",
     "Completion",
+    "CompletionDone",
     "ConfigurationError",
+    "ContextLengthExceededError",
     "InMemoryLogStore",
     "InvalidMessageError",
     "JSONLLogStore",
@@ -58,22 +81,31 @@ __all__ = [
     "MaxStepsExceeded",
     "ModelLimits",
     "MotusMemoryError",
+    "OpenAIChatClient",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderStatusError",
     "ProviderTimeoutError",
     "RateLimitError",
     "ReActAgent",
+    "ReasoningDelta",
+    "ServerError",
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionState",
+    "StreamInterruptedError",
+    "StreamingChatClient",
+    "TextDelta",
     "TokenCounter",
     "ToolCall",
+    "ToolCallArgumentsDelta",
+    "ToolCallStart",
     "UnsupportedMemoryTypeError",
     "Usage",
     "count_tokens",
     "create_memory",
     "get_model_limits",
     "offline_summary",
+    "stream_completion",
     "upgrade_records",
 ]

@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StreamInterruptedError
 from ..messages import ChatMessage, ToolCall
-from ._provider import DEFAULT_TIMEOUT_S, default_http_client, map_sdk_error, resolve_api_key
+from ._provider import (
+    DEFAULT_TIMEOUT_S,
+    MAX_RETRY_WAIT_S,
+    bounded_retry_class,
+    default_http_client,
+    map_sdk_error,
+    resolve_api_key,
+)
 from .base import (
     ChatStreamEvent,
     Completion,
@@ -65,8 +72,8 @@ class AnthropicClient:
     ``api_key``: ``None`` reads ``ANTHROPIC_API_KEY``; required (raises
     ``ConfigurationError`` without one). Never logged nor shown in ``repr``.
     ``base_url``: ``None`` is Anthropic's. ``http_client``, ``timeout_s``,
-    ``max_retries``: as ``OpenAIChatClient`` (the SDK also retries 529
-    "overloaded"). ``max_tokens``: sent when a call gives none (the API needs
+    ``max_retries``, ``max_retry_wait_s``: as ``OpenAIChatClient`` (the SDK
+    also retries 529 "overloaded"). ``max_tokens``: sent when a call gives none (the API needs
     one). ``params``: extra request fields sent every time, e.g.
     ``{"thinking": {"type": "enabled", "budget_tokens": 2048}}``.
 
@@ -81,6 +88,7 @@ class AnthropicClient:
         http_client: httpx2.AsyncClient | None = None,
         timeout_s: float | None = None,
         max_retries: int = 2,
+        max_retry_wait_s: float = MAX_RETRY_WAIT_S,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         params: Mapping[str, Any] | None = None,
     ) -> None:
@@ -90,6 +98,7 @@ class AnthropicClient:
         self._owns_http_client = http_client is None
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self.max_retry_wait_s = max_retry_wait_s
         self.max_tokens = max_tokens
         self.params = dict(params or {})
         self._sdk: anthropic.AsyncAnthropic | None = None
@@ -109,7 +118,7 @@ class AnthropicClient:
             timeout = self.timeout_s
             if timeout is None:
                 timeout = self._http_client.timeout.read or DEFAULT_TIMEOUT_S
-            self._sdk = anthropic.AsyncAnthropic(
+            sdk = bounded_retry_class(anthropic.AsyncAnthropic)(
                 api_key=self._api_key.reveal(),
                 base_url=self.base_url,
                 max_retries=self.max_retries,
@@ -117,6 +126,8 @@ class AnthropicClient:
                 timeout=timeout,
                 open_telemetry=False,  # no spans carrying prompts
             )
+            sdk.max_retry_wait_s = self.max_retry_wait_s
+            self._sdk = sdk
         return self._sdk
 
     async def aclose(self) -> None:
@@ -201,14 +212,16 @@ class AnthropicClient:
 
         body = self.request_body(model=model, messages=messages, tools=tools, max_tokens=max_tokens)
         reply = _StreamedReply()
+        started = False
         try:
             events = await self._client().messages.create(**body, stream=True)
+            started = True
             async with events:
                 async for event in events:
                     for out in reply.add(event.to_dict()):
                         yield out
         except (anthropic.AnthropicError, httpx2.TransportError) as exc:
-            raise map_sdk_error(exc, anthropic) from exc
+            raise map_sdk_error(exc, anthropic, streaming=started) from exc
         if not reply.stopped:
             raise StreamInterruptedError(
                 "the reply stream ended before the model finished (no message_stop)"

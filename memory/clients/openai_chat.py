@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import StreamInterruptedError
 from ..messages import ChatMessage, ToolCall
-from ._provider import DEFAULT_TIMEOUT_S, default_http_client, map_sdk_error, resolve_api_key
+from ._provider import (
+    DEFAULT_TIMEOUT_S,
+    MAX_RETRY_WAIT_S,
+    bounded_retry_class,
+    default_http_client,
+    map_sdk_error,
+    resolve_api_key,
+)
 from .base import (
     ChatStreamEvent,
     Completion,
@@ -60,8 +67,10 @@ class OpenAIChatClient:
     overrides that client's timeout.
 
     ``max_retries``: retries the SDK makes after a 408, 409, 429, 5xx, timeout
-    or dropped connection, waiting what ``retry-after`` asks (up to 60 s) or
-    backing off from 0.5 s. ``params``: extra request fields sent every time
+    or dropped connection, waiting what ``retry-after`` asks or backing off
+    from 0.5 s. A provider asking to wait more than ``max_retry_wait_s``
+    (default 60 s) is not retried: its ``RateLimitError`` (or ``ServerError``)
+    comes at once, with ``retry_after`` set. ``params``: extra request fields sent every time
     (``temperature``, ``reasoning_effort``, ``extra_body``...).
 
     ``send_reasoning_content``: when an assistant message's ``reasoning_content``
@@ -81,6 +90,7 @@ class OpenAIChatClient:
         http_client: httpx2.AsyncClient | None = None,
         timeout_s: float | None = None,
         max_retries: int = 2,
+        max_retry_wait_s: float = MAX_RETRY_WAIT_S,
         params: Mapping[str, Any] | None = None,
         send_reasoning_content: ReasoningPolicy = "tool_calls",
         stream_usage: bool = True,
@@ -91,6 +101,7 @@ class OpenAIChatClient:
         self._owns_http_client = http_client is None
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self.max_retry_wait_s = max_retry_wait_s
         self.params = dict(params or {})
         self.send_reasoning_content = send_reasoning_content
         self.stream_usage = stream_usage
@@ -108,7 +119,7 @@ class OpenAIChatClient:
             extra: dict[str, Any] = {}
             if self.timeout_s is not None:
                 extra["timeout"] = self.timeout_s
-            self._sdk = openai.AsyncOpenAI(
+            sdk = bounded_retry_class(openai.AsyncOpenAI)(
                 api_key=self._api_key.reveal() if self._api_key else LOCAL_PLACEHOLDER_KEY,
                 base_url=self.base_url,
                 organization=None,
@@ -117,6 +128,8 @@ class OpenAIChatClient:
                 http_client=self._http_client,
                 **extra,
             )
+            sdk.max_retry_wait_s = self.max_retry_wait_s
+            self._sdk = sdk
         return self._sdk
 
     async def aclose(self) -> None:
@@ -202,14 +215,16 @@ class OpenAIChatClient:
         if self.stream_usage:
             body["stream_options"] = {"include_usage": True}
         reply = _StreamedReply()
+        started = False
         try:
             chunks = await self._client().chat.completions.create(**body, stream=True)
+            started = True
             async with chunks:
                 async for chunk in chunks:
                     for event in reply.add(chunk.to_dict()):
                         yield event
         except (openai.OpenAIError, httpx2.TransportError) as exc:
-            raise map_sdk_error(exc, openai) from exc
+            raise map_sdk_error(exc, openai, streaming=started) from exc
         if reply.finish_reason is None:
             raise StreamInterruptedError(
                 "the reply stream ended before the model finished (no finish_reason)"
