@@ -132,7 +132,8 @@ def bounded_retry_class(sdk_client: type[Any]) -> type[Any]:
                 return False
             return bool(super()._should_retry(response))
 
-    BoundedRetries.__name__ = BoundedRetries.__qualname__ = f"Bounded{sdk_client.__name__}"
+    # The SDKs put the class name in their User-Agent: keep theirs.
+    BoundedRetries.__name__ = BoundedRetries.__qualname__ = sdk_client.__name__
     return BoundedRetries
 
 

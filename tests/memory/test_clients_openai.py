@@ -37,6 +37,8 @@ from memory import (
 from memory.clients.base import ChatStreamEvent
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 
+from .client_helpers import consume, wait_for
+
 KEY = "sk-test-7f3a9c1e55d2"
 HELLO = [ChatMessage.system("You are terse."), ChatMessage.user("Hello")]
 TWO_CALLS = [
@@ -162,9 +164,7 @@ async def test_reasoning_content_goes_back_on_tool_call_turns_only(
     call = ToolCall(id="call_1", name="weather", arguments='{"city": "Oslo"}')
     history = [
         *HELLO,
-        ChatMessage(
-            role="assistant", tool_calls=(call,), reasoning_content="I need the weather."
-        ),
+        ChatMessage(role="assistant", tool_calls=(call,), reasoning_content="I need the weather."),
         ChatMessage.tool("12 C", "call_1"),
         ChatMessage(role="assistant", content="12 C in Oslo.", reasoning_content="Easy."),
         ChatMessage.user("Thanks"),
@@ -250,7 +250,9 @@ async def test_server_errors_stop_after_max_retries(server: ScriptedServer) -> N
 async def test_a_rate_limit_waits_what_retry_after_asks_then_retries(
     server: ScriptedServer, client: OpenAIChatClient
 ) -> None:
-    server.add("openai", ScriptedReply(error="rate_limit", retry_after=0.4), ScriptedReply(text="ok"))
+    server.add(
+        "openai", ScriptedReply(error="rate_limit", retry_after=0.4), ScriptedReply(text="ok")
+    )
     started = time.monotonic()
     done = await client.create(model="m", messages=HELLO)
     assert done.message.content == "ok"
@@ -320,12 +322,7 @@ async def test_cancelling_a_stream_closes_its_response(
 ) -> None:
     server.add("openai", ScriptedReply(text="word " * 200, chunk_delay_s=0.02))
     seen: list[ChatStreamEvent] = []
-
-    async def consume() -> None:
-        async for event in client.stream(model="m", messages=HELLO):
-            seen.append(event)
-
-    task = asyncio.create_task(consume())
+    task = asyncio.create_task(consume(client.stream(model="m", messages=HELLO), seen))
     await wait_for(lambda: len(seen) >= 3)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -340,8 +337,7 @@ async def test_a_stream_cut_off_mid_way_raises_a_clear_error(
     server.add("openai", ScriptedReply(text="This answer will never finish.", cut_after=3))
     seen: list[ChatStreamEvent] = []
     with pytest.raises(StreamInterruptedError, match="no finish_reason"):
-        async for event in client.stream(model="m", messages=HELLO):
-            seen.append(event)
+        await consume(client.stream(model="m", messages=HELLO), seen)
     assert [type(e) for e in seen] == [TextDelta, TextDelta]
     assert isinstance(StreamInterruptedError("x"), ProviderConnectionError)
 
@@ -383,7 +379,8 @@ async def test_the_key_is_never_in_repr_logs_or_errors(
         await client.create(model="m", messages=HELLO)
         with pytest.raises(ServerError) as caught:
             await client.create(model="m", messages=HELLO)
-        shown = [repr(client), str(client), repr(vars(client)), str(caught.value), caught.value.body]
+        error = caught.value
+        shown = [repr(client), str(client), repr(vars(client)), str(error), error.body]
     assert caplog.records, "the SDK and httpx2 log at DEBUG: the check must see them"
     shown += [r.getMessage() for r in caplog.records]
     assert not [text for text in shown if KEY in text]
@@ -442,16 +439,19 @@ async def test_a_connection_dropped_mid_stream_is_a_stream_interruption() -> Non
 
     seen: list[ChatStreamEvent] = []
     with pytest.raises(StreamInterruptedError, match="broke off"):
-        async for event in mock_client(respond).stream(model="m", messages=HELLO):
-            seen.append(event)
+        await consume(mock_client(respond).stream(model="m", messages=HELLO), seen)
     assert seen == [TextDelta("Half an")]
 
 
 async def test_calls_without_index_or_sharing_one_are_told_apart_by_id() -> None:
     # Some compatible servers send each call whole on index 0, or no index at all.
     body = sse(
-        chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}]}),
-        chunk({"tool_calls": [{"index": 0, "id": "b", "function": {"name": "g", "arguments": "{"}}]}),
+        chunk(
+            {"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "{}"}}]}
+        ),
+        chunk(
+            {"tool_calls": [{"index": 0, "id": "b", "function": {"name": "g", "arguments": "{"}}]}
+        ),
         chunk({"tool_calls": [{"function": {"arguments": '"x": 1}'}}]}),
         chunk({"tool_calls": [{"id": "c", "function": {"name": "h", "arguments": "[]"}}]}),
         chunk({}, "tool_calls"),
@@ -492,7 +492,11 @@ async def test_openai_itself_gets_max_completion_tokens() -> None:
             "created": 0,
             "model": "gpt-5",
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                }
             ],
         }
         return httpx2.Response(200, json=reply)
@@ -503,11 +507,3 @@ async def test_openai_itself_gets_max_completion_tokens() -> None:
     assert sent[0]["max_completion_tokens"] == 50
     assert "max_tokens" not in sent[0]
     assert done.usage.input_tokens is None  # reported nothing: known nothing
-
-
-async def wait_for(condition: Any, timeout_s: float = 3.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("the condition did not become true in time")
-        await asyncio.sleep(0.01)
