@@ -17,7 +17,7 @@ accumulator raises on the first and merges the second.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import StreamInterruptedError
@@ -239,7 +239,7 @@ def _completion(data: Mapping[str, Any]) -> Completion:
     choices = data.get("choices") or [{}]
     choice = choices[0]
     message = choice.get("message") or {}
-    calls = tuple(ToolCall.from_dict(c) for c in message.get("tool_calls") or ())
+    calls = tuple(_tool_call(c) for c in message.get("tool_calls") or ())
     extra = {"refusal": message["refusal"]} if message.get("refusal") else {}
     return Completion(
         message=ChatMessage(
@@ -253,6 +253,13 @@ def _completion(data: Mapping[str, Any]) -> Completion:
         finish_reason=choice.get("finish_reason"),
         model=data.get("model"),
     )
+
+
+def _tool_call(data: Mapping[str, Any]) -> ToolCall:
+    # Some servers (Gemini's compatibility layer, LM Studio) send "id": "".
+    # The reply is kept as sent; giving such calls ids is the memory's job.
+    call_id = data.get("id") or ""
+    return replace(ToolCall.from_dict({**data, "id": call_id or "-"}), id=call_id)
 
 
 def _reasoning(fields: Mapping[str, Any]) -> str | None:

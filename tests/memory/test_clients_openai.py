@@ -296,9 +296,9 @@ async def test_a_slow_answer_times_out_and_the_server_sees_the_request_dropped(
 
 
 async def test_a_timeout_is_retried_within_max_retries(server: ScriptedServer) -> None:
-    server.add("openai", ScriptedReply(delay_s=2), ScriptedReply(text="fast"))
+    server.add("openai", ScriptedReply(delay_s=5), ScriptedReply(text="fast"))
     async with OpenAIChatClient(
-        server.openai_base_url, api_key=KEY, timeout_s=0.3, max_retries=1
+        server.openai_base_url, api_key=KEY, timeout_s=1, max_retries=1
     ) as client:
         done = await client.create(model="m", messages=HELLO)
     assert done.message.content == "fast"
@@ -507,3 +507,28 @@ async def test_openai_itself_gets_max_completion_tokens() -> None:
     assert sent[0]["max_completion_tokens"] == 50
     assert "max_tokens" not in sent[0]
     assert done.usage.input_tokens is None  # reported nothing: known nothing
+
+
+async def test_a_call_with_an_empty_id_is_kept_as_sent() -> None:
+    reply = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gemini-test",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    ],
+                },
+            }
+        ],
+    }
+    client = mock_client(lambda request: httpx2.Response(200, json=reply))
+    done = await client.create(model="gemini-test", messages=HELLO)
+    assert [(c.id, c.name) for c in done.message.tool_calls] == [("", "f")]
