@@ -21,7 +21,7 @@ back unchanged) and as plain text in ``reasoning_content`` (for display).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -200,7 +200,7 @@ class AnthropicClient:
         messages: Sequence[ChatMessage],
         tools: Sequence[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
-    ) -> AsyncIterator[ChatStreamEvent]:
+    ) -> AsyncGenerator[ChatStreamEvent, None]:
         """The reply as it arrives (see ``StreamingChatClient``).
 
         Raises what ``create`` raises (an ``error`` event inside the stream is

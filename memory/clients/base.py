@@ -11,7 +11,8 @@ own modules; tests use fakes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -135,10 +136,10 @@ class ChatClient(Protocol):
 class StreamingChatClient(ChatClient, Protocol):
     """A ``ChatClient`` that can also stream its reply.
 
-    ``stream`` takes ``create``'s arguments and yields ``ChatStreamEvent``s as
-    they arrive, ending with one ``CompletionDone``. It raises what ``create``
-    raises, and ``StreamInterruptedError`` when the stream stops before the
-    reply is complete. Close it early with ``contextlib.aclosing`` (or by
+    ``stream`` takes ``create``'s arguments and is an async generator of
+    ``ChatStreamEvent``s as they arrive, ending with one ``CompletionDone``.
+    It raises what ``create`` raises, and ``StreamInterruptedError`` when the
+    stream stops before the reply is complete. Close it early with ``contextlib.aclosing`` (or by
     cancelling the task iterating it): that closes the HTTP response.
     """
 
@@ -149,7 +150,7 @@ class StreamingChatClient(ChatClient, Protocol):
         messages: Sequence[ChatMessage],
         tools: Sequence[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
-    ) -> AsyncIterator[ChatStreamEvent]: ...
+    ) -> AsyncGenerator[ChatStreamEvent, None]: ...
 
 
 async def stream_completion(
@@ -159,7 +160,7 @@ async def stream_completion(
     messages: Sequence[ChatMessage],
     tools: Sequence[dict[str, Any]] | None = None,
     max_tokens: int | None = None,
-) -> AsyncIterator[ChatStreamEvent]:
+) -> AsyncGenerator[ChatStreamEvent, None]:
     """Stream a reply from any ``ChatClient``.
 
     A ``StreamingChatClient`` streams for real; any other client is asked with
@@ -168,10 +169,11 @@ async def stream_completion(
     so callers handle one shape.
     """
     if isinstance(client, StreamingChatClient):
-        async for event in client.stream(
-            model=model, messages=messages, tools=tools, max_tokens=max_tokens
-        ):
-            yield event
+        # Closing this stream early closes the client's, and so its response.
+        stream = client.stream(model=model, messages=messages, tools=tools, max_tokens=max_tokens)
+        async with aclosing(stream) as events:
+            async for event in events:
+                yield event
         return
     completion = await client.create(
         model=model, messages=messages, tools=tools, max_tokens=max_tokens

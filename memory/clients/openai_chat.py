@@ -16,7 +16,7 @@ accumulator raises on the first and merges the second.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -201,7 +201,7 @@ class OpenAIChatClient:
         messages: Sequence[ChatMessage],
         tools: Sequence[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
-    ) -> AsyncIterator[ChatStreamEvent]:
+    ) -> AsyncGenerator[ChatStreamEvent, None]:
         """The reply as it arrives: ``ReasoningDelta``, ``TextDelta``,
         ``ToolCallStart``, ``ToolCallArgumentsDelta``, then ``CompletionDone``.
 

@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 from typing import Any
 
 import httpx2
@@ -33,6 +34,7 @@ from memory import (
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStart,
+    stream_completion,
 )
 from memory.clients.base import ChatStreamEvent
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
@@ -188,6 +190,18 @@ async def test_reasoning_content_is_never_sent_when_told_so(server: ScriptedServ
     ) as client:
         await client.create(model="m", messages=history)
     assert "reasoning_content" not in server.requests[0].body["messages"][0]
+
+
+async def test_closing_a_stream_early_closes_the_response(
+    server: ScriptedServer, client: OpenAIChatClient
+) -> None:
+    server.add("openai", ScriptedReply(text="word " * 200, chunk_delay_s=0.02))
+    stream = stream_completion(client, model="m", messages=HELLO)
+    async with aclosing(stream) as events:
+        async for event in events:
+            assert isinstance(event, TextDelta)
+            break
+    await wait_for(lambda: server.requests[0].disconnected)
 
 
 # -- errors ---------------------------------------------------------------------
