@@ -51,6 +51,7 @@ from .messages import ChatMessage, InvalidMessageError, ToolCall
 from .model_limits import ModelLimits, get_model_limits
 from .offline_compactor import offline_summary
 from .session_state import CompactionSessionState, SessionState
+from .token_calibration import TokenCalibration
 from .tokens import TokenCounter, count_tokens
 
 __all__ = [
@@ -96,6 +97,7 @@ __all__ = [
     "StreamInterruptedError",
     "StreamingChatClient",
     "TextDelta",
+    "TokenCalibration",
     "TokenCounter",
     "ToolCall",
     "ToolCallArgumentsDelta",
