@@ -350,6 +350,8 @@ class _StreamedReply:
             self.calls.append(parts)
             events.append(ToolCallStart(index=position, id=parts.id, name=parts.name))
         parts = self.calls[position]
+        if not parts.name and function.get("name"):
+            parts.name = function["name"]  # a server that sends the name after the id
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
             parts.arguments.append(arguments)
