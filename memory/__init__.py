@@ -7,15 +7,31 @@ may change.
 from .agent import MaxStepsExceeded, ReActAgent
 from .base import BaseMemory
 from .basic import BasicMemory
-from .clients import ChatClient, Completion, Usage
+from .clients import (
+    AnthropicClient,
+    ChatClient,
+    ChatStreamEvent,
+    Completion,
+    CompletionDone,
+    OpenAIChatClient,
+    ReasoningDelta,
+    StreamingChatClient,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStart,
+    Usage,
+    stream_completion,
+)
 from .compaction.base import CompactionBase
 from .compaction.memory import CompactionMemory
 from .compaction.replay import upgrade_records
 from .config import CompactionMemoryConfig
 from .errors import (
     AuthenticationError,
+    BadRequestError,
     CompactionError,
     ConfigurationError,
+    ContextLengthExceededError,
     LogCorruptError,
     LogError,
     MotusMemoryError,
@@ -24,8 +40,10 @@ from .errors import (
     ProviderStatusError,
     ProviderTimeoutError,
     RateLimitError,
+    ServerError,
     SessionExistsError,
     SessionNotFoundError,
+    StreamInterruptedError,
     UnsupportedMemoryTypeError,
 )
 from .factory import create_memory
@@ -34,21 +52,27 @@ from .messages import ChatMessage, InvalidMessageError, ToolCall, answered_call_
 from .offline_compactor import offline_summary
 from .session_state import CompactionSessionState, SessionState
 from .tokens import TokenCounter, count_tokens
+from .tokens.calibration import TokenCalibration
 from .tokens.model_limits import ModelLimits, get_model_limits
 
 __all__ = [
+    "AnthropicClient",
     "AuthenticationError",
+    "BadRequestError",
     "BaseMemory",
     "BasicMemory",
     "ChatClient",
     "ChatMessage",
+    "ChatStreamEvent",
     "CompactionBase",
     "CompactionError",
     "CompactionMemory",
     "CompactionMemoryConfig",
     "CompactionSessionState",
     "Completion",
+    "CompletionDone",
     "ConfigurationError",
+    "ContextLengthExceededError",
     "InMemoryLogStore",
     "InvalidMessageError",
     "JSONLLogStore",
@@ -59,17 +83,26 @@ __all__ = [
     "MaxStepsExceeded",
     "ModelLimits",
     "MotusMemoryError",
+    "OpenAIChatClient",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderStatusError",
     "ProviderTimeoutError",
     "RateLimitError",
     "ReActAgent",
+    "ReasoningDelta",
+    "ServerError",
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionState",
+    "StreamInterruptedError",
+    "StreamingChatClient",
+    "TextDelta",
+    "TokenCalibration",
     "TokenCounter",
     "ToolCall",
+    "ToolCallArgumentsDelta",
+    "ToolCallStart",
     "UnsupportedMemoryTypeError",
     "Usage",
     "answered_call_ids",
@@ -77,5 +110,6 @@ __all__ = [
     "create_memory",
     "get_model_limits",
     "offline_summary",
+    "stream_completion",
     "upgrade_records",
 ]

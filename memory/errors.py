@@ -17,9 +17,13 @@ happens at run time::
     └── ProviderError                a model provider call failed
         ├── ProviderTimeoutError         connect/read timeout, after retries
         ├── ProviderConnectionError      the connection could not be made, after retries
+        │   └── StreamInterruptedError       a streamed reply ended before it was complete
         └── ProviderStatusError          the provider answered with an error status
-            ├── RateLimitError               429
-            └── AuthenticationError          401 / 403
+            ├── AuthenticationError          401 / 403: missing, wrong or unauthorised key
+            ├── RateLimitError               429 after retries (``retry_after`` seconds)
+            ├── BadRequestError              other 4xx: the request itself is wrong; never retried
+            │   └── ContextLengthExceededError   the prompt does not fit the model's window
+            └── ServerError                  5xx (and 529 overloaded), after retries
 
 ``ConfigurationError`` is also a ``ValueError`` (so ``except ValueError`` keeps
 working for invalid arguments) and ``SessionNotFoundError`` is also a
@@ -107,9 +111,45 @@ class ProviderStatusError(ProviderError):
         super().__init__(f"{status_code}: {message}")
 
 
-class RateLimitError(ProviderStatusError):
-    """HTTP 429 from the provider, after all retries."""
+class StreamInterruptedError(ProviderConnectionError):
+    """A streamed reply stopped (connection dropped, or the stream ended) before
+    the provider said it was complete. What arrived is not a whole reply, so
+    it is not returned; the request can be sent again."""
 
 
 class AuthenticationError(ProviderStatusError):
     """HTTP 401 or 403: the API key is missing, wrong or lacks permission."""
+
+
+class RateLimitError(ProviderStatusError):
+    """HTTP 429 from the provider, after all retries.
+
+    ``retry_after`` is the wait in seconds the provider asked for (from the
+    ``retry-after-ms`` or ``retry-after`` header), or ``None`` when it gave none.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int = 429,
+        body: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, status_code=status_code, body=body)
+
+
+class BadRequestError(ProviderStatusError):
+    """A 4xx other than 401, 403 and 429 (400, 404, 413, 422...): the request
+    is wrong as sent (unknown model, bad parameters), so retrying cannot help."""
+
+
+class ContextLengthExceededError(BadRequestError):
+    """The prompt (messages, tools and the requested output) does not fit the
+    model's context window. Compact the context, or send less, and try again."""
+
+
+class ServerError(ProviderStatusError):
+    """HTTP 5xx (or Anthropic's 529 "overloaded") after all retries: the
+    provider failed, not the request."""

@@ -3,8 +3,14 @@
 A ``ChatMessage`` converts losslessly to and from the dicts of the OpenAI chat
 format (https://platform.openai.com/docs/api-reference/chat/create):
 ``ChatMessage.from_dict(d).to_dict() == d`` for every well-formed ``d``, and
-fields this module does not know (``thought``, ``agent``, ``reasoning_content``...)
-are kept in ``extra`` and written back out.
+fields this module does not know (``thought``, ``agent``...) are kept in ``extra``
+and written back out.
+
+Reasoning has two fields of its own, named as LiteLLM names them:
+``reasoning_content`` (text, as DeepSeek, Kimi and GLM thinking modes return it
+and require back on tool-call turns) and ``thinking_blocks`` (Anthropic
+``thinking`` / ``redacted_thinking`` blocks, kept verbatim with their
+``signature``, which the API checks when they are sent back).
 
 Real logs bend the format; ``from_dict`` accepts these variants:
 
@@ -96,6 +102,8 @@ class ChatMessage:
 
     ``content`` is text, a list of content parts, or ``None``. ``tool_calls`` is
     set on assistant messages that call tools; ``tool_call_id`` on tool results.
+    ``reasoning_content`` and ``thinking_blocks`` carry an assistant's reasoning
+    (see the module docstring); ``None`` when the provider returned none.
     """
 
     role: Role
@@ -104,6 +112,8 @@ class ChatMessage:
     tool_call_id: str | None = None
     name: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    reasoning_content: str | None = None
+    thinking_blocks: tuple[Mapping[str, Any], ...] | None = None
 
     @classmethod
     def system(cls, content: str) -> ChatMessage:
@@ -154,6 +164,19 @@ class ChatMessage:
         name = data.get("name")
         if name is not None and not isinstance(name, str):
             raise InvalidMessageError("'name' must be a string")
+        # Only well-formed values become fields; anything else (a null, a
+        # string where a list belongs) stays in ``extra`` so it writes back unchanged.
+        reasoning = data.get("reasoning_content")
+        if isinstance(reasoning, str):
+            extra.pop("reasoning_content")
+        else:
+            reasoning = None
+        blocks = data.get("thinking_blocks")
+        if isinstance(blocks, list) and all(isinstance(b, Mapping) for b in blocks):
+            extra.pop("thinking_blocks")
+            thinking_blocks: tuple[Mapping[str, Any], ...] | None = tuple(dict(b) for b in blocks)
+        else:
+            thinking_blocks = None
         if "tool_calls" in data and data["tool_calls"] is None:
             extra["_tool_calls_null"] = True
         elif "tool_calls" in data and not raw_calls:
@@ -165,6 +188,8 @@ class ChatMessage:
             tool_call_id=tool_call_id,
             name=name,
             extra=extra,
+            reasoning_content=reasoning,
+            thinking_blocks=thinking_blocks,
         )
 
     @classmethod
@@ -186,6 +211,10 @@ class ChatMessage:
             out["tool_call_id"] = self.tool_call_id
         if self.name is not None:
             out["name"] = self.name
+        if self.reasoning_content is not None:
+            out["reasoning_content"] = self.reasoning_content
+        if self.thinking_blocks is not None:
+            out["thinking_blocks"] = [dict(b) for b in self.thinking_blocks]
         out.update(extra)
         return out
 

@@ -357,7 +357,11 @@ class TokenCounter:
 
         ``TOKENS_PER_MESSAGE`` + role + content (+ ``TOKENS_PER_NAME`` + name)
         + each tool call's name and arguments + ``TOKENS_PER_TOOL_CALL`` +
-        ``tool_call_id``. Fields kept in ``extra`` are not sent and not counted.
+        ``tool_call_id`` + reasoning: the text of the ``thinking_blocks`` when
+        there are any (their signature is not rendered into the prompt, and a
+        ``redacted_thinking`` block's encrypted size is unknown, so counts 0),
+        else ``reasoning_content``. Fields kept in ``extra`` are not sent and
+        not counted.
         """
         tokens = TOKENS_PER_MESSAGE + self.count(message.role)
         tokens += self.content_tokens(message.content)
@@ -367,6 +371,14 @@ class TokenCounter:
             tokens += self.count(call.name) + self.count(call.arguments) + TOKENS_PER_TOOL_CALL
         if message.tool_call_id is not None:
             tokens += self.count(message.tool_call_id)
+        # A provider's reply carries its reasoning in one of the two forms (an
+        # Anthropic reply fills both with the same text): count it once.
+        if message.thinking_blocks:
+            for block in message.thinking_blocks:
+                thinking = block.get("thinking")
+                tokens += self.count(thinking) if isinstance(thinking, str) else 0
+        elif message.reasoning_content:
+            tokens += self.count(message.reasoning_content)
         return tokens
 
     def context_tokens(self, messages: Iterable[ChatMessage | Mapping[str, Any]]) -> int:

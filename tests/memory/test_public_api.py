@@ -52,10 +52,34 @@ def test_all_lists_exactly_the_public_names_of_each_package(package: types.Modul
     assert public == exported
 
 
+def test_the_model_clients_and_their_errors_are_public() -> None:
+    for name in [
+        "OpenAIChatClient",
+        "AnthropicClient",
+        "StreamingChatClient",
+        "stream_completion",
+        "TextDelta",
+        "ReasoningDelta",
+        "ToolCallStart",
+        "ToolCallArgumentsDelta",
+        "CompletionDone",
+        "BadRequestError",
+        "ContextLengthExceededError",
+        "ServerError",
+        "StreamInterruptedError",
+    ]:
+        assert name in memory.__all__
+    assert issubclass(memory.ContextLengthExceededError, memory.BadRequestError)
+    assert issubclass(memory.BadRequestError, memory.ProviderStatusError)
+    assert issubclass(memory.ServerError, memory.ProviderStatusError)
+    assert issubclass(memory.StreamInterruptedError, memory.ProviderConnectionError)
+
+
 def test_importing_the_library_loads_no_django_and_no_tokenizer() -> None:
     code = (
         "import sys, memory; "
         "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django'; "
+        "assert not {'openai', 'anthropic', 'httpx2'} & set(sys.modules), 'an SDK at import'; "
         "from memory.tokens import encodings; "
         "assert not encodings._loaded, 'an encoding was loaded at import time'"
     )

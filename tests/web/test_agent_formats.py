@@ -11,8 +11,6 @@ import gzip
 import io
 import json
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -1198,15 +1196,3 @@ def test_a_damaged_gzip_file_is_a_problem(cut: int) -> None:
 
     assert isinstance(found[-1], FormatProblem)
     assert not any(isinstance(item, ParsedSession) for item in found)
-
-
-def test_the_package_imports_no_django() -> None:
-    code = (
-        "import sys, motus_web.sessions.importers.formats; "
-        "assert not [m for m in sys.modules if m.startswith('django')], 'django loaded'"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
-    )
-
-    assert result.returncode == 0, result.stderr

@@ -1,0 +1,376 @@
+"""``OpenAIChatClient``: chat completions over the official ``openai`` SDK.
+
+Works with OpenAI and with any server of the same API (vLLM, Ollama,
+llama.cpp's server, OpenRouter, LM Studio): give its ``base_url``. The SDK
+does the HTTP, the SSE parsing and the retries (bounded by ``max_retries``,
+honouring ``retry-after``; 408, 409, 429, 5xx and connection failures only,
+never another 4xx); this module converts messages and replies and maps errors
+onto the library's ``ProviderError`` tree.
+
+The streamed reply is assembled here rather than by the SDK's
+``ChatCompletionStreamState``: compatible servers bend the chunk format (a
+tool call without an ``index``, several calls on index 0 told apart by their
+ids, ``reasoning`` instead of ``reasoning_content``), and the SDK's
+accumulator raises on the first and merges the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import StreamInterruptedError
+from ..messages import ChatMessage, ToolCall
+from ._provider import (
+    DEFAULT_TIMEOUT_S,
+    MAX_RETRY_WAIT_S,
+    bounded_retry_class,
+    default_http_client,
+    map_sdk_error,
+    resolve_api_key,
+)
+from .base import (
+    ChatStreamEvent,
+    Completion,
+    CompletionDone,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStart,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+# A local server (Ollama, vLLM, llama.cpp) ignores the key, but the SDK needs one.
+LOCAL_PLACEHOLDER_KEY = "no-key"
+
+ReasoningPolicy = Literal["tool_calls", "always", "never"]
+
+
+class OpenAIChatClient:
+    """A ``StreamingChatClient`` for the OpenAI chat-completions API.
+
+    ``base_url``: the API root (``"http://127.0.0.1:11434/v1"`` for Ollama);
+    ``None`` is OpenAI's. ``api_key``: ``None`` reads ``OPENAI_API_KEY``; it is
+    required for OpenAI itself and optional for another ``base_url``. It is
+    never logged nor shown in ``repr``.
+
+    ``http_client``: your ``httpx2.AsyncClient`` (timeouts, limits, a test
+    transport); it stays yours to close. Without one the client builds its own
+    on first use (``timeout_s`` per read, default 120 s; 10 s to connect; 20
+    connections), closed by ``aclose()``. ``timeout_s`` given with your client
+    overrides that client's timeout.
+
+    ``max_retries``: retries the SDK makes after a 408, 409, 429, 5xx, timeout
+    or dropped connection, waiting what ``retry-after`` asks or backing off
+    from 0.5 s. A provider asking to wait more than ``max_retry_wait_s``
+    (default 60 s) is not retried: its ``RateLimitError`` (or ``ServerError``)
+    comes at once, with ``retry_after`` set. ``params``: extra request fields sent every time
+    (``temperature``, ``reasoning_effort``, ``extra_body``...).
+
+    ``send_reasoning_content``: when an assistant message's ``reasoning_content``
+    goes back to the provider. DeepSeek, Kimi and GLM thinking modes require it
+    on tool-call turns (``"tool_calls"``, the default); ``"always"`` or
+    ``"never"`` for providers that want all or none of it.
+
+    Raises ``ConfigurationError`` at construction when OpenAI's own API is
+    meant and there is no key; calls raise ``ProviderError`` subclasses.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        http_client: httpx2.AsyncClient | None = None,
+        timeout_s: float | None = None,
+        max_retries: int = 2,
+        max_retry_wait_s: float = MAX_RETRY_WAIT_S,
+        params: Mapping[str, Any] | None = None,
+        send_reasoning_content: ReasoningPolicy = "tool_calls",
+        stream_usage: bool = True,
+    ) -> None:
+        self.base_url = (base_url or OPENAI_BASE_URL).rstrip("/")
+        self._api_key = resolve_api_key(api_key, "OPENAI_API_KEY", required=base_url is None)
+        self._http_client = http_client
+        self._owns_http_client = http_client is None
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.max_retry_wait_s = max_retry_wait_s
+        self.params = dict(params or {})
+        self.send_reasoning_content = send_reasoning_content
+        self.stream_usage = stream_usage
+        self._sdk: openai.AsyncOpenAI | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatClient(base_url={self.base_url!r})"
+
+    def _client(self) -> openai.AsyncOpenAI:
+        if self._sdk is None:
+            import openai
+
+            if self._http_client is None:
+                self._http_client = default_http_client(self.timeout_s or DEFAULT_TIMEOUT_S)
+            extra: dict[str, Any] = {}
+            if self.timeout_s is not None:
+                extra["timeout"] = self.timeout_s
+            sdk = bounded_retry_class(openai.AsyncOpenAI)(
+                api_key=self._api_key.reveal() if self._api_key else LOCAL_PLACEHOLDER_KEY,
+                base_url=self.base_url,
+                organization=None,
+                project=None,
+                max_retries=self.max_retries,
+                http_client=self._http_client,
+                **extra,
+            )
+            sdk.max_retry_wait_s = self.max_retry_wait_s
+            self._sdk = sdk
+        return self._sdk
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this client built it."""
+        if self._owns_http_client and self._http_client is not None:
+            await self._http_client.aclose()
+            self._http_client = None
+            self._sdk = None
+
+    async def __aenter__(self) -> OpenAIChatClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def request_body(
+        self,
+        *,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> dict[str, Any]:
+        """The request fields this client sends (without ``stream``)."""
+        body: dict[str, Any] = {
+            **self.params,
+            "model": model,
+            "messages": [self._api_message(m) for m in messages],
+        }
+        if tools:
+            body["tools"] = list(tools)
+        if max_tokens is not None:
+            # OpenAI's reasoning models refuse max_tokens; compatible servers
+            # may not know max_completion_tokens.
+            key = "max_completion_tokens" if self.base_url == OPENAI_BASE_URL else "max_tokens"
+            body[key] = max_tokens
+        return body
+
+    def _api_message(self, message: ChatMessage) -> dict[str, Any]:
+        out = message.to_api_dict()
+        if message.role == "assistant" and message.reasoning_content is not None:
+            policy = self.send_reasoning_content
+            if policy == "always" or (policy == "tool_calls" and message.tool_calls):
+                out["reasoning_content"] = message.reasoning_content
+        return out
+
+    async def create(
+        self,
+        *,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """One reply, whole. Raises ``ProviderError`` subclasses (see ``memory.errors``)."""
+        import openai
+
+        body = self.request_body(model=model, messages=messages, tools=tools, max_tokens=max_tokens)
+        try:
+            response = await self._client().chat.completions.create(**body)
+        except openai.OpenAIError as exc:
+            raise map_sdk_error(exc, openai) from exc
+        return _completion(response.to_dict())
+
+    async def stream(
+        self,
+        *,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncGenerator[ChatStreamEvent, None]:
+        """The reply as it arrives: ``ReasoningDelta``, ``TextDelta``,
+        ``ToolCallStart``, ``ToolCallArgumentsDelta``, then ``CompletionDone``.
+
+        Raises what ``create`` raises, and ``StreamInterruptedError`` when the
+        stream stops before a ``finish_reason``.
+        """
+        import httpx2
+        import openai
+
+        body = self.request_body(model=model, messages=messages, tools=tools, max_tokens=max_tokens)
+        if self.stream_usage:
+            body["stream_options"] = {"include_usage": True}
+        reply = _StreamedReply()
+        started = False
+        try:
+            chunks = await self._client().chat.completions.create(**body, stream=True)
+            started = True
+            async with chunks:
+                async for chunk in chunks:
+                    for event in reply.add(chunk.to_dict()):
+                        yield event
+        except (openai.OpenAIError, httpx2.TransportError) as exc:
+            raise map_sdk_error(exc, openai, streaming=started) from exc
+        if reply.finish_reason is None:
+            raise StreamInterruptedError(
+                "the reply stream ended before the model finished (no finish_reason)"
+            )
+        yield CompletionDone(reply.completion())
+
+
+# -- replies ------------------------------------------------------------------------
+
+
+def _completion(data: Mapping[str, Any]) -> Completion:
+    choices = data.get("choices") or [{}]
+    choice = choices[0]
+    message = choice.get("message") or {}
+    calls = tuple(_tool_call(c) for c in message.get("tool_calls") or ())
+    extra = {"refusal": message["refusal"]} if message.get("refusal") else {}
+    return Completion(
+        message=ChatMessage(
+            role="assistant",
+            content=message.get("content"),
+            tool_calls=calls,
+            reasoning_content=_reasoning(message),
+            extra=extra,
+        ),
+        usage=_usage(data.get("usage")),
+        finish_reason=choice.get("finish_reason"),
+        model=data.get("model"),
+    )
+
+
+def _tool_call(data: Mapping[str, Any]) -> ToolCall:
+    # Some servers (Gemini's compatibility layer, LM Studio) send "id": "".
+    # The reply is kept as sent; giving such calls ids is the memory's job.
+    call_id = data.get("id") or ""
+    return replace(ToolCall.from_dict({**data, "id": call_id or "-"}), id=call_id)
+
+
+def _reasoning(fields: Mapping[str, Any]) -> str | None:
+    # DeepSeek, Kimi, GLM and llama.cpp say reasoning_content; OpenRouter and
+    # recent vLLM say reasoning.
+    for key in ("reasoning_content", "reasoning"):
+        value = fields.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _usage(data: Mapping[str, Any] | None) -> Usage:
+    if not data:
+        return Usage()
+    prompt_details = data.get("prompt_tokens_details") or {}
+    completion_details = data.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=data.get("prompt_tokens"),
+        output_tokens=data.get("completion_tokens"),
+        cached_input_tokens=prompt_details.get("cached_tokens"),
+        reasoning_tokens=completion_details.get("reasoning_tokens"),
+    )
+
+
+@dataclass
+class _CallParts:
+    id: str
+    name: str
+    arguments: list[str] = field(default_factory=list)
+    type: str = "function"
+
+
+@dataclass
+class _StreamedReply:
+    """Chunks (as dicts) in, events out; ``completion()`` at the end."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: list[_CallParts] = field(default_factory=list)
+    # The provider's index of a call -> its position in ``calls``.
+    positions: dict[int, int] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+
+    def add(self, chunk: Mapping[str, Any]) -> list[ChatStreamEvent]:
+        self.model = chunk.get("model") or self.model
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        events: list[ChatStreamEvent] = []
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue  # n > 1 is not asked for; ignore any other choice
+            delta = choice.get("delta") or {}
+            reasoning = _reasoning(delta)
+            if reasoning:
+                self.reasoning.append(reasoning)
+                events.append(ReasoningDelta(reasoning))
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self.text.append(content)
+                events.append(TextDelta(content))
+            for call in delta.get("tool_calls") or ():
+                events.extend(self._add_call(call))
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        return events
+
+    def _add_call(self, call: Mapping[str, Any]) -> list[ChatStreamEvent]:
+        function = call.get("function") or {}
+        call_id = call.get("id") or ""
+        index = call.get("index")
+        if isinstance(index, int):
+            position = self.positions.get(index)
+        else:  # no index: the piece continues the last call, unless its id is new
+            position = len(self.calls) - 1 if self.calls else None
+        if position is not None and call_id and call_id != self.calls[position].id:
+            position = None  # a new call on an index already used
+        events: list[ChatStreamEvent] = []
+        if position is None:
+            position = len(self.calls)
+            if isinstance(index, int):
+                self.positions[index] = position
+            parts = _CallParts(
+                id=call_id, name=function.get("name") or "", type=call.get("type") or "function"
+            )
+            self.calls.append(parts)
+            events.append(ToolCallStart(index=position, id=parts.id, name=parts.name))
+        parts = self.calls[position]
+        if not parts.name and function.get("name"):
+            parts.name = function["name"]  # a server that sends the name after the id
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            parts.arguments.append(arguments)
+            events.append(ToolCallArgumentsDelta(index=position, text=arguments))
+        return events
+
+    def completion(self) -> Completion:
+        calls = tuple(
+            ToolCall(id=c.id, name=c.name, arguments="".join(c.arguments), type=c.type)
+            for c in self.calls
+        )
+        return Completion(
+            message=ChatMessage(
+                role="assistant",
+                content="".join(self.text) if self.text or not calls else None,
+                tool_calls=calls,
+                reasoning_content="".join(self.reasoning) if self.reasoning else None,
+            ),
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+            model=self.model,
+        )

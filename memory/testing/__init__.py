@@ -1,0 +1,1 @@
+"""Helpers for testing code that uses the library: a scripted model server."""
