@@ -31,7 +31,7 @@ from .factory import create_memory
 from .log import InMemoryLogStore, JSONLLogStore, LogProblem, LogStore
 from .messages import ChatMessage, InvalidMessageError, ToolCall
 from .model_limits import ModelLimits, get_model_limits
-from .offline_compactor import offline_summary
+from .compaction.offline import offline_summary
 from .session_state import CompactionSessionState, SessionState
 from .tokens import TokenCounter, count_tokens
 

@@ -37,7 +37,7 @@ from .config import CompactionMemoryConfig
 from .errors import CompactionError
 from .messages import ChatMessage
 from .model_limits import compaction_threshold, get_model_limits
-from .offline_compactor import offline_summary
+from .compaction.offline import offline_summary
 from .summarize import (
     CompactFn,
     Summary,
@@ -197,7 +197,7 @@ class CompactionBase(BaseMemory):
                     threshold,
                 )
             return None
-        budget = min(self.config.summary_max_tokens, max(64, (threshold - floor) // 2))
+        budget = self._summary_budget(threshold, tokens_before - self._tokens_total + kept_tokens)
         to_fold = [self._messages[i] for i in plan.summarize]
         started = time.monotonic()
         try:
@@ -222,6 +222,16 @@ class CompactionBase(BaseMemory):
                 "the context is still above the threshold after compaction", tokens_after, threshold
             )
         return summary.text
+
+    def _summary_budget(self, threshold: int, beside: int) -> int:
+        """Tokens the summary may take: ``summary_budget_ratio`` of the threshold
+        less what stays beside it (``beside``: the system prompt and the kept
+        messages; the continuation template is added here), within
+        [64, ``summary_max_tokens``]."""
+        template = self.estimate_message_tokens(continuation_message(""))
+        fixed = beside + template
+        share = int(threshold * self.config.summary_budget_ratio)
+        return min(self.config.summary_max_tokens, max(64, share - fixed))
 
     async def _summarize(self, messages: list[ChatMessage], budget: int) -> Summary:
         model = self._compact_model_name or self._model_name

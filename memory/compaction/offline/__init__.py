@@ -1,0 +1,137 @@
+"""The offline summary: sentences quoted from the conversation, chosen to fit a budget.
+
+``offline_summary`` needs no model. Compaction uses it when no model client is
+configured (imports, replay, the demo) and as the fallback when model
+summarisation keeps failing. It keeps whole sentences (and, for JSON tool
+results and call arguments, whole clauses) exactly as they were written,
+attributed to who said them, under the session date where the conversation
+has dates, chronological within sections (see ``layout`` for the text and
+``digest`` for how sentences are chosen)::
+
+    Summary of the earlier conversation (9 messages; quoted sentences, "..." where text was left out):
+    User requests:
+    - user: It's mia_li_3668. The reservation is HATHAT.
+    Identifiers and tool results:
+    - tool get_reservation_details: "reservation_id": "HATHAT", "user_id": "mia_li_3668", ...
+    Errors:
+    - tool: Error: flight HAT222 not available on date 2024-05-22
+    Latest state:
+    - user: OK, book HAT240 then, and email me at mia.li@example.com.
+
+Jobs: ``scan`` splits messages into pieces and finds their informative words,
+``digest`` chooses pieces within the budget, ``layout`` renders the text and
+reads an earlier summary back, so its sentences compete with the new ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from memory.messages import ChatMessage
+
+from . import layout
+from .digest import choose
+from .scan import ACTIONS, REQUESTS, Item, Piece, scan
+
+__all__ = ["offline_summary"]
+
+logger = logging.getLogger("memory.compaction")
+
+_FIT_ROUNDS = 8
+
+
+class _Counter(Protocol):
+    """What the summariser needs of a token counter (``memory.TokenCounter`` fits)."""
+
+    def count(self, text: str) -> int: ...
+
+
+def offline_summary(
+    messages: Sequence[ChatMessage],
+    *,
+    budget_tokens: int,
+    counter: _Counter,
+    previous_summary: str | None = None,
+) -> str:
+    """Summarise ``messages`` (the turns being folded) in at most ``budget_tokens`` tokens.
+
+    ``messages``: ``ChatMessage`` objects (chat-format dicts are read too; ones
+    that cannot be read are skipped). ``previous_summary``: the summary of what
+    came before them, whose sentences are weighed again with the new ones.
+    ``counter.count(result) <= budget_tokens`` always holds. Deterministic, and
+    never raises on odd input. Returns ``"No earlier conversation."`` when there
+    is nothing to summarise (if it fits), and ``""`` when not even that fits.
+    """
+    budget = budget_tokens if isinstance(budget_tokens, int) else 0
+    if budget <= 0:
+        return ""
+    previous = layout.parse(previous_summary) if previous_summary else layout.Previous([], 0)
+    items = previous.items + scan(list(messages or ()), first_order=len(previous.items))
+    _mark_latest(items, first_new=len(previous.items))
+    count = previous.count + len(messages or ())
+    if not any(item.pieces for item in items):
+        return _fit_lines([layout.EMPTY], budget, counter)
+    cache: dict[str, int] = {}
+
+    def cached_count(text: str) -> int:
+        tokens = cache.get(text)
+        if tokens is None:
+            tokens = cache[text] = counter.count(text)
+        return tokens
+
+    fixed = cached_count(layout.header(count)) + 1
+    chosen = choose(items, budget, fixed, cached_count)
+    return _fit(items, chosen, count, budget, counter)
+
+
+def _mark_latest(items: list[Item], *, first_new: int) -> None:
+    """Mark the newest user and assistant messages (among the new ones) as the
+    latest state."""
+    for section in (REQUESTS, ACTIONS):
+        for item in reversed(items[first_new:]):
+            if item.section == section and item.role in ("user", "assistant"):
+                item.latest = True
+                break
+
+
+def _render(items: Sequence[Item], chosen: Sequence[tuple[int, Piece]], count: int) -> str:
+    by_item: dict[int, list[Piece]] = {}
+    for n, piece in chosen:
+        by_item.setdefault(n, []).append(piece)
+    pairs = [(items[n], sorted(pieces, key=lambda p: p.index)) for n, pieces in by_item.items()]
+    return layout.render(pairs, count)
+
+
+def _fit(
+    items: Sequence[Item],
+    chosen: list[tuple[int, Piece]],
+    count: int,
+    budget: int,
+    counter: _Counter,
+) -> str:
+    """Render; while the exact count is over the budget (the choice counted
+    pieces one by one, and tokens merge differently in the whole text), drop
+    the pieces chosen last, the least valuable."""
+    text = _render(items, chosen, count)
+    for _ in range(_FIT_ROUNDS):
+        over = counter.count(text) - budget
+        if over <= 0:
+            return text
+        freed = 0
+        while chosen and freed <= over:
+            _, piece = chosen.pop()
+            freed += max(1, len(piece.text) // 5)
+        text = _render(items, chosen, count)
+    return _fit_lines(text.splitlines(), budget, counter)
+
+
+def _fit_lines(lines: list[str], budget: int, counter: _Counter) -> str:
+    """The first lines that fit, whole; ``""`` when not even the first one does."""
+    while lines:
+        text = "\n".join(lines)
+        if counter.count(text) <= budget:
+            return text
+        lines = lines[:-1]
+    return ""

@@ -1,0 +1,186 @@
+"""The summary's text: rendering chosen items, and reading a rendered summary back.
+
+The layout, one item per line, grouped in sections and chronological within
+each, the session date shown where it changes::
+
+    Summary of the earlier conversation (42 messages; quoted sentences, "..." where text was left out):
+    User requests:
+    - [8 May, 2023] user: I went to a LGBTQ support group yesterday and it was so powerful.
+    - user: ... Researching adoption agencies - it's been a dream to have a family ...
+    Identifiers and tool results:
+    - tool get_user_details: "user_id": "mia_li_3668", ... "credit_card_4421486":
+    Actions and results:
+    - assistant called get_reservation_details: "reservation_id": "HATHAT"
+    - assistant: Flight HAT222 is full. HAT240 on May 22 costs $120 more.
+    Errors:
+    - tool book_reservation: Error: payment amount does not add up
+    Latest state:
+    - user: OK, book HAT240 then, and email me at mia.li@example.com.
+
+Pieces next to each other in their message are joined by a space (by ", "
+for JSON clauses); ``...`` stands where pieces were left out, before the
+first kept one, between two, or after the last. ``parse`` reads this layout
+back into items, so a later compaction can weigh the earlier summary's
+sentences against the new ones; text that is not in this layout (a summary a
+model wrote) becomes one "Earlier summary" item of its sentences.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .scan import (
+    ACTIONS,
+    EARLIER,
+    ELLIPSIS,
+    ERRORS,
+    REQUESTS,
+    TOOL_DATA,
+    Item,
+    Piece,
+    clauses,
+    sentences,
+    words_of,
+)
+
+HEADER = "Summary of the earlier conversation ({count} messages; quoted sentences, " + (
+    '"..." where text was left out):'
+)
+EMPTY = "No earlier conversation."
+LATEST = "latest"
+TITLES = {
+    EARLIER: "Earlier summary:",
+    REQUESTS: "User requests:",
+    TOOL_DATA: "Identifiers and tool results:",
+    ACTIONS: "Actions and results:",
+    ERRORS: "Errors:",
+    LATEST: "Latest state:",
+}
+SECTION_ORDER = (EARLIER, REQUESTS, TOOL_DATA, ACTIONS, ERRORS, LATEST)
+_SECTION_OF_TITLE = {title: section for section, title in TITLES.items()}
+_HEADER = re.compile(r"Summary of the earlier conversation \((\d+) messages?[;,)]")
+_LINE = re.compile(r"- (?:\[([^\[\]]{1,64})\] )?([^:\n]{1,160}?): (.*)")
+_GAP = " " + ELLIPSIS + " "
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """A previous summary read back: its items and how many messages it covered."""
+
+    items: list[Item]
+    count: int
+
+
+def header(count: int) -> str:
+    return HEADER.format(count=count)
+
+
+def section_of(item: Item) -> str:
+    return LATEST if item.latest else item.section
+
+
+def is_structured_item(item: Item) -> bool:
+    return item.role in ("tool", "call") and bool(item.pieces) and item.pieces[0].text[:1] == '"'
+
+
+def item_line(item: Item, pieces: Sequence[Piece], date: str | None) -> str:
+    """One rendered line: ``- [date] speaker: text``, ``...`` where text was cut."""
+    joiner = ", " if is_structured_item(item) else " "
+    parts: list[str] = []
+    if pieces and pieces[0].index > 0:
+        parts.append(ELLIPSIS + " ")
+    for n, piece in enumerate(pieces):
+        if n:
+            parts.append(_GAP if piece.index > pieces[n - 1].index + 1 else joiner)
+        parts.append(piece.text)
+    if pieces and pieces[-1].index < item.size - 1:
+        parts.append(" " + ELLIPSIS)
+    stamp = f"[{date}] " if date else ""
+    return f"- {stamp}{item.speaker}: {''.join(parts)}"
+
+
+def render(chosen: Sequence[tuple[Item, Sequence[Piece]]], count: int) -> str:
+    """The summary text of the chosen pieces, by section, in chronological order."""
+    by_section: dict[str, list[tuple[Item, Sequence[Piece]]]] = {}
+    for item, pieces in sorted(chosen, key=lambda pair: pair[0].order):
+        if pieces:
+            by_section.setdefault(section_of(item), []).append((item, pieces))
+    lines = [header(count)]
+    for section in SECTION_ORDER:
+        entries = by_section.get(section)
+        if not entries:
+            continue
+        lines.append(TITLES[section])
+        shown: str | None = None
+        for item, pieces in entries:
+            date = item.date if item.date != shown else None
+            shown = item.date or shown
+            lines.append(item_line(item, pieces, date))
+    return "\n".join(lines)
+
+
+def parse(text: str, *, first_order: int = 0) -> Previous:
+    """Read a summary back into items; its own layout line by line, anything
+    else as one "Earlier summary" item of its sentences."""
+    match = _HEADER.match(text)
+    if match is None:
+        texts = sentences(text)
+        if not texts:
+            return Previous([], 0)
+        pieces = [Piece(t, i, words_of(t)) for i, t in enumerate(texts)]
+        item = Item(EARLIER, "summary", None, pieces, len(pieces), first_order, "summary")
+        return Previous([item], 0)
+    items: list[Item] = []
+    section = REQUESTS
+    date: str | None = None
+    order = first_order
+    for line in text.splitlines()[1:]:
+        if line in _SECTION_OF_TITLE:
+            section = _SECTION_OF_TITLE[line]
+            date = None
+            continue
+        found = _LINE.fullmatch(line)
+        if found is None:
+            continue
+        date = found.group(1) or date
+        item = _item_of_line(section, found.group(2), date, found.group(3), order)
+        if item is not None:
+            items.append(item)
+            order += 1
+    return Previous(items, int(match.group(1)))
+
+
+def _item_of_line(
+    section: str, speaker: str, date: str | None, body: str, order: int
+) -> Item | None:
+    role = _role_of(speaker)
+    if section == LATEST:
+        section = {"user": REQUESTS, "tool": TOOL_DATA}.get(role, ACTIONS)
+    head_cut = body.startswith(ELLIPSIS + " ")
+    tail_cut = body.endswith(" " + ELLIPSIS)
+    if head_cut:
+        body = body[len(ELLIPSIS) + 1 :]
+    if tail_cut:
+        body = body[: -len(ELLIPSIS) - 1]
+    structured = role in ("tool", "call") and body[:1] == '"'
+    splitter = clauses if structured else sentences
+    pieces: list[Piece] = []
+    index = 1 if head_cut else 0
+    for run in body.split(_GAP):
+        for text in splitter(run):
+            pieces.append(Piece(text, index, words_of(text, structured=structured)))
+            index += 1
+        index += 1  # the gap
+    if not pieces:
+        return None
+    size = pieces[-1].index + (2 if tail_cut else 1)
+    return Item(section, speaker, date, pieces, size, order, role)
+
+
+def _role_of(speaker: str) -> str:
+    if " called " in speaker:
+        return "call"
+    first = speaker.split(" ", 1)[0]
+    return first if first in ("user", "assistant", "tool", "summary") else "assistant"
