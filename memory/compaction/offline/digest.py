@@ -30,6 +30,9 @@ from .scan import IDENTIFIER, Item, Piece
 REPEAT = 0.3  # the share of a word's weight it adds again after it was said
 USER_WEIGHT = 1.3  # a user's own words (requests, facts about them) weigh more
 LATEST_SHARE = 0.2
+JOIN_TOKENS = 2  # " ... " between two messages on one line
+COST_POWER = 0.8
+IDF_POWER = 2.0
 LINE_SHARERS = 3  # a line's prefix is weighed as shared by up to this many of its pieces  # at most this share of the budget goes to the forced latest state
 
 
@@ -38,6 +41,7 @@ class _Candidate:
     item: int
     piece: Piece
     tokens: int
+    key: str  # the text without spaces: the same clause is often quoted twice
 
 
 @dataclass(slots=True)
@@ -48,7 +52,9 @@ class _State:
     items: set[int] = field(default_factory=set)
     dates: set[tuple[str, str | None]] = field(default_factory=set)
     sections: set[str] = field(default_factory=set)
+    lines: set[tuple[str, str, str | None]] = field(default_factory=set)
     said: set[str] = field(default_factory=set)
+    texts: set[str] = field(default_factory=set)  # chosen pieces, spaces removed
 
 
 def choose(
@@ -58,7 +64,7 @@ def choose(
     cost estimated to fit ``budget`` tokens of which ``fixed`` are already
     taken (the header)."""
     candidates = [
-        _Candidate(n, piece, count(piece.text) + 1)
+        _Candidate(n, piece, count(piece.text) + 1, "".join(piece.text.split()))
         for n, item in enumerate(items)
         for piece in item.pieces
     ]
@@ -75,7 +81,9 @@ def choose(
         state.items.add(candidate.item)
         state.dates.add((section_of(item), item.date))
         state.sections.add(section_of(item))
+        state.lines.add((section_of(item), item.speaker, item.date))
         state.said.update(word for word, _ in candidate.piece.words)
+        state.texts.add(candidate.key)
         chosen.append((candidate.item, candidate.piece))
 
     latest_budget = int(LATEST_SHARE * (budget - fixed))
@@ -91,13 +99,15 @@ def choose(
             rest.append(candidate)
 
     def value(candidate: _Candidate) -> float:
+        if candidate.key in state.texts:
+            return 0.0  # said already, word for word
         gain = sum(
             weights[word] * kind * (REPEAT if word in state.said else 1.0)
             for word, kind in candidate.piece.words
         )
         if items[candidate.item].role == "user":
             gain *= USER_WEIGHT
-        return gain / (candidate.tokens + line_cost.shared(candidate.item, state))
+        return gain / (candidate.tokens + line_cost.shared(candidate.item, state)) ** COST_POWER
 
     siblings: dict[int, list[int]] = {}
     for n, candidate in enumerate(rest):
@@ -138,19 +148,20 @@ def _word_weights(candidates: Sequence[_Candidate]) -> dict[str, float]:
             kinds[word] = max(kind, kinds.get(word, 0.0))
     total = len(candidates)
     rare = math.log(1 + total)
-    weights = {word: math.log(1 + total / df) for word, df in frequency.items()}
+    weights = {word: math.log(1 + total / df) ** IDF_POWER for word, df in frequency.items()}
     for word, kind in kinds.items():
         if kind >= IDENTIFIER:
             # An id said again and again is the one the work is about: unlike a
             # word, it weighs more the more often it comes up.
-            weights[word] = rare * math.sqrt(frequency[word])
+            weights[word] = rare**IDF_POWER * math.sqrt(frequency[word])
     return weights
 
 
 class _LineCost:
-    """Tokens a piece costs beyond its own text: the line prefix when its item
-    has no chosen piece yet, the date when its section shows that date for the
-    first time, the section title when the section is new."""
+    """Tokens a piece costs beyond its own text: when its item has no chosen
+    piece yet, the ``...`` that joins it to a line of the same speaker and
+    date, or else a new line's prefix, its date, and the section title when
+    the section is new."""
 
     def __init__(self, items: Sequence[Item], count: Callable[[str], int]) -> None:
         self._items = items
@@ -164,6 +175,8 @@ class _LineCost:
             return 0
         item = self._items[index]
         section = section_of(item)
+        if (section, item.speaker, item.date) in state.lines:
+            return JOIN_TOKENS
         extra = self._cached(self._prefix, f"- {item.speaker}: ") + 2  # newline, a "..."
         if item.date and (section, item.date) not in state.dates:
             extra += self._cached(self._dates, f"[{item.date}] ")

@@ -63,6 +63,7 @@ _SECTION_OF_TITLE = {title: section for section, title in TITLES.items()}
 _HEADER = re.compile(r"Summary of the earlier conversation \((\d+) messages?[;,)]")
 _LINE = re.compile(r"- (?:\[([^\[\]]{1,64})\] )?([^:\n]{1,160}?): (.*)")
 _GAP = " " + ELLIPSIS + " "
+LINE_CHARS = 800  # a line of one speaker's messages goes on to a new line past this
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,24 +86,31 @@ def is_structured_item(item: Item) -> bool:
     return item.role in ("tool", "call") and bool(item.pieces) and item.pieces[0].text[:1] == '"'
 
 
-def item_line(item: Item, pieces: Sequence[Piece], date: str | None) -> str:
-    """One rendered line: ``- [date] speaker: text``, ``...`` where text was cut."""
+def _body(item: Item, pieces: Sequence[Piece]) -> tuple[bool, str, bool]:
+    """``(cut before, text, cut after)`` of one item's kept pieces."""
     joiner = ", " if is_structured_item(item) else " "
     parts: list[str] = []
-    if pieces and pieces[0].index > 0:
-        parts.append(ELLIPSIS + " ")
     for n, piece in enumerate(pieces):
         if n:
             parts.append(_GAP if piece.index > pieces[n - 1].index + 1 else joiner)
         parts.append(piece.text)
-    if pieces and pieces[-1].index < item.size - 1:
-        parts.append(" " + ELLIPSIS)
+    return pieces[0].index > 0, "".join(parts), pieces[-1].index < item.size - 1
+
+
+def line(speaker: str, date: str | None, bodies: Sequence[tuple[bool, str, bool]]) -> str:
+    """One rendered line: ``- [date] speaker: text``, ``...`` where text was
+    left out; several messages of one speaker are joined by ``...``."""
+    text = _GAP.join(body for _, body, _ in bodies)
+    head = ELLIPSIS + " " if bodies[0][0] else ""
+    tail = " " + ELLIPSIS if bodies[-1][2] else ""
     stamp = f"[{date}] " if date else ""
-    return f"- {stamp}{item.speaker}: {''.join(parts)}"
+    return f"- {stamp}{speaker}: {head}{text}{tail}"
 
 
 def render(chosen: Sequence[tuple[Item, Sequence[Piece]]], count: int) -> str:
-    """The summary text of the chosen pieces, by section, in chronological order."""
+    """The summary text of the chosen pieces, by section, in chronological order.
+    Consecutive messages of one speaker on one date share a line (up to
+    ``LINE_CHARS`` characters), so the prefix is not repeated for each."""
     by_section: dict[str, list[tuple[Item, Sequence[Piece]]]] = {}
     for item, pieces in sorted(chosen, key=lambda pair: pair[0].order):
         if pieces:
@@ -114,10 +122,21 @@ def render(chosen: Sequence[tuple[Item, Sequence[Piece]]], count: int) -> str:
             continue
         lines.append(TITLES[section])
         shown: str | None = None
+        group: list[tuple[bool, str, bool]] = []
+        key: tuple[str, str | None] | None = None
+        size = 0
         for item, pieces in entries:
-            date = item.date if item.date != shown else None
-            shown = item.date or shown
-            lines.append(item_line(item, pieces, date))
+            body = _body(item, pieces)
+            if group and (item.speaker, item.date) == key and size + len(body[1]) <= LINE_CHARS:
+                group.append(body)
+                size += len(body[1])
+                continue
+            if group and key is not None:
+                lines.append(line(key[0], key[1] if key[1] != shown else None, group))
+                shown = key[1] or shown
+            group, key, size = [body], (item.speaker, item.date), len(body[1])
+        if group and key is not None:
+            lines.append(line(key[0], key[1] if key[1] != shown else None, group))
     return "\n".join(lines)
 
 

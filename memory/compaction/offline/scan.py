@@ -149,7 +149,8 @@ def _kind(word: str, *, sentence_initial: bool) -> float:
     if len(word) <= 2:
         return 0.0
     if word.isupper():
-        return NAME
+        # Six capitals or more is a code (a booking reference), not an acronym.
+        return IDENTIFIER if len(word) >= 6 else NAME
     if word[0].isupper() and not sentence_initial:
         return NAME
     return PLAIN
