@@ -21,8 +21,9 @@ named in the task's expected actions (user ids, reservation ids, flight
 numbers, payment ids) that are still in the context, among those that appear
 in the run at all.
 
-Then one real before/after pair: the first compaction of a LoCoMo
-conversation, the messages it folded (the first few) and the summary it wrote.
+Then one real before/after pair: the first compaction of a tau-bench run
+streamed through a memory, the messages it folded (the first few) and the
+summary it wrote.
 
 LoCoMo is CC BY-NC and is read from ../shared/data beside the checkout: never
 copy it into the repository. The tau-bench runs ship in demo_data/.
@@ -145,7 +146,9 @@ def bench_locomo(thresholds: list[int], limit: int | None, counter: TokenCounter
             folded_per_call.extend(c["messages_compacted"] for c in compactions)
             rows[threshold][0] += kept(answers, context_text(memory.get_context()))
             budget = threshold - 3  # the reply priming the context count includes
-            rows[threshold][1] += kept(answers, context_text(newest_that_fit(messages, budget, counter)))
+            rows[threshold][1] += kept(
+                answers, context_text(newest_that_fit(messages, budget, counter))
+            )
 
     print(
         f"LoCoMo: {len(samples)} conversations streamed through CompactionMemory, "
@@ -164,26 +167,34 @@ def bench_locomo(thresholds: list[int], limit: int | None, counter: TokenCounter
     )
 
 
-def before_after(limit_messages: int = 6) -> None:
-    """The first compaction of the first LoCoMo conversation at 2,000 tokens."""
-    sample = json.loads(LOCOMO.read_text())[0]
-    messages = locomo_messages(sample)[:80]
+def before_after(run_index: int, threshold: int, shown: int = 8) -> None:
+    """The first compaction of a tau-bench run streamed through a memory."""
+    run = json.loads(TAU.read_text())[run_index]
+    messages = [ChatMessage.from_dict(m) for m in run["traj"] if m["role"] != "system"]
     compactions: list[dict[str, Any]] = []
-    asyncio.run(stream(messages, 2000, compactions))
+    asyncio.run(stream(messages, threshold, compactions))
     first = compactions[0]
     low, high = first["summarized_seqs"]
     replayed = set(first["replayed_seqs"])
     folded = [messages[s] for s in range(low, high + 1) if s not in replayed]
     print(
-        f"Before/after: the first compaction of LoCoMo conversation 1 at 2,000 tokens folded "
-        f"{len(folded)} messages ({first['tokens_before']} -> {first['tokens_after']} context "
-        f"tokens). The first {limit_messages} of them:"
+        f"Before/after: tau-bench run {run_index} streamed at a {threshold}-token threshold; "
+        f"its first compaction folded {len(folded)} messages "
+        f"({first['tokens_before']} -> {first['tokens_after']} context tokens). "
+        f"The first {shown} (long ones cut here for display):"
     )
-    for m in folded[:limit_messages]:
-        print(f"  [{m.role}] {m.text}")
-    print(f"The summary ({first['summary_tokens']} tokens with its template):")
+    for m in folded[:shown]:
+        print("  " + _shown(m))
+    print(f"The summary ({first['summary_tokens']} tokens in its continuation message):")
     print("\n".join("  " + line for line in first["summary"].splitlines()))
     print()
+
+
+def _shown(message: ChatMessage, width: int = 160) -> str:
+    text = " ".join(message.text.split())
+    calls = " ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+    line = f"[{message.role}] {text} {calls}".strip()
+    return line if len(line) <= width else line[:width] + f" [+{len(line) - width} chars]"
 
 
 # --- tau-bench ---------------------------------------------------------------------------
@@ -257,14 +268,14 @@ def main() -> None:
     def ints(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
 
-    if LOCOMO.exists() and ints(args.thresholds):
-        bench_locomo(ints(args.thresholds), args.limit, counter)
-    else:
+    if not LOCOMO.exists():
         print(f"skipped LoCoMo: {LOCOMO} not found\n")
+    elif ints(args.thresholds):
+        bench_locomo(ints(args.thresholds), args.limit, counter)
     if not args.skip_tau:
         bench_tau(ints(args.tau_budgets), args.limit, counter)
-    if LOCOMO.exists() and not args.skip_example:
-        before_after()
+    if not args.skip_example:
+        before_after(0, 2000)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from .agent import MaxStepsExceeded, ReActAgent
 from .base import BaseMemory
 from .basic import BasicMemory
 from .clients import ChatClient, Completion, Usage
+from .compaction.offline import offline_summary
 from .compaction_base import CompactionBase
 from .compaction_memory import CompactionMemory, upgrade_records
 from .config import CompactionMemoryConfig
@@ -31,7 +32,6 @@ from .factory import create_memory
 from .log import InMemoryLogStore, JSONLLogStore, LogProblem, LogStore
 from .messages import ChatMessage, InvalidMessageError, ToolCall
 from .model_limits import ModelLimits, get_model_limits
-from .compaction.offline import offline_summary
 from .session_state import CompactionSessionState, SessionState
 from .tokens import TokenCounter, count_tokens
 

@@ -33,11 +33,11 @@ from typing import Any, Literal
 
 from .base import BaseMemory, EntryMeta, Ingested
 from .clients.base import ChatClient
+from .compaction.offline import offline_summary
 from .config import CompactionMemoryConfig
 from .errors import CompactionError
 from .messages import ChatMessage
 from .model_limits import compaction_threshold, get_model_limits
-from .compaction.offline import offline_summary
 from .summarize import (
     CompactFn,
     Summary,

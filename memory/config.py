@@ -87,11 +87,7 @@ class CompactionMemoryConfig:
 
 
 def _check_ratio(name: str, ratio: object) -> None:
-    if (
-        isinstance(ratio, bool)
-        or not isinstance(ratio, int | float)
-        or not math.isfinite(ratio)
-    ):
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not math.isfinite(ratio):
         raise ConfigurationError(f"{name} must be a number in (0, 1], got {ratio!r}")
     if not 0 < ratio <= 1:
         raise ConfigurationError(f"{name} must be in (0, 1], got {ratio!r}")

@@ -8,7 +8,7 @@ attributed to who said them, under the session date where the conversation
 has dates, chronological within sections (see ``layout`` for the text and
 ``digest`` for how sentences are chosen)::
 
-    Summary of the earlier conversation (9 messages; quoted sentences, "..." where text was left out):
+    Summary of the earlier conversation (9 messages; quoted, "..." where cut):
     User requests:
     - user: It's mia_li_3668. The reservation is HATHAT.
     Identifiers and tool results:
@@ -26,6 +26,7 @@ reads an earlier summary back, so its sentences compete with the new ones.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -40,12 +41,16 @@ __all__ = ["offline_summary"]
 logger = logging.getLogger("memory.compaction")
 
 _FIT_ROUNDS = 8
+COUNTS_CACHE = 16_384
 
 
 class _Counter(Protocol):
     """What the summariser needs of a token counter (``memory.TokenCounter`` fits)."""
 
     def count(self, text: str) -> int: ...
+
+
+_COUNTS: weakref.WeakKeyDictionary[_Counter, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 def offline_summary(
@@ -67,13 +72,26 @@ def offline_summary(
     budget = budget_tokens if isinstance(budget_tokens, int) else 0
     if budget <= 0:
         return ""
+    try:
+        return _summary(list(messages or ()), budget, counter, previous_summary)
+    except Exception:
+        # The last-resort summariser must not turn add_message() into a failure:
+        # keep what the previous summary said, as far as it fits.
+        logger.exception("offline_summary failed; keeping the previous summary")
+        lines = (previous_summary or layout.EMPTY).splitlines()
+        return _fit_lines(lines, budget, counter)
+
+
+def _summary(
+    messages: list[ChatMessage], budget: int, counter: _Counter, previous_summary: str | None
+) -> str:
     previous = layout.parse(previous_summary) if previous_summary else layout.Previous([], 0)
-    items = previous.items + scan(list(messages or ()), first_order=len(previous.items))
+    items = previous.items + scan(messages, first_order=len(previous.items))
     _mark_latest(items, first_new=len(previous.items))
-    count = previous.count + len(messages or ())
+    count = previous.count + len(messages)
     if not any(item.pieces for item in items):
         return _fit_lines([layout.EMPTY], budget, counter)
-    cache: dict[str, int] = {}
+    cache = _counts_for(counter)
 
     def cached_count(text: str) -> int:
         tokens = cache.get(text)
@@ -84,6 +102,18 @@ def offline_summary(
     fixed = cached_count(layout.header(count)) + 1
     chosen = choose(items, budget, fixed, cached_count)
     return _fit(items, chosen, count, budget, counter)
+
+
+def _counts_for(counter: _Counter) -> dict[str, int]:
+    """Token counts of pieces, kept per counter across calls: every compaction
+    weighs the previous summary's sentences again. Bounded by ``COUNTS_CACHE``."""
+    try:
+        cache = _COUNTS.get(counter)
+        if cache is None or len(cache) > COUNTS_CACHE:
+            cache = _COUNTS[counter] = {}
+    except TypeError:  # a counter that cannot be weakly referenced: no reuse
+        return {}
+    return cache
 
 
 def _mark_latest(items: list[Item], *, first_new: int) -> None:

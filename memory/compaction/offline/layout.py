@@ -3,7 +3,7 @@
 The layout, one item per line, grouped in sections and chronological within
 each, the session date shown where it changes::
 
-    Summary of the earlier conversation (42 messages; quoted sentences, "..." where text was left out):
+    Summary of the earlier conversation (42 messages; quoted, "..." where cut):
     User requests:
     - [8 May, 2023] user: I went to a LGBTQ support group yesterday and it was so powerful.
     - user: ... Researching adoption agencies - it's been a dream to have a family ...
@@ -45,9 +45,7 @@ from .scan import (
     words_of,
 )
 
-HEADER = "Summary of the earlier conversation ({count} messages; quoted sentences, " + (
-    '"..." where text was left out):'
-)
+HEADER = 'Summary of the earlier conversation ({count} messages; quoted, "..." where cut):'
 EMPTY = "No earlier conversation."
 LATEST = "latest"
 TITLES = {
@@ -82,19 +80,21 @@ def section_of(item: Item) -> str:
     return LATEST if item.latest else item.section
 
 
-def is_structured_item(item: Item) -> bool:
-    return item.role in ("tool", "call") and bool(item.pieces) and item.pieces[0].text[:1] == '"'
-
-
 def _body(item: Item, pieces: Sequence[Piece]) -> tuple[bool, str, bool]:
     """``(cut before, text, cut after)`` of one item's kept pieces."""
-    joiner = ", " if is_structured_item(item) else " "
     parts: list[str] = []
     for n, piece in enumerate(pieces):
         if n:
-            parts.append(_GAP if piece.index > pieces[n - 1].index + 1 else joiner)
+            adjacent = piece.index == pieces[n - 1].index + 1
+            parts.append(_lead(pieces[n - 1], piece) if adjacent else _GAP)
         parts.append(piece.text)
     return pieces[0].index > 0, "".join(parts), pieces[-1].index < item.size - 1
+
+
+def _lead(before: Piece, piece: Piece) -> str:
+    # '"flights":' + '[{' reads better as '"flights": [{', as the JSON was written.
+    opens = piece.lead.startswith(("[", "{"))
+    return " " + piece.lead if opens and before.text.endswith(":") else piece.lead
 
 
 def line(speaker: str, date: str | None, bodies: Sequence[tuple[bool, str, bool]]) -> str:
@@ -148,7 +148,7 @@ def parse(text: str, *, first_order: int = 0) -> Previous:
         texts = sentences(text)
         if not texts:
             return Previous([], 0)
-        pieces = [Piece(t, i, words_of(t)) for i, t in enumerate(texts)]
+        pieces = [Piece(t, i, words_of(t)) for i, (_, t) in enumerate(texts)]
         item = Item(EARLIER, "summary", None, pieces, len(pieces), first_order, "summary")
         return Previous([item], 0)
     items: list[Item] = []
@@ -164,9 +164,9 @@ def parse(text: str, *, first_order: int = 0) -> Previous:
         if found is None:
             continue
         date = found.group(1) or date
-        item = _item_of_line(section, found.group(2), date, found.group(3), order)
-        if item is not None:
-            items.append(item)
+        read = _item_of_line(section, found.group(2), date, found.group(3), order)
+        if read is not None:
+            items.append(read)
             order += 1
     return Previous(items, int(match.group(1)))
 
@@ -188,8 +188,8 @@ def _item_of_line(
     pieces: list[Piece] = []
     index = 1 if head_cut else 0
     for run in body.split(_GAP):
-        for text in splitter(run):
-            pieces.append(Piece(text, index, words_of(text, structured=structured)))
+        for lead, text in splitter(run):
+            pieces.append(Piece(text, index, words_of(text, structured=structured), lead))
             index += 1
         index += 1  # the gap
     if not pieces:

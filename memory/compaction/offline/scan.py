@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sentencex import segment
 
@@ -28,6 +29,8 @@ SCAN_HEAD = 16_000  # characters read from the start of a message...
 SCAN_TAIL = 4_000  # ...and from its end
 PIECE_MAX_CHARS = 400  # a longer sentence is split at clause commas, then cut
 ELLIPSIS = "..."
+# Each compaction reads the previous summary's sentences again: remember their words.
+WORDS_CACHE = 16_384
 
 REQUESTS = "requests"
 TOOL_DATA = "tool_data"
@@ -36,8 +39,7 @@ ERRORS = "errors"
 EARLIER = "earlier"
 
 # Words that say nothing on their own: function words and the fillers of chat.
-STOPWORDS = frozenset(
-    """a about above after again against all almost also am an and any anyone anything are
+_STOPWORDS = """a about above after again against all almost also am an and any anyone anything are
     around as at away back be because been before being below between both but by can can't
     cannot could couldn't did didn't do does doesn't doing don't done down during each else
     even ever every few for from further get gets getting go goes going gone gonna good got
@@ -52,8 +54,8 @@ STOPWORDS = frozenset(
     until up us very want was wasn't way we we'd we'll we're we've well were weren't what
     what's when when's where where's which while who who's whom why why's will with won't
     would wouldn't wow yeah yes yet you you'd you'll you're you've your yours yourself
-    yourselves awesome amazing cool glad hope love nice sounds super wonderful""".split()
-)
+    yourselves awesome amazing cool glad hope love nice sounds super wonderful"""
+STOPWORDS = frozenset(_STOPWORDS.split())
 
 PLAIN = 1.0  # a word not among the stop words
 NAME = 1.5  # capitalised inside a sentence, or an acronym
@@ -75,6 +77,9 @@ _DATE = re.compile(
 )
 _DATE_KEYS = ("date", "timestamp", "created_at", "time")
 _CLAUSE = re.compile(r"(?<=[,;])\s+")
+# A string literal (to its closing quote, or to the end when it is cut), or a
+# piece of JSON punctuation that separates clauses.
+_JSON_PUNCTUATION = re.compile(r'"(?:[^"\\]|\\.)*+"?|[{}\[\],\n]', re.DOTALL)
 _LIST_MARKER = re.compile(r"(?:\d{1,3}|[a-zA-Z])[.)]")
 
 
@@ -86,6 +91,7 @@ class Piece:
     text: str
     index: int
     words: tuple[tuple[str, float], ...]  # (lower-cased word, kind weight), distinct
+    lead: str = " "  # what joins it to the piece before it in its message
 
 
 @dataclass(slots=True)
@@ -95,6 +101,7 @@ class Item:
     ``speaker`` is how the line is attributed (``user``, ``assistant``,
     ``assistant called NAME``, ``tool NAME``); ``size`` is how many pieces the
     whole message had, so a cut at the end is shown; ``order`` is chronological.
+    The newest user and assistant messages are the ``latest`` state.
     """
 
     section: str
@@ -104,9 +111,10 @@ class Item:
     size: int
     order: int
     role: str
-    latest: bool = False
+    latest: bool = False  # shown under "Latest state", its opening kept first
 
 
+@lru_cache(maxsize=WORDS_CACHE)
 def words_of(text: str, *, structured: bool = False) -> tuple[tuple[str, float], ...]:
     """The words of ``text`` that carry information, each once, with its kind
     weight. In a JSON clause (``structured``) the words of a key name are
@@ -137,6 +145,7 @@ def _key_end(clause: str) -> int:
     return close + 1
 
 
+@lru_cache(maxsize=WORDS_CACHE)
 def _kind(word: str, *, sentence_initial: bool) -> float:
     has_digit = any(c.isdigit() for c in word)
     has_alpha = any(c.isalpha() for c in word)
@@ -145,7 +154,7 @@ def _kind(word: str, *, sentence_initial: bool) -> float:
     if "_" in word or "@" in word or "/" in word or ("." in word and has_alpha):
         return IDENTIFIER
     if has_digit:
-        return NUMBER if len(word) > 1 else 0.0
+        return NUMBER if len(word) > 1 else 0.0  # a digit alone could be anything
     if len(word) <= 2:
         return 0.0
     if word.isupper():
@@ -156,9 +165,10 @@ def _kind(word: str, *, sentence_initial: bool) -> float:
     return PLAIN
 
 
-def sentences(text: str) -> list[str]:
-    """Verbatim sentences of ``text``, line by line, stripped, none empty."""
-    out: list[str] = []
+def sentences(text: str) -> list[tuple[str, str]]:
+    """Verbatim sentences of ``text``, line by line, stripped, none empty, as
+    ``(lead, sentence)``: ``lead`` (a space) joins it to the one before."""
+    out: list[tuple[str, str]] = []
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -169,37 +179,43 @@ def sentences(text: str) -> list[str]:
             end = stripped.find(found[1], len(found[0])) + len(found[1])
             found[:2] = [stripped[:end]]
         for sentence in found:
-            out.extend(_bounded(sentence))
+            out.extend((" ", part) for part in _bounded(sentence))
     return out
 
 
-def clauses(text: str) -> list[str]:
-    """Verbatim clauses of JSON-like text: the runs between ``{ } [ ] ,`` outside
-    string literals, stripped, without the ones that are bare punctuation."""
-    out: list[str] = []
+def clauses(text: str) -> list[tuple[str, str]]:
+    """Verbatim clauses of JSON-like text, the runs between ``{ } [ ] ,`` outside
+    string literals, as ``(lead, clause)``: ``lead`` is the punctuation between
+    it and the clause before (spaces dropped, one after a comma), so clauses
+    next to each other join back into the text they came from."""
+    out: list[tuple[str, str]] = []
     start = 0
-    in_string = escaped = False
-    for i, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{}[],\n":
-            _add_clause(out, text[start:i])
-            start = i + 1
-    _add_clause(out, text[start:])
+    lead: list[str] = []
+    for match in _JSON_PUNCTUATION.finditer(text):
+        char = match.group()
+        if char[0] == '"':
+            continue  # a string literal, skipped whole: its commas are its own
+        if _add_clause(out, "".join(lead), text[start : match.start()]):
+            lead = []
+        if char != "\n":
+            lead.append(", " if char == "," else char)
+        start = match.end()
+    _add_clause(out, "".join(lead), text[start:])
     return out
 
 
-def _add_clause(out: list[str], raw: str) -> None:
-    clause = raw.strip()
-    if clause and any(c.isalnum() for c in clause):
-        out.extend(_bounded(clause))
+def _add_clause(out: list[tuple[str, str]], lead: str, raw: str) -> bool:
+    added = False
+    # A string value may hold a raw line separator (JSON allows U+2028): a piece
+    # never spans two lines, so the summary reads back line by line.
+    for line in raw.splitlines():
+        clause = line.strip()
+        if clause and any(c.isalnum() for c in clause):
+            for n, part in enumerate(_bounded(clause)):
+                out.append((lead if n == 0 else " ", part))
+            lead = " "
+            added = True
+    return added
 
 
 def _bounded(text: str) -> list[str]:
@@ -263,7 +279,7 @@ def _bounded_text(text: str) -> tuple[str, str | None]:
     return text[:SCAN_HEAD], text[-SCAN_TAIL:]
 
 
-def split(text: str, *, structured: bool) -> tuple[list[str], int | None]:
+def split(text: str, *, structured: bool) -> tuple[list[tuple[str, str]], int | None]:
     """The pieces of ``text`` and, when its middle was skipped, the index of the
     first piece after the gap."""
     head, tail = _bounded_text(text)
@@ -284,7 +300,7 @@ def scan(messages: Sequence[ChatMessage | Mapping[str, object]], *, first_order:
     order = first_order
     for raw in messages:
         try:
-            message = ChatMessage.coerce(raw)  # type: ignore[arg-type]
+            message = ChatMessage.coerce(raw)
         except (TypeError, ValueError):
             continue
         text = message.text
@@ -319,9 +335,9 @@ def _items_of(
     for call in message.tool_calls:
         call_names[call.id] = call.name
         args, gap = split(call.arguments, structured=True)
-        speaker = f"{role} called {call.name or 'a tool'}"
-        item = _item(ACTIONS, speaker, date, args or ["()"], gap, order + len(out), "call", True)
-        out.append(item)
+        if args:  # a call without arguments says nothing a piece could quote
+            speaker = f"{role} called {call.name or 'a tool'}"
+            out.append(_item(ACTIONS, speaker, date, args, gap, order + len(out), "call", True))
     return out
 
 
@@ -329,16 +345,16 @@ def _item(
     section: str,
     speaker: str,
     date: str | None,
-    texts: list[str],
+    texts: list[tuple[str, str]],
     gap: int | None,
     order: int,
     role: str,
     structured: bool = False,
 ) -> Item:
     pieces: list[Piece] = []
-    for i, text in enumerate(texts):
+    for i, (lead, text) in enumerate(texts):
         # A skipped middle leaves a hole in the indices, so it renders as "...".
         index = i if gap is None or i < gap else i + 1
-        pieces.append(Piece(text, index, words_of(text, structured=structured)))
+        pieces.append(Piece(text, index, words_of(text, structured=structured), lead))
     size = (pieces[-1].index + 1) if pieces else 0
     return Item(section, speaker, date, pieces, size, order, role)
