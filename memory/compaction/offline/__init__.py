@@ -10,13 +10,20 @@ has dates, chronological within sections (see ``layout`` for the text and
 
     Summary of the earlier conversation (9 messages; quoted, "..." where cut):
     User requests:
-    - user: It's mia_li_3668. The reservation is HATHAT.
+    - user: ... I want to change my flight to Seattle next week. ... It's mia_li_3668.
+      The reservation is HATHAT.
     Identifiers and tool results:
-    - tool get_reservation_details: "reservation_id": "HATHAT", "user_id": "mia_li_3668", ...
+    - tool get_reservation_details: "reservation_id": "HATHAT" ... "flight_number":
+      "HAT136" ... "payment_id": "credit_card_4421486", "amount": 250 ...
     Errors:
-    - tool: Error: flight HAT222 not available on date 2024-05-22
+    - tool update_reservation_flights: Error: flight HAT222 not available on date 2024-05-22
     Latest state:
+    - assistant: Flight HAT222 is full. HAT240 on May 22 costs $120 more.
     - user: OK, book HAT240 then, and email me at mia.li@example.com.
+
+(one line per item; wrapped here): 172 tokens for nine messages of 277, at a
+budget of 200. Nothing in it was written by the summariser but the header,
+the section titles, the attributions and the ``...``.
 
 Jobs: ``scan`` splits messages into pieces and finds their informative words,
 ``digest`` chooses pieces within the budget, ``layout`` renders the text and

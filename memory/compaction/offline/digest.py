@@ -5,18 +5,21 @@ competes for the budget on one scale: the information it adds per token it
 costs. Information is the sum of its words' weights: how rare the word is
 among the pieces at hand (inverse document frequency, so a word said in every
 other sentence adds little) times how specific its kind is (``scan``:
-identifiers, numbers, names, plain words). A word already said by a chosen
-piece counts ``REPEAT`` of its weight again, so the choice spreads over many
-facts instead of repeating one. The cost of a piece is its tokens, plus the
-line prefix, date and section title it would be the first to need.
+identifiers, numbers, names, plain words). Identifiers are the exception to
+rarity: an id that keeps coming up is the one the work is about, so its
+weight grows with its frequency. A word already said by a chosen piece counts
+``REPEAT`` of its weight again, so the choice spreads over many facts instead
+of repeating one, and a piece already quoted word for word counts nothing.
+The cost of a piece is its tokens, plus the line prefix, date and section
+title it would be the first to need.
 
 The choice is greedy with lazy re-evaluation (a piece's value only falls as
 others are chosen, so a heap of stale upper bounds is exact enough and keeps
 it near O(n log n)). The opening sentence of the latest user and assistant
 messages is chosen before anything else, so the summary always ends on where
 the conversation stood. (Pinning the first user request as well, the task in
-an agent session, cost about a point of LoCoMo answers at 2,000 and 4,000
-tokens: it ranks on its own information like the rest.)
+an agent session, cost 0.013 of the LoCoMo answers kept at 2,000 tokens,
+0.154 against 0.167: it ranks on its own information like the rest.)
 """
 
 from __future__ import annotations

@@ -5,10 +5,12 @@ each, the session date shown where it changes::
 
     Summary of the earlier conversation (42 messages; quoted, "..." where cut):
     User requests:
-    - [8 May, 2023] user: I went to a LGBTQ support group yesterday and it was so powerful.
-    - user: ... Researching adoption agencies - it's been a dream to have a family ...
+    - [8 May, 2023] user: Hi Sam! I joined a pottery class yesterday. ... My uncle
+      left me his old Leica camera in Oslo.
+    - [27 June, 2023] user: ... I'm applying to the Glasgow School of Art this autumn.
     Identifiers and tool results:
-    - tool get_user_details: "user_id": "mia_li_3668", ... "credit_card_4421486":
+    - tool get_user_details: "user_id": "mia_li_3668" ... "payment_methods":
+      {"credit_card_4421486": {"source": "credit_card" ...
     Actions and results:
     - assistant called get_reservation_details: "reservation_id": "HATHAT"
     - assistant: Flight HAT222 is full. HAT240 on May 22 costs $120 more.
@@ -17,8 +19,10 @@ each, the session date shown where it changes::
     Latest state:
     - user: OK, book HAT240 then, and email me at mia.li@example.com.
 
-Pieces next to each other in their message are joined by a space (by ", "
-for JSON clauses); ``...`` stands where pieces were left out, before the
+(A line is one line; it is wrapped here.) Consecutive messages of one speaker
+on one date share a line, joined by ``...``. Pieces next to each other in
+their message are joined by a space, JSON clauses by the punctuation that
+stood between them; ``...`` stands where pieces were left out, before the
 first kept one, between two, or after the last. ``parse`` reads this layout
 back into items, so a later compaction can weigh the earlier summary's
 sentences against the new ones; text that is not in this layout (a summary a

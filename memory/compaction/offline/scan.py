@@ -241,11 +241,12 @@ def is_structured(text: str) -> bool:
 
 
 def is_error(text: str) -> bool:
-    """Whether a tool result reports a failure: it starts with an error word, or
-    holds a Python traceback or exception line."""
+    """Whether a tool result reports a failure: it starts with an error word (or
+    is a JSON object whose first key is one), or holds a Python traceback or
+    an exception line near its start."""
     head = text.lstrip()[:200]
-    if _ERROR_HEAD.match(head):
-        return True
+    if _ERROR_HEAD.match(head) or _ERROR_HEAD.match(head.removeprefix('{"').lstrip()):
+        return True  # "Error: ...", or a JSON object whose first key is "error"
     return "Traceback (most recent call last)" in text or bool(_EXCEPTION_LINE.search(head))
 
 
