@@ -193,7 +193,7 @@ def before_after(run_index: int, threshold: int, shown: int = 8) -> None:
 def _shown(message: ChatMessage, width: int = 160) -> str:
     text = " ".join(message.text.split())
     calls = " ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
-    line = f"[{message.role}] {text} {calls}".strip()
+    line = " ".join(part for part in (f"[{message.role}]", text, calls) if part)
     return line if len(line) <= width else line[:width] + f" [+{len(line) - width} chars]"
 
 
