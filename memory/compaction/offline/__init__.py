@@ -72,9 +72,14 @@ def offline_summary(
     ``messages``: ``ChatMessage`` objects (chat-format dicts are read too; ones
     that cannot be read are skipped). ``previous_summary``: the summary of what
     came before them, whose sentences are weighed again with the new ones.
-    ``counter.count(result) <= budget_tokens`` always holds. Deterministic, and
-    never raises on odd input. Returns ``"No earlier conversation."`` when there
-    is nothing to summarise (if it fits), and ``""`` when not even that fits.
+    ``counter``: anything with ``count(text) -> int`` (a ``TokenCounter``).
+
+    Returns the summary text, with ``counter.count(result) <= budget_tokens``;
+    ``"No earlier conversation."`` when there is nothing to summarise (if it
+    fits), ``""`` when the budget is not positive or nothing fits. Deterministic.
+    Never raises on odd input: a failure of its own is logged and the previous
+    summary kept (as far as it fits); only an error of ``counter.count``
+    propagates.
     """
     budget = budget_tokens if isinstance(budget_tokens, int) else 0
     if budget <= 0:
