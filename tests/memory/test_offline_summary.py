@@ -213,6 +213,34 @@ def test_a_tool_result_that_reports_a_failure_goes_to_errors(
     assert (section, "tool hold_seat") in {(sec, who) for sec, _, who, _ in items(summary)}
 
 
+def test_a_code_listing_is_quoted_by_whole_lines_and_the_conclusion_is_kept(
+    counter: TokenCounter,
+) -> None:
+    listing = "[File: src/fields.py (3000 lines total)]\n" + "\n".join(
+        f"{n}:    value_{n} = resolve(field_{n}, schema, precision={n % 7})"
+        for n in range(1400, 1460)
+    )
+    messages = [
+        ChatMessage.user("Fix the TimeDelta rounding bug in src/fields.py."),
+        ChatMessage.assistant(None, [call("c1", "open", path="src/fields.py")]),
+        ChatMessage.tool(listing, "c1", "open"),
+        ChatMessage.assistant(
+            "The bug is on line 1474: int() truncates 345.9 to 345, so round() is needed."
+        ),
+        ChatMessage.assistant("I will edit it now."),
+    ]
+
+    summary = offline_summary(messages, budget_tokens=150, counter=counter)
+
+    assert "The bug is on line 1474: int() truncates 345.9 to 345, so round() is needed." in (
+        summary
+    )
+    tool_lines = [body for _, _, who, body in items(summary) if who == "tool open"]
+    for body in tool_lines:  # whole lines of the listing, never cut at its commas
+        for run in body.removeprefix("... ").removesuffix(" ...").split(" ... "):
+            assert run.split(" ")[0].rstrip(":").isdigit() or run.startswith("[File:")
+
+
 def test_it_keeps_identifiers_when_the_budget_is_tight(counter: TokenCounter) -> None:
     summary = offline_summary(airline_session(), budget_tokens=150, counter=counter)
 

@@ -30,11 +30,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .layout import TITLES, section_of
-from .scan import IDENTIFIER, Item, Piece
+from .scan import IDENTIFIER, TOOL_DATA, Item, Piece
 
 # Tuned on the LoCoMo and tau-bench checks of bench/compaction_quality.py.
 REPEAT = 0.3  # the share of a word's weight it adds again after it was said
 USER_WEIGHT = 1.3  # a user's own words (requests, facts about them) weigh more
+# Text a tool printed (code, logs, listings) is long and full of one-off
+# numbers; what the assistant concluded from it is usually the better half.
+TOOL_TEXT_WEIGHT = 0.5
 IDF_POWER = 2.0  # > 1: a word said once outweighs several said a few times
 COST_POWER = 0.8  # < 1: a long sentence with many facts is not penalised per token
 LATEST_SHARE = 0.2  # at most this share of the budget goes to the latest state first
@@ -183,11 +186,19 @@ def _weigh(items: Sequence[Item], candidates: Sequence[_Candidate]) -> None:
         else:
             weights[word] = math.log(1 + total / df) ** IDF_POWER
     for candidate in candidates:
-        scale = USER_WEIGHT if items[candidate.item].role == "user" else 1.0
+        scale = _scale(items[candidate.item])
         candidate.gains = tuple(
             (word, weights[word] * kind * scale) for word, kind in candidate.piece.words
         )
         candidate.gain = sum(g for _, g in candidate.gains)
+
+
+def _scale(item: Item) -> float:
+    if item.role == "user":
+        return USER_WEIGHT
+    if item.section == TOOL_DATA and not item.structured:
+        return TOOL_TEXT_WEIGHT
+    return 1.0
 
 
 class _LineCost:

@@ -199,7 +199,7 @@ def _item_of_line(
     if not pieces:
         return None
     size = pieces[-1].index + (2 if tail_cut else 1)
-    return Item(section, speaker, date, pieces, size, order, role)
+    return Item(section, speaker, date, pieces, size, order, role, structured=structured)
 
 
 def _role_of(speaker: str) -> str:

@@ -80,6 +80,7 @@ _CLAUSE = re.compile(r"(?<=[,;])\s+")
 # A string literal (to its closing quote, or to the end when it is cut), or a
 # piece of JSON punctuation that separates clauses.
 _JSON_PUNCTUATION = re.compile(r'"(?:[^"\\]|\\.)*+"?|[{}\[\],\n]', re.DOTALL)
+_JSON_STARTS = frozenset('"{[]}-0123456789tfn')
 _LIST_MARKER = re.compile(r"(?:\d{1,3}|[a-zA-Z])[.)]")
 
 
@@ -112,6 +113,7 @@ class Item:
     order: int
     role: str
     latest: bool = False  # shown under "Latest state", its opening kept first
+    structured: bool = False  # JSON clauses rather than sentences
 
 
 @lru_cache(maxsize=WORDS_CACHE)
@@ -235,9 +237,14 @@ def _bounded(text: str) -> list[str]:
 
 
 def is_structured(text: str) -> bool:
-    """Whether ``text`` reads as JSON (an object or a list), so clauses fit it better."""
-    head = text.lstrip()[:1]
-    return head in ("{", "[")
+    """Whether ``text`` reads as JSON (an object or a list), so clauses fit it
+    better: it opens with a bracket and what follows can start a JSON value
+    (``[File: setup.py ...`` or a listing like ``[1/3] Building ...`` cannot)."""
+    head = text.lstrip()[:40]
+    if head[:1] not in ("{", "["):
+        return False
+    rest = head[1:].lstrip()
+    return not rest or rest[0] in _JSON_STARTS
 
 
 def is_error(text: str) -> bool:
@@ -358,4 +365,4 @@ def _item(
         index = i if gap is None or i < gap else i + 1
         pieces.append(Piece(text, index, words_of(text, structured=structured), lead))
     size = (pieces[-1].index + 1) if pieces else 0
-    return Item(section, speaker, date, pieces, size, order, role)
+    return Item(section, speaker, date, pieces, size, order, role, structured=structured)
