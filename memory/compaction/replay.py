@@ -76,7 +76,9 @@ class Replay:
     def run(self, records: Iterable[Mapping[str, Any] | LogRecord]) -> None:
         for number, raw in enumerate(records, start=1):
             try:
-                record = raw if isinstance(raw, LogRecord) else record_from_dict(raw)
+                record = (
+                    raw if isinstance(raw, LogRecord) else record_from_dict(raw, exact=self.upgrade)
+                )
                 self.apply(record)
             except (MotusMemoryError, KeyError, TypeError, ValueError) as exc:
                 self.problems.append(LogProblem(number, f"record {number} unusable: {exc}"))
@@ -131,7 +133,8 @@ class Replay:
             tokens=record.tokens,
             trace=False,
         )
-        self._rewrite(record, memory._message_record(ingested))
+        if self.upgrade:
+            self._rewrite(record, memory._message_record(ingested))
 
     def _compaction(self, record: Compaction) -> Compaction:
         memory = self.memory

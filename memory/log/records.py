@@ -169,8 +169,11 @@ class LogRecord:
         return record_from_json(line)
 
     @classmethod
-    def _parse(cls, data: Mapping[str, Any]) -> dict[str, Any]:
-        """Keyword arguments of ``cls`` from ``data``; what does not fit goes to extra."""
+    def _parse(cls, data: Mapping[str, Any], exact: bool = True) -> dict[str, Any]:
+        """Keyword arguments of ``cls`` from ``data``; what does not fit goes to extra.
+
+        Without ``exact``, a message that would write back otherwise is not
+        compared with what was read (a restore only reads records)."""
         kwargs: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         known = dict(cls._fields)
@@ -186,7 +189,7 @@ class LogRecord:
                 extra[key] = value
                 continue
             kwargs[key] = fitted
-            if isinstance(fitted, ChatMessage) and fitted.to_dict() != value:
+            if exact and isinstance(fitted, ChatMessage) and fitted.to_dict() != value:
                 # A message that writes back otherwise (no "content" key, arguments
                 # given as an object) is typed for use and kept as read for the log.
                 extra[key] = value
@@ -319,19 +322,22 @@ RECORD_TYPES: frozenset[str] = frozenset(_RECORD_TYPES)
 """The record types this library writes and understands."""
 
 
-def record_from_dict(data: Mapping[str, Any]) -> LogRecord:
+def record_from_dict(data: Mapping[str, Any], *, exact: bool = True) -> LogRecord:
     """The typed record of a log line's object.
 
-    Raises ``LogCorruptError`` when ``data`` is not an object with a string
-    ``type``, or when a message record's message is not a chat message.
+    ``record_from_dict(d).to_dict() == d``; ``exact=False`` gives that up for
+    messages that do not write back as read (no ``content`` key...), to read
+    a long log faster when nothing will be written back. Raises
+    ``LogCorruptError`` when ``data`` is not an object with a string ``type``,
+    or when a message record's message is not a chat message.
     """
     if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
         raise LogCorruptError("not a log record (no 'type')")
     cls = _RECORD_TYPES.get(data["type"])
     try:
         if cls is None:
-            return UnknownRecord(unknown_type=data["type"], **LogRecord._parse(data))
-        return cls(**cls._parse(data))
+            return UnknownRecord(unknown_type=data["type"], **LogRecord._parse(data, exact))
+        return cls(**cls._parse(data, exact))
     except InvalidMessageError as error:
         raise LogCorruptError(f"{data['type']} record: {error}") from error
 

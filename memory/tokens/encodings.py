@@ -7,7 +7,8 @@ publishes for them (``expected_hash`` in ``tiktoken_ext/openai_public.py``) and
 turned into a real ``tiktoken.Encoding`` with tiktoken's own ``pat_str`` and
 special tokens. ``o200k_harmony`` (gpt-oss) is ``o200k_base`` plus special
 tokens, exactly as tiktoken builds it, so it is offline too. Nothing is read
-before the first call; each encoding is loaded once per process.
+before the first call; each encoding is loaded once per process, and the
+parsed ranks are cached on disk for the next process (``MOTUS_TOKENIZER_CACHE``).
 
 A model maps to its encoding through ``tiktoken.model.encoding_name_for_model``
 (a table, no download). Models tiktoken does not know (``claude-*``,
@@ -26,10 +27,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import gzip
 import hashlib
 import importlib.resources
 import logging
+import marshal
 import os
 import re
 import tempfile
@@ -207,20 +210,90 @@ def _parse_ranks(name: str, data: bytes, expected_sha256: str) -> dict[bytes, in
 def load_bundled_ranks(name: str) -> dict[bytes, int]:
     """Read, gunzip, hash-check and parse the shipped BPE file ``name``.
 
-    ``name`` is ``"cl100k_base"`` or ``"o200k_base"``. Raises
-    ``EncodingDataError`` when the file is missing, corrupt or not the one
-    tiktoken publishes.
+    ``name`` is ``"cl100k_base"`` or ``"o200k_base"``. The parsed ranks are
+    kept in a cache file (see ``_ranks_cache``), so later processes skip the
+    parse. Raises ``EncodingDataError`` when the file is missing, corrupt or
+    not the one tiktoken publishes.
     """
     expected = _RANKS_SHA256.get(name)
     if expected is None:
         raise EncodingDataError(f"no shipped BPE file named {name!r}")
+    cached = _read_ranks_cache(expected)
+    if cached is not None:
+        return cached
     try:
         data = gzip.decompress(_read_bundled_file(name))
     except (OSError, ModuleNotFoundError, EOFError) as exc:  # BadGzipFile is an OSError
         raise EncodingDataError(
             f"cannot read the {name} BPE file from the {_DATA_PACKAGE} package: {exc}"
         ) from exc
-    return _parse_ranks(name, data, expected)
+    ranks = _parse_ranks(name, data, expected)
+    _write_ranks_cache(expected, ranks)
+    return ranks
+
+
+# -- the parsed-ranks cache -----------------------------------------------------
+#
+# Parsing a BPE file (200,000 base64 lines) is most of a cold process's first
+# count. The parsed ranks are kept as a marshal file named after the sha256 of
+# the BPE file they come from; the file starts with the sha256 of the rest, and
+# is used only when that matches (a torn or damaged file is parsed again and
+# rewritten). marshal, unlike pickle, cannot run code when it loads.
+
+CACHE_ENV_VAR = "MOTUS_TOKENIZER_CACHE"
+
+
+def _ranks_cache(source_sha256: str) -> str | None:
+    """The cache file for ranks parsed from a BPE file with ``source_sha256``.
+
+    ``MOTUS_TOKENIZER_CACHE`` names the folder (empty: no cache); by default
+    ``$XDG_CACHE_HOME/motus-memory`` or ``~/.cache/motus-memory``.
+    """
+    folder = os.environ.get(CACHE_ENV_VAR)
+    if folder is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(base, "motus-memory")
+    if not folder:
+        return None
+    return os.path.join(folder, f"ranks-{source_sha256[:32]}.marshal")
+
+
+def _read_ranks_cache(source_sha256: str) -> dict[bytes, int] | None:
+    path = _ranks_cache(source_sha256)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            blob = handle.read()
+    except OSError:
+        return None
+    digest, body = blob[:32], blob[32:]
+    if hashlib.sha256(body).digest() != digest:
+        logger.warning("ignoring a damaged tokenizer cache file %s", path)
+        return None
+    try:
+        ranks = marshal.loads(body)
+    except (EOFError, ValueError, TypeError):
+        return None
+    return ranks if isinstance(ranks, dict) else None
+
+
+def _write_ranks_cache(source_sha256: str, ranks: dict[bytes, int]) -> None:
+    """Best effort: a cache that cannot be written only costs the next process the parse."""
+    path = _ranks_cache(source_sha256)
+    if path is None:
+        return
+    body = marshal.dumps(ranks)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "wb") as handle:
+            handle.write(hashlib.sha256(body).digest() + body)
+        os.replace(temporary, path)  # atomic: readers see the old file or the whole new one
+    except OSError as exc:
+        logger.info("could not write the tokenizer cache %s: %s", path, exc)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 def load_bundled_encoding(name: str) -> tiktoken.Encoding:

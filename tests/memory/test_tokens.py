@@ -102,6 +102,7 @@ def test_it_refuses_a_bundled_file_whose_hash_does_not_match(
 ) -> None:
     data = gzip.decompress(encodings._read_bundled_file("cl100k_base"))
     tampered = gzip.compress(data.replace(b" 100\n", b" 101\n", 1))
+    monkeypatch.setenv(encodings.CACHE_ENV_VAR, "")
     monkeypatch.setattr(encodings, "_read_bundled_file", lambda name: tampered)
     monkeypatch.setattr(encodings, "_loaded", {})
     with pytest.raises(EncodingDataError, match="sha256"):
@@ -111,9 +112,33 @@ def test_it_refuses_a_bundled_file_whose_hash_does_not_match(
 
 
 def test_it_reports_a_bundled_file_that_is_not_gzip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(encodings.CACHE_ENV_VAR, "")
     monkeypatch.setattr(encodings, "_read_bundled_file", lambda name: b"not a gzip file")
     with pytest.raises(EncodingDataError, match="cannot read"):
         encodings.load_bundled_ranks("o200k_base")
+
+
+def test_a_second_process_reads_the_parsed_ranks_from_the_checked_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(encodings.CACHE_ENV_VAR, str(tmp_path))
+    parsed = encodings.load_bundled_ranks("cl100k_base")
+    (cache,) = tmp_path.iterdir()
+
+    def unreachable(name: str) -> bytes:
+        raise AssertionError("the BPE file was read although the cache holds it")
+
+    monkeypatch.setattr(encodings, "_read_bundled_file", unreachable)
+    assert encodings.load_bundled_ranks("cl100k_base") == parsed
+
+    # A damaged cache file is not trusted: the BPE file is parsed again and the cache mended.
+    monkeypatch.undo()
+    monkeypatch.setenv(encodings.CACHE_ENV_VAR, str(tmp_path))
+    blob = bytearray(cache.read_bytes())
+    blob[-10] ^= 0xFF
+    cache.write_bytes(bytes(blob))
+    assert encodings.load_bundled_ranks("cl100k_base") == parsed
+    assert encodings._read_ranks_cache(encodings._RANKS_SHA256["cl100k_base"]) == parsed
 
 
 # -- which encoding a model uses ------------------------------------------------------

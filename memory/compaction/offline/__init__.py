@@ -38,7 +38,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ...messages import ChatMessage
-
 from . import layout
 from .digest import choose
 from .scan import ACTIONS, REQUESTS, Item, Piece, scan

@@ -1,0 +1,250 @@
+"""The hot path of the memory, against its floor and, optionally, the reference implementation.
+
+One run, one generated agent workload (``memory_bench.session``: units A/B/C,
+1-3 parallel calls, tool results of 50-3,000 tokens), the same stub
+``compact_fn`` for every compacting memory, so no summariser is timed. Prints
+the mean cost per message of:
+
+- the floor: tiktoken's raw encode of the same texts;
+- ``BasicMemory``; ``CompactionMemory`` without a log, with a JSONL log, and
+  with compaction on (threshold 8,000);
+- ``get_session_state().to_dict()`` with every message in context;
+- ``restore_from_log`` against a plain orjson parse of the same file;
+- a cold process: ``import memory`` and its first counted message.
+
+With ``--reference WHEEL`` (``pip download lithosai-motus==0.4.3 --no-deps``),
+the reference's ``BasicMemory`` and ``CompactionMemory`` run the same workload
+(its package is unpacked to a temporary folder with only ``motus.memory`` and
+``motus.models`` importable; it is never shipped here). The reference
+re-tokenises the whole context on every add, so its compaction-off case runs
+on ``--reference-messages`` messages only.
+
+Usage: ``python bench/hot_path.py [--messages 8000] [--restore-sizes 1000 10000 100000]``.
+Figures, not assertions: compare within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import hashlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memory_bench import session
+
+from memory import (
+    BasicMemory,
+    ChatMessage,
+    CompactionMemory,
+    CompactionMemoryConfig,
+)
+from memory.tokens import encodings
+from memory.tokens.encodings import encoding_for_model
+
+MODEL = "gpt-4o"
+NO_COMPACTION = 10**12
+
+
+def stub(messages: list[Any], system_prompt: str) -> str:
+    return "The user asked about flights; the agent searched and answered."
+
+
+async def per_message(add: Callable[[Any], Awaitable[None]], messages: list[Any]) -> float:
+    started = time.perf_counter()
+    for message in messages:
+        await add(message)
+    return (time.perf_counter() - started) / len(messages) * 1e6
+
+
+def floor_us(messages: list[dict[str, Any]]) -> float:
+    encode = encoding_for_model(MODEL).encoding.encode_ordinary
+    texts = [m["content"] for m in messages if isinstance(m.get("content"), str)]
+    texts += [c["function"]["arguments"] for m in messages for c in m.get("tool_calls") or ()]
+    started = time.perf_counter()
+    for text in texts:
+        encode(text)
+    return (time.perf_counter() - started) / len(messages) * 1e6
+
+
+def ours(messages: list[dict[str, Any]], folder: Path) -> dict[str, float]:
+    typed = [ChatMessage.from_dict(m) for m in messages]
+    out: dict[str, float] = {}
+    out["BasicMemory"] = asyncio.run(per_message(BasicMemory(model_name=MODEL).add_message, typed))
+    for label, threshold, log in (
+        ("CompactionMemory, compaction off, no log", NO_COMPACTION, None),
+        ("CompactionMemory, compaction off, JSONL log", NO_COMPACTION, folder / "off"),
+        ("CompactionMemory, compaction on (8,000), JSONL log", 8_000, folder / "on"),
+    ):
+        memory = CompactionMemory(
+            config=CompactionMemoryConfig(token_threshold=threshold, log_base_path=log),
+            model_name=MODEL,
+            compact_fn=stub,
+        )
+        out[label] = asyncio.run(per_message(memory.add_message, typed))
+        if threshold == NO_COMPACTION:
+            state_memory = memory
+    started = time.perf_counter()
+    state_memory.get_session_state().to_dict()
+    out["get_session_state().to_dict() (ms)"] = (time.perf_counter() - started) * 1e3
+    return out
+
+
+def offline_tiktoken_cache(folder: Path) -> None:
+    """Put the shipped BPE files where tiktoken's own loader looks first, so the
+    reference (which calls tiktoken directly) never tries to download them."""
+    cache = folder / "tiktoken-cache"
+    cache.mkdir()
+    for name in ("cl100k_base", "o200k_base"):
+        url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+        data = gzip.decompress(encodings._read_bundled_file(name))
+        (cache / hashlib.sha1(url.encode()).hexdigest()).write_bytes(data)
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+
+
+def reference(
+    wheel: Path, messages: list[dict[str, Any]], few: int, folder: Path
+) -> dict[str, float]:
+    offline_tiktoken_cache(folder)
+    root = folder / "reference"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(root)
+    # Only its memory and message types: the package's own __init__ imports a web server.
+    (root / "motus" / "__init__.py").write_text("")
+    (root / "motus" / "models" / "__init__.py").write_text(
+        "from .base import BaseChatClient, ChatCompletion, ChatMessage, FunctionCall, ToolCall\n"
+    )
+    sys.path.insert(0, str(root))
+    from motus.memory.basic_memory import BasicMemory as RefBasic
+    from motus.memory.compaction_memory import CompactionMemory as RefCompaction
+    from motus.memory.config import CompactionMemoryConfig as RefConfig
+    from motus.models import ChatMessage as RefMessage
+
+    typed = [RefMessage(**m) for m in messages]
+    out: dict[str, float] = {}
+    out["BasicMemory"] = asyncio.run(per_message(RefBasic(model_name=MODEL).add_message, typed))
+    off = RefCompaction(
+        config=RefConfig(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
+    )
+    out[f"CompactionMemory, compaction off, no log ({few} messages)"] = asyncio.run(
+        per_message(off.add_message, typed[:few])
+    )
+    on = RefCompaction(
+        config=RefConfig(token_threshold=8_000, log_base_path=str(folder / "ref-on")),
+        model_name=MODEL,
+        compact_fn=stub,
+    )
+    out["CompactionMemory, compaction on (8,000), JSONL log"] = asyncio.run(
+        per_message(on.add_message, typed)
+    )
+    state_memory = RefCompaction(
+        config=RefConfig(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
+    )
+    state_memory._messages = list(typed)  # the context a long compaction-off run would hold
+    started = time.perf_counter()
+    state_memory.get_session_state().to_dict()
+    out["get_session_state().to_dict() (ms)"] = (time.perf_counter() - started) * 1e3
+    return out
+
+
+def restore_figures(size: int, folder: Path) -> tuple[float, float]:
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(
+            session_id=f"r{size}", token_threshold=30_000, log_base_path=folder
+        ),
+        model_name=MODEL,
+        compact_fn=stub,
+    )
+
+    async def feed() -> None:
+        for message in session(size, seed=11):
+            await memory.add_message(message)
+
+    asyncio.run(feed())
+    path = folder / f"r{size}.jsonl"
+    started = time.perf_counter()
+    with path.open("rb") as handle:
+        for line in handle:
+            orjson.loads(line)
+    parse = time.perf_counter() - started
+    started = time.perf_counter()
+    restored = CompactionMemory.restore_from_log(f"r{size}", log_base_path=folder)
+    restore = time.perf_counter() - started
+    assert restored.get_context() == memory.get_context()
+    return parse, restore
+
+
+COLD = """
+import time
+started = time.perf_counter()
+import memory
+imported = time.perf_counter()
+memory.count_tokens("The first message of a process.", "gpt-4o")
+counted = time.perf_counter()
+print((imported - started) * 1e3, (counted - imported) * 1e3)
+"""
+
+
+def cold_start() -> tuple[float, float]:
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", COLD], capture_output=True, text=True, check=True
+        ).stdout.split()
+        for _ in range(5)
+    ]
+    return (
+        statistics.median(float(r[0]) for r in runs),
+        statistics.median(float(r[1]) for r in runs),
+    )
+
+
+def _same(a: str, b: str) -> bool:
+    return a.split(" (")[0] == b.split(" (")[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=8_000)
+    parser.add_argument("--restore-sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--reference", type=Path, help="lithosai-motus 0.4.3 wheel")
+    parser.add_argument("--reference-messages", type=int, default=1_000)
+    args = parser.parse_args()
+    messages = session(args.messages, seed=3)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        print(f"{len(messages):,} messages; mean µs per message (lower is better)")
+        print(f"  floor, tiktoken encode of the same texts: {floor_us(messages):10.0f}")
+        mine = ours(messages, folder)
+        theirs = {}
+        if args.reference:
+            theirs = reference(args.reference, messages, args.reference_messages, folder)
+        for label, value in mine.items():
+            ref = next((v for k, v in theirs.items() if _same(k, label)), None)
+            ratio = f"  reference {ref:10.0f}  reference/ours {ref / value:6.2f}x" if ref else ""
+            print(f"  {label:<52} {value:10.0f}{ratio}")
+        for size in args.restore_sizes:
+            parse, restore = restore_figures(size, folder)
+            print(
+                f"  restore {size:>7,} messages: {restore * 1e3:8.1f} ms, "
+                f"orjson parse {parse * 1e3:8.1f} ms, parse/restore {parse / restore:5.2f}x"
+            )
+    imported, counted = cold_start()
+    print(f"  cold process: import memory {imported:.0f} ms, first count {counted:.0f} ms after it")
+
+
+if __name__ == "__main__":
+    main()
