@@ -19,14 +19,20 @@ without surrogates is returned as the same object, untouched.
 ``clean_json`` applies it to a whole JSON value; with ``strict`` it also
 refuses what a JSON log cannot give back as it was (a set, a datetime, a
 non-string key, NaN, an integer past 64 bits), which a message must not hold.
+``loads`` reads JSON text that spells a lone surrogate as an escape
+(``"\\ud83d"``, as Python's ``json.dumps`` writes one), which orjson refuses,
+and cleans it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # The integers orjson (and so every store) can write: signed and unsigned 64-bit.
@@ -44,6 +50,30 @@ class NotJSONError(TypeError):
     def inside(self, step: str, where: str = "") -> NotJSONError:
         """The same error one level up: at ``where`` + ``step`` + the path so far."""
         return NotJSONError(self.problem, f"{where}{step}{self.path}")
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse one JSON document, like ``orjson.loads``, cleaning what it holds.
+
+    A document orjson refuses only because of an escaped lone surrogate is
+    read by the standard library instead and passed through ``clean_json``.
+    Raises ``orjson.JSONDecodeError`` (orjson's own error) for anything that is
+    not JSON (``NaN`` and ``Infinity`` included).
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        if b"\\u" not in (data if isinstance(data, bytes) else data.encode("utf-8", "replace")):
+            raise
+        try:
+            value = json.loads(data, parse_constant=_not_json)
+        except ValueError:
+            raise error from None
+        return clean_json(value)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def clean_text(text: str) -> str:

@@ -268,7 +268,7 @@ def _role(meta: Mapping[str, Any], problems: list[LogProblem] | None) -> str | N
     """The session_meta's ``system_role``; an unknown one is reported and read as system."""
     role = meta.get("system_role")
     if role in (None, "system", "developer"):
-        return role  # type: ignore[no-any-return]
+        return role
     if problems is not None:
         problems.append(LogProblem(1, f"session_meta system_role {role!r} is unknown; system used"))
     return None

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ..errors import LogError, SessionNotFoundError
+from ..json_values import loads
 from .records import LogRecord, serialise
 from .store import LogProblem, validate_session_id
 
@@ -105,7 +106,7 @@ def parse_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | 
         if not raw.strip():
             continue
         try:
-            record = orjson.loads(raw)
+            record = loads(raw)
         except orjson.JSONDecodeError as exc:
             yield number, LogProblem(number, f"invalid JSON ({exc})", torn=not raw.endswith(b"\n"))
             continue

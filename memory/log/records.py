@@ -78,7 +78,7 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 import orjson
 
 from ..errors import LogCorruptError
-from ..json_values import clean_json
+from ..json_values import clean_json, loads
 from ..messages import ChatMessage, InvalidMessageError
 
 FORMAT_VERSION = 2
@@ -357,7 +357,7 @@ def record_from_dict(data: Mapping[str, Any]) -> LogRecord:
 def record_from_json(line: bytes | str) -> LogRecord:
     """The typed record of one JSONL line. Raises ``LogCorruptError``."""
     try:
-        data = orjson.loads(line)
+        data = loads(line)
     except orjson.JSONDecodeError as error:
         raise LogCorruptError(f"invalid JSON ({error})") from error
     return record_from_dict(data)
