@@ -104,3 +104,14 @@ def test_the_timeline_shows_reasoning_folded_and_a_custom_calls_input(owner: Use
     assert "sku 2 is sold out, say so" in page
     assert "<code>apply_patch</code>" in page
     assert "+stock = 3" in page
+
+
+def test_a_file_whose_name_is_not_utf8_imports_under_the_name_with_replacement_characters(
+    owner: User,
+) -> None:
+    # Linux hands Python a file name that is not UTF-8 with lone surrogates in it.
+    report = run(json.dumps([{"role": "user", "content": "hi"}]).encode(), "caf\udce9.json", owner)
+
+    assert report.problems == []
+    session = Session.objects.get(public_id=report.imported[0])
+    assert (session.source, session.title) == ("caf\ufffd.json", "caf\ufffd")

@@ -21,6 +21,7 @@ from memory import (
     MotusMemoryError,
     upgrade_records,
 )
+from memory.json_values import clean_text
 from memory.log import InvalidSessionIdError, validate_session_id
 from memory.messages import INSTRUCTION_ROLES, InstructionRole
 
@@ -71,7 +72,9 @@ class Writer:
     """
 
     def __init__(self, source: str, digest: str, options: ImportOptions) -> None:
-        self.source = source
+        # A Linux file name that is not UTF-8 arrives with lone surrogates
+        # (os.fsdecode); the database takes text only as U+FFFD.
+        self.source = clean_text(source)
         self.digest = digest
         self.options = options
         self.report = ImportReport()
