@@ -19,6 +19,7 @@ from memory import (
     InvalidMessageError,
     JSONLLogStore,
     LogError,
+    ReActAgent,
     ToolCall,
 )
 from memory.compaction.summarize import render_transcript_line
@@ -27,6 +28,7 @@ from memory.log import records
 from memory.tokens import TokenCounter
 
 from . import variants as v
+from .conftest import FakeClient
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 
@@ -510,3 +512,25 @@ async def test_the_whole_real_world_conversation_is_kept_counted_and_restored(
         memory.get_context()
     )
     assert_restores(memory, store)
+
+
+async def test_an_agent_whose_server_sends_empty_call_ids_gets_both_results_back_paired() -> None:
+    def stock(sku: int) -> str:
+        """Units left of ``sku``."""
+        return f"sku {sku}: {4 - sku} left"
+
+    reply = ChatMessage.from_dict(v.EMPTY_ID_CALLS)
+    client = FakeClient([reply, "Four of sku 1, two of sku 2."])
+    agent = ReActAgent(client=client, model_name="gpt-4o", tools=[stock], memory_type="compact")
+
+    assert await agent.run("stock of 1 and 2?") == "Four of sku 1, two of sku 2."
+
+    second_request = [m.to_api_dict() for m in client.requests[1].messages]
+    assert [c["id"] for c in second_request[2]["tool_calls"]] == [
+        "call_motus_1_0",
+        "call_motus_1_1",
+    ]
+    assert [(m["tool_call_id"], m["content"]) for m in second_request[3:]] == [
+        ("call_motus_1_0", "sku 1: 3 left"),
+        ("call_motus_1_1", "sku 2: 2 left"),
+    ]
