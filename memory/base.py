@@ -12,6 +12,11 @@ when the memory has one, and then to every listener (``add_listener``). The
 state changes themselves live in ``_apply_*`` methods that a restore calls
 with the records of a log, so a restored memory is built by the same code as
 the live one.
+
+Text enters clean: every string of a message, the system prompt and every
+record is freed of lone surrogates on the way in (``memory.json_values``), so
+a UTF-8 log holds exactly the live context. Tool calls without ids get
+deterministic ones when they enter the context (``memory.call_ids``).
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Self
 
+from .call_ids import with_call_ids
+from .json_values import clean_text
 from .log.recorder import Listener, Recorder
 from .log.records import MessageRecord, SessionMeta, SystemPromptChange, now_iso
-from .messages import ChatMessage, InvalidMessageError
+from .messages import INSTRUCTION_ROLES, ChatMessage, InstructionRole, InvalidMessageError
 from .session_state import SessionState
 from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from .tokens.truncation import Truncation, fit_tool_result
@@ -58,7 +65,7 @@ class BaseMemory(ABC):
 
     ``add_message`` accepts a ``ChatMessage`` or an OpenAI chat-format dict and
     raises ``InvalidMessageError`` (a ``ValueError``) for a malformed one or for
-    a ``system`` message (use ``set_system_prompt``). Token figures are
+    a ``system`` or ``developer`` message (use ``set_system_prompt``). Token figures are
     estimates in tokens of the model's tokenizer (see ``memory.tokens``).
     """
 
@@ -73,7 +80,8 @@ class BaseMemory(ABC):
         trace_max_events: int = 1000,
     ) -> None:
         self._model_name = model_name
-        self._system_prompt = system_prompt
+        self._system_prompt = clean_text(system_prompt)
+        self._system_role: InstructionRole = "system"
         self._system_tokens: int | None = None
         self._max_tool_result_tokens = max_tool_result_tokens
         self._messages: list[ChatMessage] = []
@@ -106,25 +114,52 @@ class BaseMemory(ABC):
     def system_prompt(self) -> str:
         return self._system_prompt
 
-    def set_system_prompt(self, prompt: str) -> None:
-        """Set the system prompt; ``get_context()`` returns it first, unchanged.
+    @property
+    def system_role(self) -> InstructionRole:
+        """The role the system prompt is sent with: ``"system"`` or ``"developer"``."""
+        return self._system_role
 
-        Once the session has records, a change is recorded (``system_prompt``).
+    def set_system_prompt(self, prompt: str, *, role: InstructionRole | None = None) -> None:
+        """Set the instructions; ``get_context()`` returns them first.
+
+        ``role`` is ``"system"`` or ``"developer"`` (OpenAI's name for
+        instructions to its reasoning models), kept so the instructions are
+        sent and exported as they came; ``None`` keeps the current role
+        (``"system"`` at first). Lone surrogates in ``prompt`` become U+FFFD
+        (see ``memory.json_values``). Once the session has records, a change
+        is recorded (``system_prompt``). Raises ``InvalidMessageError`` for a
+        prompt that is not a string or another role.
         """
         if not isinstance(prompt, str):
             raise InvalidMessageError("the system prompt must be a string")
-        changed = prompt != self._system_prompt
-        self._apply_system_prompt(prompt)
+        role = self._system_role if role is None else role
+        if role not in INSTRUCTION_ROLES:
+            raise InvalidMessageError(
+                f"instructions take the role 'system' or 'developer', not {role!r}"
+            )
+        prompt = clean_text(prompt)
+        changed = prompt != self._system_prompt or role != self._system_role
+        self._apply_system_prompt(prompt, role)
         if changed and self._recorder.started:
             self._recorder.record(
                 SystemPromptChange(
-                    ts=now_iso(), system_prompt=prompt, through_seq=self._next_seq - 1
+                    ts=now_iso(),
+                    system_prompt=prompt,
+                    through_seq=self._next_seq - 1,
+                    system_role=None if role == "system" else role,
                 )
             )
 
-    def _apply_system_prompt(self, prompt: str) -> None:
-        self._system_prompt = prompt
+    def _apply_system_prompt(self, prompt: str, role: str | None = "system") -> None:
+        """Set the prompt and its role (a log's ``system_role``: ``None`` is ``"system"``)."""
+        if role not in (None, *INSTRUCTION_ROLES):
+            raise InvalidMessageError(f"unknown instruction role {role!r}")
+        self._system_prompt = clean_text(prompt)
+        self._system_role = "developer" if role == "developer" else "system"
         self._system_tokens = None
+
+    def _instructions(self) -> ChatMessage:
+        return ChatMessage(role=self._system_role, content=self._system_prompt)
 
     # -- records and listeners -------------------------------------------------
 
@@ -146,6 +181,7 @@ class BaseMemory(ABC):
         return SessionMeta(
             ts=now_iso(),
             system_prompt=self._system_prompt,
+            system_role=None if self._system_role == "system" else self._system_role,
             memory_type=self.memory_type,
             model_name=self._model_name,
         )
@@ -156,8 +192,9 @@ class BaseMemory(ABC):
         return list(self._messages)
 
     def get_context(self) -> list[ChatMessage]:
-        """The messages to send to the model: the system prompt first, then the context."""
-        return [ChatMessage.system(self._system_prompt), *self._messages]
+        """The messages to send to the model: the instructions first (a ``system``
+        or ``developer`` message, see ``system_role``), then the context."""
+        return [self._instructions(), *self._messages]
 
     @property
     def at_boundary(self) -> bool:
@@ -182,9 +219,7 @@ class BaseMemory(ABC):
         """Estimated tokens of ``get_context()``: O(1), nothing is re-tokenised."""
         self._check_in_sync()
         if self._system_tokens is None:
-            self._system_tokens = self.estimate_message_tokens(
-                ChatMessage.system(self._system_prompt)
-            )
+            self._system_tokens = self.estimate_message_tokens(self._instructions())
         return self._system_tokens + self._tokens_total + REPLY_PRIMING_TOKENS
 
     def _check_in_sync(self) -> None:
@@ -225,7 +260,13 @@ class BaseMemory(ABC):
             unit=c.unit,
             unit_index=c.unit_index,
             context_tokens=self.estimate_context_tokens(),
-            context_message=ingested.context_message if truncation else None,
+            # Written when the context holds another form: a truncated result,
+            # or assigned tool-call ids (``memory.call_ids``).
+            context_message=(
+                ingested.context_message
+                if ingested.context_message is not ingested.message
+                else None
+            ),
             truncation=truncation.as_dict() if truncation else None,
             anomaly=c.anomaly,
         )
@@ -247,20 +288,24 @@ class BaseMemory(ABC):
         A restore also passes ``trace=False``: replaying a long log would
         otherwise rebuild trace events nobody asked for (anomalies are still traced).
         """
-        if message.role == "system":
+        if message.role in INSTRUCTION_ROLES:
             raise InvalidMessageError(
-                "system messages are not added to the conversation: use set_system_prompt()"
+                f"{message.role} messages are not added to the conversation: use "
+                f"set_system_prompt(text, role={message.role!r})"
             )
         self._check_in_sync()
+        seq = self._next_seq if seq is None else seq
         truncation = None
         content_tokens = None
         if context_message is None:
-            fitted = fit_tool_result(message, self._max_tool_result_tokens, self.token_counter)
+            context_message = with_call_ids(message, seq, self._tracker.pending)
+            fitted = fit_tool_result(
+                context_message, self._max_tool_result_tokens, self.token_counter
+            )
             context_message, truncation = fitted.message, fitted.truncation
             content_tokens = fitted.content_tokens
-        seq = self._next_seq if seq is None else seq
         self._next_seq = seq + 1
-        classification = self._tracker.classify(message)
+        classification = self._tracker.classify(context_message)
         if tokens is None:
             tokens = self.estimate_message_tokens(context_message, content_tokens=content_tokens)
         self._place(classification, seq, context_message, tokens)
@@ -344,6 +389,7 @@ class BaseMemory(ABC):
             system_prompt=self._system_prompt,
             messages=[m.to_dict() for m in self._messages],
             model_name=self._model_name,
+            system_role=self._system_role,
         )
 
     def _clear_context(self) -> dict[str, int]:

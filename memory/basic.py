@@ -28,7 +28,8 @@ class BasicMemory(BaseMemory):
     @classmethod
     def restore(cls, state: SessionState) -> BasicMemory:
         """Rebuild a memory from ``get_session_state()`` output."""
-        memory = cls(model_name=state.model_name, system_prompt=state.system_prompt)
+        memory = cls(model_name=state.model_name)
+        memory._apply_system_prompt(state.system_prompt, state.system_role)
         for data in state.messages:
             memory._ingest(ChatMessage.from_dict(data))
         return memory

@@ -2,27 +2,54 @@
 
 A ``ChatMessage`` converts losslessly to and from the dicts of the OpenAI chat
 format (https://platform.openai.com/docs/api-reference/chat/create):
-``ChatMessage.from_dict(d).to_dict() == d`` for every well-formed ``d``, and
-fields this module does not know (``thought``, ``agent``...) are kept in ``extra``
-and written back out.
+``ChatMessage.from_dict(d).to_dict() == d`` for every well-formed ``d`` (one
+a JSON log can hold: see below), and fields this module does not know
+(``thought``, ``agent``, ``refusal``, ``audio``...) are kept in ``extra`` and
+written back out.
+
+Roles: ``system`` and ``developer`` (OpenAI's current name for instructions,
+used by its reasoning models) are instructions; a memory holds them as its
+system prompt, with their role (``set_system_prompt(text, role=...)``).
+``user``, ``assistant`` and ``tool`` make the conversation.
 
 Reasoning has two fields of its own, named as LiteLLM names them:
 ``reasoning_content`` (text, as DeepSeek, Kimi and GLM thinking modes return it
 and require back on tool-call turns) and ``thinking_blocks`` (Anthropic
 ``thinking`` / ``redacted_thinking`` blocks, kept verbatim with their
 ``signature``, which the API checks when they are sent back).
+``reasoning_text`` gives either as plain text (what a summary reads).
+
+Tool calls are ``function`` calls (``{"id", "type": "function", "function":
+{"name", "arguments"}}``) or ``custom`` (freeform) calls (``{"id", "type":
+"custom", "custom": {"name", "input"}}``, GPT-5); a ``ToolCall`` keeps its type
+and shape, and holds a custom call's ``input`` in ``arguments``.
+
+Text the log cannot encode. Every string in a message, at any depth, goes
+through ``memory.json_values.clean_text`` when the message is built (lone
+surrogates become U+FFFD), so what is counted, kept and logged is the same
+text, and a message holds JSON values only: anything else (a set, a datetime,
+NaN, an integer past 64 bits) raises ``InvalidMessageError`` at once, never
+later when the log is written.
 
 Real logs bend the format; ``from_dict`` accepts these variants:
 
 - ``content: null`` (an assistant message that only calls tools) stays ``None``,
   distinct from ``""``;
 - ``content`` as a list of parts (``{"type": "text", "text": ...}``,
-  ``{"type": "image_url", ...}``) is kept as given;
+  ``{"type": "image_url", ...}``), on any role (tool results included), is
+  kept as given;
 - a tool call whose ``arguments`` is a JSON object rather than a string is kept
   as the compact JSON string of that object (the only normalisation);
+- a tool call with ``"id": ""`` (Gemini's compatibility layer, LM Studio,
+  some gateways) is kept as it is; a memory gives it an id when it enters
+  the context (see ``memory.base``);
 - ``tool_call_ids: [...]`` (SWE-agent) instead of ``tool_call_id`` is read as
   ``tool_call_id`` when it names exactly one call, and kept in ``extra`` as well
-  so that the message writes back out unchanged.
+  so that the message writes back out unchanged;
+- the legacy function-calling API: an assistant message's ``function_call``
+  is read as its one tool call (with an empty id), and a ``role: "function"``
+  message as a tool result without an id (``role`` is ``"tool"``); both write
+  back out in their legacy form, and are sent in the current one.
 """
 
 from __future__ import annotations
@@ -33,26 +60,54 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from .errors import ConfigurationError
+from .json_values import NotJSONError, clean_json, clean_text
 
-Role = Literal["system", "user", "assistant", "tool"]
-ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+InstructionRole = Literal["system", "developer"]
+INSTRUCTION_ROLES: frozenset[str] = frozenset({"system", "developer"})
 Content = str | list[dict[str, Any]] | None
 
-_TOOL_CALL_KEYS = frozenset({"id", "type", "function"})
-_FUNCTION_KEYS = frozenset({"name", "arguments"})
+_TOOL_CALL_KEYS = frozenset({"id", "type"})
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
+# Markers in ``extra`` that say how a legacy message was written, so it writes back so.
+_FUNCTION_ROLE = "_function_role"
+_FUNCTION_CALL = "_function_call"
+LEGACY_MARKERS = frozenset({_FUNCTION_ROLE, _FUNCTION_CALL})
 
 
 class InvalidMessageError(ConfigurationError):
     """A message dict that cannot be read as a chat message (bad role, bad field types)."""
 
 
+def _payload_keys(call_type: str) -> tuple[str, str]:
+    """Where a call of ``call_type`` keeps its name and text: (object key, text key)."""
+    return ("custom", "input") if call_type == "custom" else ("function", "arguments")
+
+
+def _cleaned(value: Any, where: str) -> Any:
+    try:
+        return clean_json(value, strict=True, where=where)
+    except NotJSONError as error:
+        raise InvalidMessageError(str(error)) from None
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidMessageError(f"{where} must be a string, got {type(value).__name__}")
+    return clean_text(value)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One function call requested by an assistant message.
+    """One tool call requested by an assistant message.
 
-    ``arguments`` is the JSON text the model produced (it may be invalid JSON:
-    models do that, and the memory keeps it as it was).
+    ``type`` is ``"function"`` (``arguments`` is the JSON text the model
+    produced; it may be invalid JSON: models do that, and the memory keeps it
+    as it was) or ``"custom"`` (a freeform call: ``arguments`` holds its
+    ``input`` text, also readable as ``input``). ``id`` may be ``""`` as some
+    servers send it. Raises ``InvalidMessageError`` for a field that is not
+    text or an ``extra`` that is not JSON.
     """
 
     id: str
@@ -61,39 +116,54 @@ class ToolCall:
     type: str = "function"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for name in ("id", "name", "arguments", "type"):
+            object.__setattr__(self, name, _text(getattr(self, name), f"tool call {name!r}"))
+        object.__setattr__(self, "extra", _cleaned(self.extra, "tool call extra"))
+
+    @property
+    def input(self) -> str:
+        """A custom call's freeform input (the same text as ``arguments``)."""
+        return self.arguments
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
         if not isinstance(data, Mapping):
             raise InvalidMessageError(f"a tool call must be an object, got {type(data).__name__}")
-        function = data.get("function") or {}
-        if not isinstance(function, Mapping):
-            raise InvalidMessageError("tool call 'function' must be an object")
-        arguments = function.get("arguments", "")
+        call_type = data.get("type", "function")
+        if not isinstance(call_type, str):
+            raise InvalidMessageError("tool call 'type' must be a string")
+        key, text_key = _payload_keys(call_type)
+        payload = data.get(key) or {}
+        if not isinstance(payload, Mapping):
+            raise InvalidMessageError(f"tool call {key!r} must be an object")
+        arguments = payload.get(text_key, "")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
         call_id = data.get("id")
-        if not isinstance(call_id, str) or not call_id:
+        if not isinstance(call_id, str):
             raise InvalidMessageError("tool call without an 'id'")
-        name = function.get("name", "")
+        name = payload.get("name", "")
         if not isinstance(name, str):
-            raise InvalidMessageError("tool call function 'name' must be a string")
-        extra = {k: v for k, v in data.items() if k not in _TOOL_CALL_KEYS}
-        function_extra = {k: v for k, v in function.items() if k not in _FUNCTION_KEYS}
-        if function_extra:
-            extra["function"] = function_extra
-        return cls(
-            id=call_id,
-            name=name,
-            arguments=arguments,
-            type=str(data.get("type", "function")),
-            extra=extra,
-        )
+            raise InvalidMessageError(f"tool call {key} 'name' must be a string")
+        extra = {k: v for k, v in data.items() if k not in _TOOL_CALL_KEYS and k != key}
+        payload_extra = {k: v for k, v in payload.items() if k not in ("name", text_key)}
+        if payload_extra:
+            extra[key] = payload_extra
+        return cls(id=call_id, name=name, arguments=arguments, type=call_type, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
         extra = dict(self.extra)
-        function: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
-        function.update(extra.pop("function", {}))
-        return {"id": self.id, "type": self.type, "function": function, **extra}
+        key, text_key = _payload_keys(self.type)
+        payload: dict[str, Any] = {"name": self.name, text_key: self.arguments}
+        payload.update(extra.pop(key, {}))
+        return {"id": self.id, "type": self.type, key: payload, **extra}
+
+    def to_api_dict(self) -> dict[str, Any]:
+        """The call as a provider takes it: its id, type, name and text only."""
+        key, text_key = _payload_keys(self.type)
+        payload = {"name": self.name, text_key: self.arguments}
+        return {"id": self.id, "type": self.type, key: payload}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +174,8 @@ class ChatMessage:
     set on assistant messages that call tools; ``tool_call_id`` on tool results.
     ``reasoning_content`` and ``thinking_blocks`` carry an assistant's reasoning
     (see the module docstring); ``None`` when the provider returned none.
+    Every string is cleaned of lone surrogates when the message is built;
+    raises ``InvalidMessageError`` for an unknown role or a value that is not JSON.
     """
 
     role: Role
@@ -115,9 +187,38 @@ class ChatMessage:
     reasoning_content: str | None = None
     thinking_blocks: tuple[Mapping[str, Any], ...] | None = None
 
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidMessageError(f"unknown message role {self.role!r}")
+        if self.content is not None and not isinstance(self.content, str | list | tuple):
+            raise InvalidMessageError(
+                f"message content must be a string, a list of parts or null, "
+                f"got {type(self.content).__name__}"
+            )
+        set_ = object.__setattr__
+        set_(self, "content", _cleaned(self.content, "content"))
+        for name in ("tool_call_id", "name", "reasoning_content"):
+            value = getattr(self, name)
+            if value is not None:
+                set_(self, name, _text(value, repr(name)))
+        if not all(isinstance(c, ToolCall) for c in self.tool_calls):
+            raise InvalidMessageError("'tool_calls' must hold ToolCall objects")
+        set_(self, "tool_calls", tuple(self.tool_calls))
+        set_(self, "extra", _cleaned(self.extra, "extra"))
+        if self.thinking_blocks is not None:
+            set_(
+                self,
+                "thinking_blocks",
+                tuple(_cleaned(b, "thinking block") for b in self.thinking_blocks),
+            )
+
     @classmethod
     def system(cls, content: str) -> ChatMessage:
         return cls(role="system", content=content)
+
+    @classmethod
+    def developer(cls, content: str) -> ChatMessage:
+        return cls(role="developer", content=content)
 
     @classmethod
     def user(cls, content: Content) -> ChatMessage:
@@ -139,6 +240,10 @@ class ChatMessage:
         if not isinstance(data, Mapping):
             raise InvalidMessageError(f"a message must be an object, got {type(data).__name__}")
         role = data.get("role")
+        extra = {k: v for k, v in data.items() if k not in _MESSAGE_KEYS}
+        if role == "function":  # the legacy API's tool result
+            role = "tool"
+            extra[_FUNCTION_ROLE] = True
         if role not in ROLES:
             raise InvalidMessageError(f"unknown message role {role!r}")
         content = data.get("content")
@@ -152,8 +257,13 @@ class ChatMessage:
         raw_calls = data.get("tool_calls") or ()
         if not isinstance(raw_calls, list | tuple):
             raise InvalidMessageError("'tool_calls' must be a list")
+        calls = tuple(ToolCall.from_dict(c) for c in raw_calls)
+        function_call = data.get("function_call")
+        if not calls and "tool_calls" not in data and isinstance(function_call, Mapping):
+            calls = (ToolCall.from_dict({"id": "", "function": function_call}),)
+            del extra["function_call"]
+            extra[_FUNCTION_CALL] = True
         tool_call_id = data.get("tool_call_id")
-        extra = {k: v for k, v in data.items() if k not in _MESSAGE_KEYS}
         if tool_call_id is None and role == "tool":
             ids = data.get("tool_call_ids")
             if isinstance(ids, list) and len(ids) == 1 and isinstance(ids[0], str):
@@ -184,7 +294,7 @@ class ChatMessage:
         return cls(
             role=cast(Role, role),
             content=content,
-            tool_calls=tuple(ToolCall.from_dict(c) for c in raw_calls),
+            tool_calls=calls,
             tool_call_id=tool_call_id,
             name=name,
             extra=extra,
@@ -199,9 +309,12 @@ class ChatMessage:
 
     def to_dict(self) -> dict[str, Any]:
         """The OpenAI chat-format dict, with ``extra`` fields written back."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
         extra = dict(self.extra)
-        if self.tool_calls:
+        role = "function" if extra.pop(_FUNCTION_ROLE, False) else self.role
+        out: dict[str, Any] = {"role": role, "content": self.content}
+        if extra.pop(_FUNCTION_CALL, False) and len(self.tool_calls) == 1:
+            out["function_call"] = self.tool_calls[0].to_dict()["function"]
+        elif self.tool_calls:
             out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         elif extra.pop("_tool_calls_null", False):
             out["tool_calls"] = None
@@ -221,19 +334,27 @@ class ChatMessage:
     def to_api_dict(self) -> dict[str, Any]:
         """The dict to send to a provider: only the fields of the chat format.
 
-        Source-specific extras (``agent``, ``thought``...) are dropped, and a
-        ``tool_call_ids`` list is sent as the ``tool_call_id`` the API expects.
+        Source-specific extras (``agent``, ``thought``...) are dropped, a
+        ``tool_call_ids`` list is sent as the ``tool_call_id`` the API expects,
+        tool calls go out in their own shape (``function`` or ``custom``), and
+        legacy function calls and results in the current form. An assistant's
+        ``refusal`` text and its ``audio`` reference (``{"id"}``, the form a
+        request takes) are sent: the API accepts them back on assistant messages.
+        Reasoning is the client's to send (it knows what its provider wants).
         """
         out: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
-            out["tool_calls"] = [
-                {"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": c.arguments}}
-                for c in self.tool_calls
-            ]
+            out["tool_calls"] = [c.to_api_dict() for c in self.tool_calls]
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
         if self.name is not None:
             out["name"] = self.name
+        if self.role == "assistant":
+            if self.refusal is not None:
+                out["refusal"] = self.refusal
+            audio = self.extra.get("audio")
+            if isinstance(audio, Mapping) and isinstance(audio.get("id"), str):
+                out["audio"] = {"id": audio["id"]}
         return out
 
     @property
@@ -246,6 +367,25 @@ class ChatMessage:
         return "\n".join(
             str(p.get("text", "")) for p in self.content if p.get("type") in ("text", "input_text")
         )
+
+    @property
+    def refusal(self) -> str | None:
+        """An assistant's refusal text (``refusal``, kept in ``extra``), if any."""
+        value = self.extra.get("refusal")
+        return value if isinstance(value, str) else None
+
+    @property
+    def reasoning_text(self) -> str:
+        """The assistant's reasoning as plain text, ``""`` when it has none.
+
+        The text of its ``thinking`` blocks joined by blank lines when it has
+        any (a ``redacted_thinking`` block has no readable text), else
+        ``reasoning_content``. This is what a summary reads and a page shows.
+        """
+        if self.thinking_blocks:
+            texts = [b.get("thinking") for b in self.thinking_blocks]
+            return "\n\n".join(t for t in texts if isinstance(t, str) and t)
+        return self.reasoning_content or ""
 
     @property
     def tool_call_ids(self) -> tuple[str, ...]:

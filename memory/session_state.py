@@ -18,11 +18,13 @@ class SessionState:
     """The context of a memory: system prompt and the messages after it.
 
     ``messages`` are OpenAI chat-format dicts, in context order.
+    ``system_role`` is the role of the system prompt (``"system"`` or ``"developer"``).
     """
 
     system_prompt: str = ""
     messages: list[dict[str, Any]] = field(default_factory=list)
     model_name: str | None = None
+    system_role: str = "system"
 
     kind = "basic"
 

@@ -23,17 +23,22 @@ from memory import (
 )
 from memory.log import AsyncLogStore, records
 from motus_web.sessions.log_store import DatabaseLogStore
+from tests.memory import variants
 from tests.memory.test_invariants import assert_restores_exactly, conversations, run
 from tests.web.helpers import chat
 
 TS = "2025-11-02T10:00:00.123456+00:00"
 
 
-@pytest.fixture(params=["jsonl", pytest.param("database", marks=pytest.mark.django_db)])
+@pytest.fixture(
+    params=["jsonl", "in-memory", pytest.param("database", marks=pytest.mark.django_db)]
+)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> LogStore:
     # The mark, not getfixturevalue("db"): pytest-django creates the test
     # database only for tests whose marks it sees at collection.
-    return JSONLLogStore(tmp_path) if request.param == "jsonl" else DatabaseLogStore()
+    if request.param == "jsonl":
+        return JSONLLogStore(tmp_path)
+    return InMemoryLogStore() if request.param == "in-memory" else DatabaseLogStore()
 
 
 def meta(session_id: str) -> dict[str, Any]:
@@ -188,6 +193,51 @@ def test_a_memory_run_with_compactions_restores_the_identical_context(store: Log
     assert restored.restore_problems == []
     assert restored.get_context() == memory.get_context()
     assert list(store.read("run")) == list(staging.read("run"))
+
+
+def test_a_record_with_lone_surrogates_in_any_field_is_stored_with_the_replacement_character(
+    store: LogStore,
+) -> None:
+    store.append(
+        "s1", {**meta("s1"), "system_prompt": "Be \ud83d", "tenant\udc00": {"k": ["\ud800"]}}
+    )
+    store.append("s1", message(0, "user", variants.LONE, name="mia\udfff"))
+    store.append("s1", {"type": "annotation", "ts": TS, "note": "cut \ud83d\ude00 joined"})
+
+    assert list(store.read("s1")) == [
+        {**meta("s1"), "system_prompt": "Be \ufffd", "tenant\ufffd": {"k": ["\ufffd"]}},
+        message(0, "user", variants.LONE_CLEAN, name="mia\ufffd"),
+        {"type": "annotation", "ts": TS, "note": "cut \U0001f600 joined"},
+    ]
+
+
+def test_every_real_world_message_variant_restores_the_identical_context(store: LogStore) -> None:
+    staging = InMemoryLogStore()
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="variants", token_threshold=300),
+        compact_fn=lambda messages, system_prompt: "summary \ud83d so far",
+        log_store=staging,
+        model_name="gpt-4o",
+    )
+    memory.set_system_prompt("Sell mugs \udc00.", role="developer")
+
+    async def feed() -> None:
+        for item in [*variants.REAL_WORLD, *variants.REAL_WORLD]:
+            await memory.add_message(item)
+
+    asyncio.run(feed())
+    for record in staging.read("variants"):
+        store.append("variants", record)
+
+    restored = CompactionMemory.restore_from_log("variants", log_store=store)
+
+    assert memory.compaction_count >= 1
+    assert restored.restore_problems == []
+    assert [m.to_dict() for m in restored.get_context()] == [
+        m.to_dict() for m in memory.get_context()
+    ]
+    assert restored.get_context()[0].role == "developer"
+    assert list(store.read("variants")) == list(staging.read("variants"))
 
 
 @pytest.mark.django_db

@@ -84,6 +84,7 @@ class CompactionMemory(CompactionBase):
             ts=now_iso(),
             session_id=self.session_id,
             system_prompt=self._system_prompt,
+            system_role=None if self._system_role == "system" else self._system_role,
             config=config,
             parent_session_id=self._parent_session_id,
             format_version=FORMAT_VERSION,
@@ -146,6 +147,7 @@ class CompactionMemory(CompactionBase):
         base = self.config.log_base_path
         return CompactionSessionState(
             system_prompt=self._system_prompt,
+            system_role=self._system_role,
             messages=[m.to_dict() for m in self._messages],
             model_name=self._model_name,
             session_id=self.session_id,

@@ -14,7 +14,9 @@ context is the one it had. ``Replay`` reads a log's records in order:
   the trace; a record type this library does not know is skipped.
 
 A record that cannot be used is skipped and reported as a ``LogProblem`` with
-its record number; the rest still load.
+its record number; the rest still load. Messages missing from the log (a gap
+in ``seq``: their write failed, and the live memory raised ``LogError``) are
+reported too, at the record that follows the gap.
 """
 
 from __future__ import annotations
@@ -72,9 +74,11 @@ class Replay:
         self.memory = memory
         self.upgrade = upgrade
         self.problems: list[LogProblem] = []
+        self._number = 0
 
     def run(self, records: Iterable[Mapping[str, Any] | LogRecord]) -> None:
         for number, raw in enumerate(records, start=1):
+            self._number = number
             try:
                 record = (
                     raw if isinstance(raw, LogRecord) else record_from_dict(raw, exact=self.upgrade)
@@ -106,8 +110,12 @@ class Replay:
         elif isinstance(record, SystemPromptChange):
             if record.system_prompt is None:
                 raise LogCorruptError("system_prompt record without a prompt")
-            memory._apply_system_prompt(record.system_prompt)
-            computed = SystemPromptChange(system_prompt=record.system_prompt, through_seq=through)
+            memory._apply_system_prompt(record.system_prompt, record.system_role)
+            computed = SystemPromptChange(
+                system_prompt=record.system_prompt,
+                through_seq=through,
+                system_role=record.system_role,
+            )
         elif isinstance(record, Reset):
             memory._apply_reset()
             computed = Reset(through_seq=through, context_tokens=memory.estimate_context_tokens())
@@ -125,6 +133,15 @@ class Replay:
         seq = record.seq
         if seq is not None and seq < memory.next_seq:
             raise LogCorruptError(f"message seq {seq} does not follow seq {memory.next_seq - 1}")
+        if seq is not None and seq > memory.next_seq:
+            missing = f"{memory.next_seq}" + (f"-{seq - 1}" if seq - 1 > memory.next_seq else "")
+            self.problems.append(
+                LogProblem(
+                    self._number,
+                    f"message seq {missing} is missing from the log (never written): "
+                    "the context lacks it",
+                )
+            )
         legacy = seq is None  # the reference logged messages without seq or tokens
         ingested = memory._ingest(
             record.message,
@@ -231,7 +248,7 @@ def restore_from_log(
     )
     memory._recorder.session_id = session_id
     memory._recorder.started = first is not None
-    memory._apply_system_prompt(str(meta.get("system_prompt") or ""))
+    memory._apply_system_prompt(str(meta.get("system_prompt") or ""), _role(meta, problems))
     replay = Replay(memory)
     replay.run(itertools.chain([first] if first is not None else [], records))
     memory.restore_problems.extend([*replay.problems, *problems])
@@ -248,6 +265,16 @@ def restore_from_log(
     if system_prompt is not None:
         memory.set_system_prompt(system_prompt)
     return memory
+
+
+def _role(meta: Mapping[str, Any], problems: list[LogProblem] | None) -> str | None:
+    """The session_meta's ``system_role``; an unknown one is reported and read as system."""
+    role = meta.get("system_role")
+    if role in (None, "system", "developer"):
+        return role
+    if problems is not None:
+        problems.append(LogProblem(1, f"session_meta system_role {role!r} is unknown; system used"))
+    return None
 
 
 def restore_from_state(
@@ -272,7 +299,7 @@ def restore_from_state(
         model_name=state.model_name,
         parent_session_id=state.parent_session_id,
     )
-    memory._apply_system_prompt(state.system_prompt)
+    memory._apply_system_prompt(state.system_prompt, state.system_role)
     memory._recorder.started = state.next_seq > 0 and memory.log_store is not None
     messages = [ChatMessage.from_dict(m) for m in state.messages]
     metas = [
@@ -312,7 +339,7 @@ def fork(parent: M, *, session_id: str | None) -> M:
         parent_seq=parent.next_seq - 1,
     )
     child._compact_model_name = parent._compact_model_name
-    child._apply_system_prompt(parent.system_prompt)
+    child._apply_system_prompt(parent.system_prompt, parent.system_role)
     entries = parent._entries()
     if parent.summary is not None:
         seed = Compaction(
@@ -380,7 +407,7 @@ def upgrade_records(
         parent_session_id=meta.get("parent_session_id"),
         parent_seq=meta.get("parent_seq"),
     )
-    memory._apply_system_prompt(str(meta.get("system_prompt") or ""))
+    memory._apply_system_prompt(str(meta.get("system_prompt") or ""), _role(meta, problems))
     # The replay runs with auto-compaction off; the meta as logged (config
     # included) stands, apart from a session id given to replace it.
     logged = {k: v for k, v in meta.items() if k != "session_id" or not session_id}

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..clients.base import ChatClient
 from ..errors import CompactionError
+from ..json_values import clean_text
 from ..messages import ChatMessage
 from ..tokens import TokenCounter
 
@@ -63,16 +64,26 @@ def continuation_message(summary: str) -> ChatMessage:
 
 
 def render_transcript_line(message: ChatMessage) -> str:
-    """One message as transcript text: ``[role] text`` plus its tool calls."""
+    """One message as transcript text: ``[role] text`` plus its tool calls.
+
+    An assistant's reasoning (``ChatMessage.reasoning_text``) comes first, as
+    ``[assistant reasoning] ...``, and a refusal as ``[assistant refusal] ...``:
+    the summary folds them like any text.
+    """
     if message.role == "tool":
         label = (
             " ".join(["[tool result", *filter(None, [message.name, *message.tool_call_ids])]) + "]"
         )
     else:
         label = f"[{message.role}]"
-    parts = [f"{label} {message.text}".rstrip()]
+    parts = []
+    if reasoning := message.reasoning_text:
+        parts.append(f"[{message.role} reasoning] {reasoning}")
+    parts.append(f"{label} {message.text}".rstrip())
     if isinstance(message.content, list) and message.content and not message.text:
         parts.append("(non-text content)")
+    if (refusal := message.refusal) is not None:
+        parts.append(f"[{message.role} refusal] {refusal}")
     parts.extend(f"  -> call {c.name}({c.arguments}) id={c.id}" for c in message.tool_calls)
     return "\n".join(parts)
 
@@ -194,4 +205,4 @@ def _checked(result: object, source: str) -> str:
         raise CompactionError(f"{source} returned {type(result).__name__}, not a summary string")
     if not result.strip():
         raise CompactionError(f"{source} returned an empty summary")
-    return result
+    return clean_text(result)  # kept, counted and logged as the same text

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from ..errors import LogError, SessionNotFoundError
-from .records import LogRecord
+from .records import LogRecord, serialise
 from .store import LogProblem, validate_session_id
 
 
@@ -23,7 +23,7 @@ class InMemoryLogStore:
 
     def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         try:
-            data = record.to_json() if isinstance(record, LogRecord) else orjson.dumps(record)
+            data = serialise(record)
         except TypeError as exc:
             raise LogError(
                 f"record for session {session_id!r} is not JSON-serialisable: {exc}"

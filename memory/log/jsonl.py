@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from ..errors import LogError, SessionNotFoundError
-from .records import LogRecord
+from ..json_values import loads
+from .records import LogRecord, serialise
 from .store import LogProblem, validate_session_id
 
 
@@ -39,7 +40,7 @@ class JSONLLogStore:
         """Append ``record`` as one line. Raises ``LogError`` when it cannot be written."""
         path = self.path_for(session_id)
         try:
-            line = _serialise(record) + b"\n"
+            line = serialise(record) + b"\n"
         except TypeError as exc:
             raise LogError(
                 f"record for session {session_id!r} is not JSON-serialisable: {exc}"
@@ -105,7 +106,7 @@ def parse_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | 
         if not raw.strip():
             continue
         try:
-            record = orjson.loads(raw)
+            record = loads(raw)
         except orjson.JSONDecodeError as exc:
             yield number, LogProblem(number, f"invalid JSON ({exc})", torn=not raw.endswith(b"\n"))
             continue
@@ -113,10 +114,6 @@ def parse_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | 
             yield number, LogProblem(number, "not a log record (no 'type')")
             continue
         yield number, record
-
-
-def _serialise(record: LogRecord | Mapping[str, Any]) -> bytes:
-    return record.to_json() if isinstance(record, LogRecord) else orjson.dumps(record)
 
 
 def _ends_mid_line(fd: int) -> bool:

@@ -16,14 +16,21 @@ explicit ``null``, a string where a number belongs), so
 ``type``: old and future logs round-trip exactly. ``to_json`` / ``from_json``
 are the one serializer pair (orjson).
 
+Every string in a record (fields, ``extra``, at any depth) is cleaned of lone
+surrogates when the record is built (``memory.json_values``), and so is every
+record a store is given as a dict (``as_dict``, ``serialise``): a UTF-8 log can
+hold whatever the memory writes.
+
 ``session_meta`` (``SessionMeta``)
     ``session_id``, ``system_prompt``, ``config`` (``safety_ratio``,
     ``token_threshold``, ``compact_model_name``, ``max_tool_result_tokens``...),
     ``parent_session_id``; added: ``format_version``, ``memory_type``,
     ``model_name``, ``parent_seq`` (the last parent message a fork or restore
-    was taken from), ``title``.
+    was taken from), ``title``, ``system_role`` (``"developer"`` when the
+    instructions are a developer message; absent for ``"system"``).
 ``system_prompt`` (``SystemPromptChange``)
-    ``system_prompt``, ``through_seq``: the prompt changed mid-session.
+    ``system_prompt``, ``through_seq``, ``system_role`` (as in
+    ``session_meta``): the prompt changed mid-session.
 ``message`` (``MessageRecord``)
     ``message``: the message exactly as it was added (OpenAI chat dict). Added:
     ``seq`` (0-based, strictly increasing), ``tokens`` (estimated tokens of the
@@ -71,6 +78,7 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 import orjson
 
 from ..errors import LogCorruptError
+from ..json_values import clean_json, loads
 from ..messages import ChatMessage, InvalidMessageError
 
 FORMAT_VERSION = 2
@@ -136,6 +144,14 @@ class LogRecord:
 
     ts: str | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Messages clean themselves; other values may be anything a caller
+        # passed, which the store refuses (LogError) if JSON cannot hold it.
+        for name in ("ts", "extra", *(name for name, _ in self._fields)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, ChatMessage):
+                object.__setattr__(self, name, clean_json(value))
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-compatible dict, exactly as it was read or built."""
@@ -226,6 +242,7 @@ class SessionMeta(LogRecord):
     model_name: str | None = None
     parent_seq: int | None = None
     title: str | None = None
+    system_role: str | None = None
 
 
 @_record(SYSTEM_PROMPT)
@@ -233,6 +250,7 @@ class SessionMeta(LogRecord):
 class SystemPromptChange(LogRecord):
     system_prompt: str | None = None
     through_seq: int | None = None
+    system_role: str | None = None
 
 
 @_record(MESSAGE)
@@ -345,7 +363,7 @@ def record_from_dict(data: Mapping[str, Any], *, exact: bool = True) -> LogRecor
 def record_from_json(line: bytes | str) -> LogRecord:
     """The typed record of one JSONL line. Raises ``LogCorruptError``."""
     try:
-        data = orjson.loads(line)
+        data = loads(line)
     except orjson.JSONDecodeError as error:
         raise LogCorruptError(f"invalid JSON ({error})") from error
     return record_from_dict(data)
@@ -357,5 +375,14 @@ def as_record(record: LogRecord | Mapping[str, Any]) -> LogRecord:
 
 
 def as_dict(record: LogRecord | Mapping[str, Any]) -> dict[str, Any]:
-    """``record`` as its JSON-compatible dict (a copy for a dict)."""
-    return record.to_dict() if isinstance(record, LogRecord) else dict(record)
+    """``record`` as its JSON-compatible dict: a copy for a dict, its strings
+    cleaned of lone surrogates as a typed record's are (``memory.json_values``)."""
+    if isinstance(record, LogRecord):
+        return record.to_dict()
+    return dict(clean_json(record))
+
+
+def serialise(record: LogRecord | Mapping[str, Any]) -> bytes:
+    """One JSONL line for ``record`` (no newline), strings cleaned as in
+    ``as_dict``. Raises ``TypeError`` for a value JSON cannot hold."""
+    return record.to_json() if isinstance(record, LogRecord) else orjson.dumps(as_dict(record))

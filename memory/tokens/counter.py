@@ -375,8 +375,8 @@ class TokenCounter:
         ``tool_call_id`` + reasoning: the text of the ``thinking_blocks`` when
         there are any (their signature is not rendered into the prompt, and a
         ``redacted_thinking`` block's encrypted size is unknown, so counts 0),
-        else ``reasoning_content``. Fields kept in ``extra`` are not sent and
-        not counted.
+        else ``reasoning_content`` + an assistant's ``refusal`` text. Other
+        fields kept in ``extra`` are not sent and not counted.
         """
         tokens = TOKENS_PER_MESSAGE + self._short(message.role)
         if content_tokens is None:
@@ -396,6 +396,8 @@ class TokenCounter:
                 tokens += self.count(thinking) if isinstance(thinking, str) else 0
         elif message.reasoning_content:
             tokens += self.count(message.reasoning_content)
+        if message.role == "assistant" and (refusal := message.refusal) is not None:
+            tokens += self.count(refusal)
         return tokens
 
     def context_tokens(self, messages: Iterable[ChatMessage | Mapping[str, Any]]) -> int:

@@ -24,7 +24,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from memory import answered_call_ids
+from memory import ChatMessage, InvalidMessageError, answered_call_ids
 from memory.log import SESSION_ID_MAX_LENGTH, InvalidSessionIdError, validate_session_id
 
 from .fields import LosslessJSONField
@@ -176,6 +176,16 @@ class Message(LogRecord):
             self.tool_call_id or self.extra.get("tool_call_id"),
             self.extra.get("tool_call_ids"),
         )
+
+    @property
+    def reasoning_text(self) -> str:
+        """An assistant's reasoning as text (``ChatMessage.reasoning_text``), or ``""``."""
+        if "reasoning_content" not in self.extra and "thinking_blocks" not in self.extra:
+            return ""
+        try:
+            return ChatMessage.from_dict(self.as_dict()).reasoning_text
+        except InvalidMessageError:  # a hand-edited row: show the message without it
+            return ""
 
     def as_dict(self) -> dict[str, Any]:
         """The OpenAI chat-format dict of the message."""

@@ -50,6 +50,8 @@ _EVENT_STR_KEYS = ("trigger", "summary", "model", "error", "reason")
 _MESSAGE_DICT_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
 _UNITS = frozenset(Message.Unit.values)
 _ROLES = frozenset(Message.Role.values)
+# The legacy API's tool result: a "tool" row whose extra keeps the role it was written with.
+_LEGACY_ROLES = {"function": Message.Role.TOOL}
 
 
 class RecordError(ValueError):
@@ -193,9 +195,15 @@ def meta_of(session: Session) -> Record:
 
 def message_row(session: Session, position: int, record: Mapping[str, Any]) -> Message:
     message = record.get("message")
-    if not isinstance(message, Mapping) or message.get("role") not in _ROLES:
+    if not isinstance(message, Mapping):
+        raise RecordError("message record needs a 'message' object with a chat role")
+    raw_role = message.get("role")
+    role = _LEGACY_ROLES.get(raw_role, raw_role) if isinstance(raw_role, str) else None
+    if role not in _ROLES:
         raise RecordError("message record needs a 'message' object with a chat role")
     extra = {k: v for k, v in message.items() if k not in _MESSAGE_DICT_KEYS}
+    if role != message["role"]:
+        extra["role"] = message["role"]
     # A known key whose value no column holds (tool_calls: null, name: "") rides in extra.
     fitting: dict[str, Any] = {}
     for key, fits in (
@@ -213,7 +221,7 @@ def message_row(session: Session, position: int, record: Mapping[str, Any]) -> M
         position=position,
         created_at=parse_ts(record),
         seq=_required_int(record, "seq"),
-        role=message["role"],
+        role=role,
         content=message.get("content"),
         tool_calls=fitting.get("tool_calls"),
         tool_call_id=fitting.get("tool_call_id", ""),

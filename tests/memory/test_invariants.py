@@ -2,7 +2,10 @@
 
 Hypothesis generates conversations with parallel tool calls, results in any
 order, orphan and duplicate results, interrupted batches, ``content: null``,
-empty strings, unicode and huge tool results, and drives a ``CompactionMemory``
+empty strings, unicode and huge tool results, and the variants real providers
+and tools produce (issue 7): lone surrogates anywhere, developer instructions,
+custom (freeform) calls, reasoning, calls with empty ids, legacy function
+calls, and tool results made of parts (text and images); it drives a ``CompactionMemory``
 with a small threshold (so it compacts often, sometimes with a summariser that
 fails). After every message the context must satisfy the invariants below;
 at the end, the restored memory must equal the live one, and the log must
@@ -25,17 +28,51 @@ from memory import (
     LogStore,
 )
 from memory.compaction.summarize import CONTINUATION_TEMPLATE, CompactFn
+from memory.json_values import clean_text
 from memory.log import records
 
 CONTINUATION_HEAD = CONTINUATION_TEMPLATE.split("{summary}")[0]
-SYSTEM_PROMPT = "You are a careful agent. Никогда не сдавайся. 🚀"
+SYSTEM_PROMPT = "You are a careful agent. Никогда не сдавайся. 🚀 \ud83d"
 
 texts = st.one_of(
     st.just(""),
     st.text(min_size=1, max_size=60),
     st.sampled_from(["booking HAT123 for mia_li_3668", "<|endoftext|> literal", "naïve café ☕"]),
+    # Lone surrogates and pairs split in two code points, as models and terminals cut them.
+    st.text(st.characters(categories=["Cs", "Ll", "So", "Zs"]), min_size=1, max_size=20),
+    st.sampled_from(["mug \ud83d in stock?", "\udc00", "pair \ud83d\ude00"]),
 )
 contents = st.one_of(st.none(), texts, st.builds(lambda t: [{"type": "text", "text": t}], texts))
+IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}
+result_contents = st.one_of(
+    texts,
+    st.builds(lambda t: [{"type": "text", "text": t}, IMAGE], texts),
+)
+
+
+def function_call(call_id: str, arguments: str) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "search", "arguments": arguments},
+    }
+
+
+def custom_call(call_id: str, text: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "custom", "custom": {"name": "apply_patch", "input": text}}
+
+
+@st.composite
+def assistant_answers(draw: st.DrawFn) -> dict[str, Any]:
+    answer: dict[str, Any] = {"role": "assistant", "content": draw(texts)}
+    reasoning = draw(st.sampled_from(["none", "text", "blocks"]))
+    if reasoning == "text":
+        answer["reasoning_content"] = draw(texts)
+    elif reasoning == "blocks":
+        thought = draw(texts)
+        answer["reasoning_content"] = thought
+        answer["thinking_blocks"] = [{"type": "thinking", "thinking": thought, "signature": "c2ln"}]
+    return answer
 
 
 @st.composite
@@ -43,11 +80,38 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     counter = 0
     for _ in range(draw(st.integers(1, 40))):
-        kind = draw(st.sampled_from(["user", "answer", "tools", "tools", "orphan"]))
+        kind = draw(
+            st.sampled_from(["user", "answer", "tools", "tools", "orphan", "empty ids", "legacy"])
+        )
         if kind == "user":
             out.append({"role": "user", "content": draw(st.one_of(texts, contents.filter(bool)))})
         elif kind == "answer":
-            out.append({"role": "assistant", "content": draw(texts)})
+            out.append(draw(assistant_answers()))
+        elif kind == "empty ids":
+            # Calls without ids (Gemini, LM Studio): their results, also without, come in order.
+            size = draw(st.integers(1, 3))
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [function_call("", draw(texts)) for _ in range(size)],
+                }
+            )
+            results = size - (1 if draw(st.integers(0, 9)) == 0 else 0)
+            out.extend(
+                {"role": "tool", "tool_call_id": "", "content": draw(result_contents)}
+                for _ in range(results)
+            )
+        elif kind == "legacy":
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "search", "arguments": draw(texts)},
+                }
+            )
+            if draw(st.integers(0, 9)):
+                out.append({"role": "function", "name": "search", "content": draw(texts)})
         elif kind == "orphan":
             out.append(
                 {
@@ -59,20 +123,15 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
         else:
             ids = [f"call_{counter + i}" for i in range(draw(st.integers(1, 3)))]
             counter += len(ids)
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": draw(st.one_of(st.none(), texts)),
-                    "tool_calls": [
-                        {
-                            "id": i,
-                            "type": "function",
-                            "function": {"name": "search", "arguments": draw(texts)},
-                        }
-                        for i in ids
-                    ],
-                }
-            )
+            call = draw(st.sampled_from([function_call, function_call, custom_call]))
+            calling: dict[str, Any] = {
+                "role": "assistant",
+                "content": draw(st.one_of(st.none(), texts)),
+                "tool_calls": [call(i, draw(texts)) for i in ids],
+            }
+            if draw(st.booleans()):
+                calling["reasoning_content"] = draw(texts)  # required back on tool-call turns
+            out.append(calling)
             answered = draw(st.permutations(ids))
             if draw(st.integers(0, 9)) == 0:
                 answered = answered[:-1]  # an interrupted batch
@@ -83,7 +142,7 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
                         "role": "tool",
                         "tool_call_id": call_id,
                         "name": "search",
-                        "content": draw(texts) * size,
+                        "content": draw(result_contents) * size,
                     }
                 )
                 if draw(st.integers(0, 14)) == 0:
@@ -92,11 +151,14 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 def check_context(
-    memory: CompactionMemory, added: list[ChatMessage], logged: dict[int, dict[str, Any]]
+    memory: CompactionMemory,
+    added: list[ChatMessage],
+    logged: dict[int, dict[str, Any]],
+    system_role: str = "system",
 ) -> None:
     context = memory.get_context()
-    assert context[0] == ChatMessage.system(SYSTEM_PROMPT)
-    assert all(m.role != "system" for m in context[1:])
+    assert context[0] == ChatMessage(role=system_role, content=clean_text(SYSTEM_PROMPT))  # type: ignore[arg-type]
+    assert all(m.role not in ("system", "developer") for m in context[1:])
     continuations = [
         i
         for i, m in enumerate(context)
@@ -119,6 +181,8 @@ def check_context(
             continue
         assert not open_ids, f"calls {open_ids} lack a result before position {position}"
         open_ids = {c.id for c in message.tool_calls}
+        assert all(c.id for c in message.tool_calls), "a call without an id reached the context"
+        assert len(open_ids) == len(message.tool_calls), "two calls of one batch share an id"
     if memory.at_boundary:
         assert not open_ids
 
@@ -152,6 +216,7 @@ def run(
     failures: list[bool],
     threshold: int,
     session_id: str = "prop",
+    system_role: str = "system",
 ) -> tuple[CompactionMemory, InMemoryLogStore, CompactFn]:
     """Drive a logging memory through ``conversation``, checking the invariants
     after every message and that the log holds every message; returns the
@@ -160,7 +225,7 @@ def run(
     plan = iter(failures)
 
     def summarise(messages: list[ChatMessage], system_prompt: str) -> str:
-        assert system_prompt == SYSTEM_PROMPT
+        assert system_prompt == clean_text(SYSTEM_PROMPT)
         if next(plan, False):
             raise RuntimeError("summariser down")
         return f"summary of {len(messages)} messages"
@@ -173,7 +238,7 @@ def run(
         log_store=store,
         model_name="gpt-4o",
     )
-    memory.set_system_prompt(SYSTEM_PROMPT)
+    memory.set_system_prompt(SYSTEM_PROMPT, role=system_role)  # type: ignore[arg-type]
     added: list[ChatMessage] = []
 
     async def drive() -> None:
@@ -182,7 +247,7 @@ def run(
             await memory.add_message(message)
             added.append(message)
             logged = {r["seq"]: r for r in store.read(session_id) if r["type"] == records.MESSAGE}
-            check_context(memory, added, logged)
+            check_context(memory, added, logged, system_role)
 
     asyncio.run(drive())
 
@@ -207,6 +272,7 @@ def assert_restores_exactly(
     assert restored.at_boundary == memory.at_boundary
     assert restored.compaction_count == memory.compaction_count
     assert restored.restore_problems == []
+    assert restored.system_role == memory.system_role
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -214,9 +280,10 @@ def assert_restores_exactly(
     conversation=conversations(),
     failures=st.lists(st.booleans(), max_size=8),
     threshold=st.integers(150, 900),
+    system_role=st.sampled_from(["system", "developer"]),
 )
 def test_every_context_is_valid_and_restores_exactly(
-    conversation: list[dict[str, Any]], failures: list[bool], threshold: int
+    conversation: list[dict[str, Any]], failures: list[bool], threshold: int, system_role: str
 ) -> None:
-    memory, store, summarise = run(conversation, failures, threshold)
+    memory, store, summarise = run(conversation, failures, threshold, system_role=system_role)
     assert_restores_exactly(memory, store, summarise)

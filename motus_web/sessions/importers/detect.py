@@ -7,6 +7,7 @@ from typing import BinaryIO
 
 import orjson
 
+from memory.json_values import loads
 from memory.log import records
 
 
@@ -31,7 +32,7 @@ def detect_format(stream: BinaryIO) -> Format:
             break
     stream.seek(0)
     try:
-        head = orjson.loads(first)
+        head = loads(first)
     except orjson.JSONDecodeError:
         return Format.JSON
     if isinstance(head, dict) and head.get("type") in records.RECORD_TYPES:

@@ -11,6 +11,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from memory.json_values import loads  # reads escaped lone surrogates, as U+FFFD
 from memory.log import LogProblem, parse_lines, records
 
 from .sources import Found, MotusLog, Problem, Transcript
@@ -46,7 +47,7 @@ def parse_messages_jsonl(stream: BinaryIO, source: str, stem: str) -> Iterator[F
             continue
         location = f"line {number}"
         try:
-            item = orjson.loads(raw)
+            item = loads(raw)
         except orjson.JSONDecodeError as error:
             yield Problem(source, location, f"invalid JSON: {error.msg}")
             continue
@@ -60,7 +61,7 @@ def parse_messages_jsonl(stream: BinaryIO, source: str, stem: str) -> Iterator[F
 def parse_json(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
     """A list of messages, an object with messages, or a list of such objects (runs)."""
     try:
-        document = orjson.loads(stream.read())
+        document = loads(stream.read())
     except orjson.JSONDecodeError as error:
         where = f"line {error.lineno} column {error.colno}"
         yield Problem(source, where, f"invalid JSON: {error.msg}")

@@ -13,6 +13,7 @@ import asyncio
 from typing import Any
 
 from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+from memory.messages import InstructionRole
 
 
 def log_records(
@@ -20,13 +21,16 @@ def log_records(
     messages: list[ChatMessage],
     *,
     system_prompt: str,
+    system_role: InstructionRole = "system",
     model_name: str | None,
     threshold: int | None,
 ) -> list[dict[str, Any]]:
     """The records a memory logs for ``messages``.
 
-    ``threshold`` turns auto-compaction on at that many tokens (with the
-    offline summariser: no model is called); ``None`` leaves it off.
+    ``system_role`` is the role of the instructions (``"system"`` or
+    ``"developer"``), kept in the log. ``threshold`` turns auto-compaction
+    on at that many tokens (with the offline summariser: no model is
+    called); ``None`` leaves it off.
     Raises ``MotusMemoryError`` subclasses for messages the memory refuses.
     """
     store = InMemoryLogStore()
@@ -34,7 +38,7 @@ def log_records(
         session_id=session_id, token_threshold=threshold, auto_compact=threshold is not None
     )
     memory = CompactionMemory(config=config, log_store=store, model_name=model_name)
-    memory.set_system_prompt(system_prompt)
+    memory.set_system_prompt(system_prompt, role=system_role)
 
     async def feed() -> None:
         for message in messages:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -21,7 +21,9 @@ from memory import (
     MotusMemoryError,
     upgrade_records,
 )
+from memory.json_values import clean_text
 from memory.log import InvalidSessionIdError, validate_session_id
+from memory.messages import INSTRUCTION_ROLES, InstructionRole
 
 from ..log_store import DatabaseLogStore
 from ..models import Session
@@ -70,7 +72,9 @@ class Writer:
     """
 
     def __init__(self, source: str, digest: str, options: ImportOptions) -> None:
-        self.source = source
+        # A Linux file name that is not UTF-8 arrives with lone surrogates
+        # (os.fsdecode); the database takes text only as U+FFFD.
+        self.source = clean_text(source)
         self.digest = digest
         self.options = options
         self.report = ImportReport()
@@ -115,9 +119,10 @@ class Writer:
             except InvalidMessageError as error:
                 self._problem(f"{where}message {number}", str(error))
                 return
-        system_prompt = ""
-        if messages and messages[0].role == "system":
-            system_prompt = messages.pop(0).text
+        system_prompt, system_role = "", cast(InstructionRole, "system")
+        if messages and messages[0].role in INSTRUCTION_ROLES:
+            instructions = messages.pop(0)
+            system_prompt, system_role = instructions.text, cast(InstructionRole, instructions.role)
         if not messages:
             self._problem(transcript.location, "no messages besides a system prompt")
             return
@@ -127,6 +132,7 @@ class Writer:
                 session_id,
                 messages,
                 system_prompt=system_prompt,
+                system_role=system_role,
                 model_name=self.options.model_name or settings.MOTUS_MODEL_NAME,
                 threshold=self.options.replay_threshold,
             )
