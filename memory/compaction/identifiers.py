@@ -85,13 +85,12 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|(?<![\w.,])\d{3,}(?:[.,]\d+)*(?![\w])"
         ),
     ),
-    ("name", re.compile(r"\b[A-Z][a-z]+(?:['’][a-z]+)?(?:[ -][A-Z][a-z]+)*\b")),
+    ("name", re.compile(r"\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+)*\b")),
 )
 
 # Capitalised words that name nothing in particular: sentence openers,
 # pronouns, weekdays, the roles of a transcript.
-_COMMON = frozenset(
-    """
+_COMMON_WORDS = """
     a an the this that these those it its i i'm i've i'll we you he she they our your my his
     her their there here what when where which who whom whose why how yes no not please thanks
     thank hi hello hey ok okay sure also and but or if so then now let can could would should
@@ -103,12 +102,13 @@ _COMMON = frozenset(
     see call get set use make add run check look find show tell give take try keep read write
     open close start stop mr mrs ms dr prof st dear best regards kind re fwd cc subject date time
     name id ref my mine ours theirs however meanwhile anyway because since while although though
-    """.split()
-)
-_COMMON_CAPS = frozenset(
+"""
+_COMMON = frozenset(_COMMON_WORDS.split())
+_COMMON_CAPS_WORDS = (
     "THE AND FOR NOT YOU ARE BUT ALL ANY CAN HAS HAD WAS ONE OUR OUT USE NEW NOW GET SET OK "
-    "YES NO TODO NOTE".split()
+    "YES NO TODO NOTE"
 )
+_COMMON_CAPS = frozenset(_COMMON_CAPS_WORDS.split())
 _SENTENCE_END = ".!?:;\n\"'”)"
 
 
@@ -135,9 +135,10 @@ def find_identifiers(text: str) -> list[Identifier]:
                 continue
             value = match.group()
             if kind == "name":
-                value = _proper_name(text, start, value, names_mid_sentence)
-                if value is None:
+                name = _proper_name(text, start, value, names_mid_sentence)
+                if name is None:
                     continue
+                value = name
             elif kind == "id" and value.isupper() and value.isalpha() and value in _COMMON_CAPS:
                 continue
             claimed[start:end] = b"\x01" * (end - start)

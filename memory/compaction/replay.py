@@ -32,6 +32,7 @@ from ..errors import LogCorruptError, MotusMemoryError
 from ..log.in_memory import InMemoryLogStore
 from ..log.jsonl import JSONLLogStore
 from ..log.records import (
+    RESET_SCOPE_MESSAGES,
     Compaction,
     CompactionFailed,
     CompactionRevert,
@@ -107,8 +108,15 @@ class Replay:
             memory._apply_system_prompt(record.system_prompt)
             computed = SystemPromptChange(system_prompt=record.system_prompt, through_seq=through)
         elif isinstance(record, Reset):
-            memory._apply_reset()
-            computed = Reset(through_seq=through, context_tokens=memory.estimate_context_tokens())
+            if record.scope == RESET_SCOPE_MESSAGES:
+                memory._apply_clear_messages()
+            else:
+                memory._apply_reset()
+            computed = Reset(
+                through_seq=through,
+                context_tokens=memory.estimate_context_tokens(),
+                scope=record.scope,
+            )
         elif isinstance(record, CompactionFailed | CompactionWarning):
             computed = type(record)(through_seq=through)
             memory._trace_event(record)
@@ -307,8 +315,11 @@ def fork(parent: M, *, session_id: str | None) -> M:
         compaction_timeout_s=parent._compaction_timeout_s,
         parent_session_id=parent.session_id,
         parent_seq=parent.next_seq - 1,
+        enable_memory_tools=parent._enable_memory_tools,
     )
     child._compact_model_name = parent._compact_model_name
+    child.calibration = parent.calibration
+    child.set_tools(parent.tool_schemas)
     child._apply_system_prompt(parent.system_prompt)
     entries = parent._entries()
     if parent.summary is not None:

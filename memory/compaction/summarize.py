@@ -203,7 +203,9 @@ def _instructions(*, previous: bool, max_tokens: int) -> str:
             "the earlier summary says unless the transcript supersedes it)"
         )
         rule = " and the earlier summary"
-    return SUMMARY_INSTRUCTIONS.format(previous_note=note, previous_rule=rule, max_tokens=max_tokens)
+    return SUMMARY_INSTRUCTIONS.format(
+        previous_note=note, previous_rule=rule, max_tokens=max_tokens
+    )
 
 
 def folded_texts(messages: Sequence[ChatMessage], previous_summary: str | None) -> list[str]:
