@@ -309,6 +309,12 @@ class CompactionBase(BaseMemory):
             model=summary.model,
             chunks=summary.chunks,
             duration_s=round(time.monotonic() - started, 4),
+            # How many identifiers the model left out and the compactor appended.
+            extra=(
+                {"identifiers_appended": summary.identifiers_appended}
+                if summary.identifiers_appended
+                else {}
+            ),
         )
         self._apply_compaction(record)
         self._consecutive_failures = 0

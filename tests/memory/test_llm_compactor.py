@@ -103,6 +103,7 @@ async def test_identifiers_the_model_dropped_are_appended_verbatim() -> None:
     log = list(memory.log_store.read("llm"))  # type: ignore[union-attr]
     (compaction,) = [r for r in log if r["type"] == records.COMPACTION]
     assert compaction["summary"] == summary
+    assert compaction["identifiers_appended"] == len(appendix.split(";"))
 
 
 async def test_a_summary_that_kept_every_identifier_gets_no_appendix() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memory import (
     BasicMemory,
@@ -22,6 +25,7 @@ from memory.agent import tool_schema
 from memory.log import records
 
 from .conftest import answer, calls, result, user
+from .test_invariants import conversations
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 
@@ -92,6 +96,28 @@ async def test_without_the_tool_schemas_requests_pass_the_threshold() -> None:
     sizes = await drive_agent_turns(memory, [schema])
 
     assert max(sizes) > 2_000
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    conversation=conversations(),
+    schema_tokens=st.integers(50, 600),
+    threshold=st.integers(700, 1_500),
+)
+def test_the_estimate_is_always_the_size_of_the_request_as_sent(
+    conversation: list[dict[str, Any]], schema_tokens: int, threshold: int
+) -> None:
+    schema = big_schema(schema_tokens)
+    memory = compacting_memory(threshold)
+    memory.set_tools([schema])
+
+    async def drive() -> None:
+        for message in conversation:
+            await memory.add_message(message)
+            sent = request_tokens(memory.get_context(), [schema])
+            assert memory.estimate_context_tokens() == sent
+
+    asyncio.run(drive())
 
 
 def test_set_tools_counts_the_schemas_once_and_the_estimate_includes_them() -> None:
