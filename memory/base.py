@@ -37,7 +37,7 @@ from .messages import ChatMessage, InvalidMessageError
 from .session_state import SessionState
 from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from .tokens.calibration import TokenCalibration
-from .tokens.truncation import Truncation, truncate_tool_result
+from .tokens.truncation import Truncation, fit_tool_result
 from .trace import Trace
 from .units import Classification, TurnTracker, Unit, placeholder_results
 
@@ -195,9 +195,12 @@ class BaseMemory(ABC):
 
     # -- tokens ----------------------------------------------------------------
 
-    def estimate_message_tokens(self, message: ChatMessage) -> int:
-        """Tokens one message costs in a chat request, format overhead included."""
-        return self.token_counter.message_tokens(message)
+    def estimate_message_tokens(
+        self, message: ChatMessage, *, content_tokens: int | None = None
+    ) -> int:
+        """Tokens one message costs in a chat request, format overhead included
+        (``content_tokens``: the content's count, when already known)."""
+        return self.token_counter.message_tokens(message, content_tokens=content_tokens)
 
     def estimate_context_tokens(self) -> int:
         """Estimated tokens of a request: ``get_context()`` plus the tool schemas
@@ -332,16 +335,16 @@ class BaseMemory(ABC):
             )
         self._check_in_sync()
         truncation = None
+        content_tokens = None
         if context_message is None:
-            truncation = truncate_tool_result(
-                message, self._max_tool_result_tokens, self.token_counter
-            )
-            context_message = truncation.message if truncation else message
+            fitted = fit_tool_result(message, self._max_tool_result_tokens, self.token_counter)
+            context_message, truncation = fitted.message, fitted.truncation
+            content_tokens = fitted.content_tokens
         seq = self._next_seq if seq is None else seq
         self._next_seq = seq + 1
         classification = self._tracker.classify(message)
         if tokens is None:
-            tokens = self.estimate_message_tokens(context_message)
+            tokens = self.estimate_message_tokens(context_message, content_tokens=content_tokens)
         self._place(classification, seq, context_message, tokens)
         ingested = Ingested(seq, message, context_message, tokens, classification, truncation)
         if trace:

@@ -7,7 +7,7 @@ library as far as it can.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Self
 
 from .errors import ConfigurationError
@@ -27,7 +27,14 @@ class SessionState:
     kind = "basic"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **asdict(self)}
+        """A JSON-compatible dict. Lists are copied, the message dicts in them
+        are not: messages are immutable, and a deep copy of a long context is
+        the cost this avoids."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, list) else value
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

@@ -208,7 +208,8 @@ class CompactionBase(BaseMemory):
         started = time.monotonic()
         try:
             summary = await self._summarize(to_fold, budget)
-            tokens_after = self._tokens_after(summary.text, kept_tokens)
+            continuation = self.estimate_message_tokens(continuation_message(summary.text))
+            tokens_after = self._tokens_after(continuation, kept_tokens)
             if tokens_after >= tokens_before:
                 raise CompactionError(
                     "the summary would not lower the token count "
@@ -219,10 +220,12 @@ class CompactionBase(BaseMemory):
             if not self._should_fall_back(tokens_before):
                 return None
             summary = Summary(self._offline(to_fold, budget), OFFLINE_MODEL)
-            tokens_after = self._tokens_after(summary.text, kept_tokens)
+            continuation = self.estimate_message_tokens(continuation_message(summary.text))
+            tokens_after = self._tokens_after(continuation, kept_tokens)
             if tokens_after >= tokens_before:
                 return None
-        self._commit_compaction(plan, summary, trigger, tokens_before, tokens_after, started)
+        counts = (tokens_before, continuation, tokens_after)
+        self._commit_compaction(plan, summary, trigger, counts, started)
         if tokens_after > threshold:
             self._warn(
                 "the context is still above the threshold after compaction", tokens_after, threshold
@@ -276,20 +279,20 @@ class CompactionBase(BaseMemory):
             consecutive_failures=self._consecutive_failures,
         )
 
-    def _tokens_after(self, summary: str, kept_tokens: int) -> int:
-        continuation = self.estimate_message_tokens(continuation_message(summary))
+    def _tokens_after(self, continuation_tokens: int, kept_tokens: int) -> int:
         system = self.estimate_context_tokens() - self._tokens_total - REPLY_PRIMING_TOKENS
-        return system + continuation + kept_tokens + REPLY_PRIMING_TOKENS
+        return system + continuation_tokens + kept_tokens + REPLY_PRIMING_TOKENS
 
     def _commit_compaction(
         self,
         plan: policy.CutPlan,
         summary: Summary,
         trigger: Trigger,
-        tokens_before: int,
-        tokens_after: int,
+        counts: tuple[int, int, int],
         started: float,
     ) -> None:
+        """``counts``: tokens before, of the continuation message, and after."""
+        tokens_before, continuation_tokens, tokens_after = counts
         folded = [seq for i in plan.summarize if (seq := self._meta[i].seq) is not None]
         replayed = [seq for i in plan.keep if (seq := self._meta[i].seq) is not None]
         record = Compaction(
@@ -303,7 +306,7 @@ class CompactionBase(BaseMemory):
             messages_compacted=len(plan.summarize),
             messages_replayed=len(replayed),
             summary=summary.text,
-            summary_tokens=self.estimate_message_tokens(continuation_message(summary.text)),
+            summary_tokens=continuation_tokens,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             model=summary.model,

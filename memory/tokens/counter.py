@@ -177,6 +177,7 @@ class TokenCounter:
         self._encode = resolved.encoding.encode_ordinary
         self._decode_bytes = resolved.encoding.decode_bytes
         self._anthropic_images = model is not None and "claude" in normalize_model_name(model)
+        self._short_counts: dict[str, int] = {}
 
     @classmethod
     def for_model(cls, model: str | None) -> TokenCounter:
@@ -207,6 +208,16 @@ class TokenCounter:
         if not runs:
             return len(self._encode(text))
         return self._walk(text, runs, None)[1]
+
+    def _short(self, text: str) -> int:
+        """``count`` for the few short strings every message repeats (roles,
+        tool and function names), remembered so each is tokenised once."""
+        tokens = self._short_counts.get(text)
+        if tokens is None:
+            tokens = self.count(text)
+            if len(text) <= 64 and len(self._short_counts) < 4096:
+                self._short_counts[text] = tokens
+        return tokens
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` made of its first ``max_tokens`` tokens.
@@ -352,8 +363,12 @@ class TokenCounter:
             pages = max(1, len(PDF_PAGE.findall(data)))
         return tokens + pages * FILE_TOKENS_PER_PAGE
 
-    def message_tokens(self, message: ChatMessage) -> int:
+    def message_tokens(self, message: ChatMessage, *, content_tokens: int | None = None) -> int:
         """Tokens one message costs in a chat request, its format's overhead included.
+
+        ``content_tokens`` is the count of ``message.content`` when the caller
+        has it already (truncation counts a tool result on its way in), so no
+        text is tokenised twice.
 
         ``TOKENS_PER_MESSAGE`` + role + content (+ ``TOKENS_PER_NAME`` + name)
         + each tool call's name and arguments + ``TOKENS_PER_TOOL_CALL`` +
@@ -363,12 +378,14 @@ class TokenCounter:
         else ``reasoning_content``. Fields kept in ``extra`` are not sent and
         not counted.
         """
-        tokens = TOKENS_PER_MESSAGE + self.count(message.role)
-        tokens += self.content_tokens(message.content)
+        tokens = TOKENS_PER_MESSAGE + self._short(message.role)
+        if content_tokens is None:
+            content_tokens = self.content_tokens(message.content)
+        tokens += content_tokens
         if message.name is not None:
-            tokens += self.count(message.name) + TOKENS_PER_NAME
+            tokens += self._short(message.name) + TOKENS_PER_NAME
         for call in message.tool_calls:
-            tokens += self.count(call.name) + self.count(call.arguments) + TOKENS_PER_TOOL_CALL
+            tokens += self._short(call.name) + self.count(call.arguments) + TOKENS_PER_TOOL_CALL
         if message.tool_call_id is not None:
             tokens += self.count(message.tool_call_id)
         # A provider's reply carries its reasoning in one of the two forms (an

@@ -33,7 +33,14 @@ from typing import Any
 from ..messages import ChatMessage
 from .counter import TokenCounter
 
-__all__ = ["SHORT_MARKER", "Truncation", "truncate_tool_result", "truncation_marker"]
+__all__ = [
+    "SHORT_MARKER",
+    "Fitted",
+    "Truncation",
+    "fit_tool_result",
+    "truncate_tool_result",
+    "truncation_marker",
+]
 
 SHORT_MARKER = "\n\n[... truncated]"
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -64,6 +71,17 @@ class Truncation:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """A tool result as it enters the context: ``message`` (cut or as given),
+    the ``truncation`` when it was cut, and the tokens of its content, counted
+    on the way (``None`` when the message was not looked at)."""
+
+    message: ChatMessage
+    truncation: Truncation | None
+    content_tokens: int | None
+
+
 def truncation_marker(kept_tokens: int, original_tokens: int, original_bytes: int) -> str:
     """The text that ends a cut tool result."""
     return (
@@ -81,16 +99,25 @@ def truncate_tool_result(
     0 (no limit), or the content already fits. Raises ``ValueError`` for a
     negative ``max_tokens``.
     """
+    return fit_tool_result(message, max_tokens, counter).truncation
+
+
+def fit_tool_result(message: ChatMessage, max_tokens: int, counter: TokenCounter) -> Fitted:
+    """``truncate_tool_result`` plus the content's token count, from the same pass.
+
+    The memory uses this so that a tool result's text is tokenised once on its
+    way in: the count that decides the cut is the count of the context.
+    """
     if max_tokens < 0:
         raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
     if message.role != "tool" or max_tokens == 0:
-        return None
+        return Fitted(message, None, None)
     content = message.content
     if isinstance(content, str):
         return _truncate_text(message, content, max_tokens, counter)
     if isinstance(content, list):
         return _truncate_parts(message, content, max_tokens, counter)
-    return None
+    return Fitted(message, None, None)
 
 
 def _utf8_len(text: str) -> int:
@@ -119,11 +146,11 @@ def _marker(
 
 def _truncate_text(
     message: ChatMessage, content: str, max_tokens: int, counter: TokenCounter
-) -> Truncation | None:
+) -> Fitted:
     head = counter.truncate_counted(content, max_tokens)
     original = head.original_tokens
     if original <= max_tokens:
-        return None
+        return Fitted(message, None, original)
     original_bytes = _utf8_len(content)
     use_full, reserve = _choose_marker(counter, max_tokens, original, original_bytes)
     # From here on only the first max_tokens tokens are looked at again.
@@ -137,18 +164,21 @@ def _truncate_text(
         if total <= max_tokens or budget <= 0:
             break
         budget -= total - max_tokens
-    return Truncation(replace(message, content=cut), original, original_bytes, kept.tokens)
+    cut_message = replace(message, content=cut)
+    return Fitted(
+        cut_message, Truncation(cut_message, original, original_bytes, kept.tokens), total
+    )
 
 
 def _truncate_parts(
     message: ChatMessage, parts: Sequence[Mapping[str, Any]], max_tokens: int, counter: TokenCounter
-) -> Truncation | None:
+) -> Fitted:
     is_text = [p.get("type") in _TEXT_PART_TYPES and isinstance(p.get("text"), str) for p in parts]
     if not any(is_text):
-        return None  # nothing that can be cut
+        return Fitted(message, None, None)  # nothing that can be cut
     original = counter.content_tokens(parts)
     if original <= max_tokens:
-        return None
+        return Fitted(message, None, original)
     original_bytes = sum(_utf8_len(p["text"]) for p, t in zip(parts, is_text, strict=True) if t)
     fixed = sum(counter.part_tokens(p) for p, t in zip(parts, is_text, strict=True) if not t)
     use_full, reserve = _choose_marker(counter, max_tokens, original, original_bytes)
@@ -166,7 +196,9 @@ def _truncate_parts(
         if total <= max_tokens or budget <= 0:
             break
         budget -= total - max_tokens
-    return Truncation(replace(message, content=new_parts), original, original_bytes, kept_tokens)
+    cut_message = replace(message, content=new_parts)
+    truncation = Truncation(cut_message, original, original_bytes, kept_tokens)
+    return Fitted(cut_message, truncation, total)
 
 
 def _fill_text_parts(
