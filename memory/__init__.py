@@ -24,6 +24,7 @@ from .clients import (
 )
 from .compaction.base import CompactionBase
 from .compaction.memory import CompactionMemory
+from .compaction.offline import offline_summary
 from .compaction.replay import upgrade_records
 from .config import CompactionMemoryConfig
 from .errors import (
@@ -49,7 +50,6 @@ from .errors import (
 from .factory import create_memory
 from .log import InMemoryLogStore, JSONLLogStore, LogProblem, LogStore
 from .messages import ChatMessage, InvalidMessageError, ToolCall, answered_call_ids
-from .offline_compactor import offline_summary
 from .session_state import CompactionSessionState, SessionState
 from .tokens import TokenCounter, count_tokens
 from .tokens.calibration import TokenCalibration

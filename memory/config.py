@@ -35,6 +35,12 @@ class CompactionMemoryConfig:
         ``False`` turns auto-compaction off; ``compact()`` still works.
     summary_max_tokens
         Upper bound of a summary, in tokens (the summariser's output budget).
+    summary_budget_ratio
+        Share of ``token_threshold``, in (0, 1], that the context may hold
+        right after a compaction: the summary gets that many tokens minus what
+        stays beside it (system prompt, kept messages, the continuation
+        template), at least 64 and at most ``summary_max_tokens``. Higher keeps
+        more of the past; lower leaves more room before the next compaction.
     fsync
         Call ``os.fsync`` after every log write (durable across power loss,
         slower). Without it a record survives a process crash, not an OS crash.
@@ -51,18 +57,12 @@ class CompactionMemoryConfig:
     max_tool_result_tokens: int = 50_000
     auto_compact: bool = True
     summary_max_tokens: int = 8_000
+    summary_budget_ratio: float = 0.75
     fsync: bool = False
 
     def __post_init__(self) -> None:
-        ratio = self.safety_ratio
-        if (
-            isinstance(ratio, bool)
-            or not isinstance(ratio, int | float)
-            or not math.isfinite(ratio)
-        ):
-            raise ConfigurationError(f"safety_ratio must be a number in (0, 1], got {ratio!r}")
-        if not 0 < ratio <= 1:
-            raise ConfigurationError(f"safety_ratio must be in (0, 1], got {ratio!r}")
+        _check_ratio("safety_ratio", self.safety_ratio)
+        _check_ratio("summary_budget_ratio", self.summary_budget_ratio)
         if self.token_threshold is not None:
             _check_count("token_threshold", self.token_threshold, minimum=1)
         _check_count("max_tool_result_tokens", self.max_tool_result_tokens, minimum=0)
@@ -84,6 +84,13 @@ class CompactionMemoryConfig:
         """Build from ``to_dict()`` output; unknown keys are ignored (newer logs)."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _check_ratio(name: str, ratio: object) -> None:
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not math.isfinite(ratio):
+        raise ConfigurationError(f"{name} must be a number in (0, 1], got {ratio!r}")
+    if not 0 < ratio <= 1:
+        raise ConfigurationError(f"{name} must be in (0, 1], got {ratio!r}")
 
 
 def _check_count(name: str, value: object, *, minimum: int) -> None:

@@ -5,5 +5,6 @@
 - ``memory``: ``CompactionMemory``, plus its conversation log;
 - ``replay``: restore from a log or a state, fork, upgrade old logs;
 - ``reference``: logs of the reference implementation, restored to what it held;
-- ``summarize``: the model summariser, its prompts and the continuation message.
+- ``summarize``: the model summariser, its prompts and the continuation message;
+- ``offline``: the summariser that needs no model (scan, digest, layout).
 """

@@ -44,10 +44,10 @@ from ..log.records import (
     now_iso,
 )
 from ..messages import ChatMessage
-from ..offline_compactor import offline_summary
 from ..tokens import REPLY_PRIMING_TOKENS
 from ..tokens.model_limits import compaction_threshold, get_model_limits
 from . import policy
+from .offline import offline_summary
 from .summarize import (
     CompactFn,
     Summary,
@@ -202,7 +202,11 @@ class CompactionBase(BaseMemory):
                 )
             return None
         budget = policy.summary_budget(
-            threshold=threshold, floor=floor, summary_max_tokens=self.config.summary_max_tokens
+            threshold=threshold,
+            ratio=self.config.summary_budget_ratio,
+            beside=floor - summary_estimate,
+            template_tokens=self.estimate_message_tokens(continuation_message("")),
+            summary_max_tokens=self.config.summary_max_tokens,
         )
         to_fold = [self._messages[i] for i in plan.summarize]
         started = time.monotonic()

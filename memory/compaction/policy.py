@@ -79,10 +79,15 @@ def newest_user(roles: Sequence[str], *, start: int, before: int) -> int | None:
     return None
 
 
-def summary_budget(*, threshold: int, floor: int, summary_max_tokens: int) -> int:
-    """Tokens a new summary may take: half the room left under the threshold,
-    within ``[MIN_SUMMARY_BUDGET, summary_max_tokens]``."""
-    return min(summary_max_tokens, max(MIN_SUMMARY_BUDGET, (threshold - floor) // 2))
+def summary_budget(
+    *, threshold: int, ratio: float, beside: int, template_tokens: int, summary_max_tokens: int
+) -> int:
+    """Tokens a new summary may take: ``ratio`` of the threshold (the config's
+    ``summary_budget_ratio``) less what stays beside it (``beside``: system
+    prompt and kept messages; ``template_tokens``: the continuation message
+    around the summary), within ``[MIN_SUMMARY_BUDGET, summary_max_tokens]``."""
+    share = int(threshold * ratio)
+    return min(summary_max_tokens, max(MIN_SUMMARY_BUDGET, share - beside - template_tokens))
 
 
 def should_fall_back(
