@@ -11,7 +11,8 @@ once: URLs, e-mail addresses, file paths, dates and times, money amounts,
 numbers with a unit, ids and codes (``HAT123``, ``mia_li_3668``, ``#42``, hashes,
 UUIDs, ``snake_case`` and ``CamelCase`` names, ``ALLCAPS`` codes, numbers of
 three or more digits) and proper names (capitalised words that do not merely
-start a sentence). ``find_identifiers`` gives the same with each one's kind.
+start a sentence). ``find_identifiers`` gives the same with each one's kind,
+and ``kept_in`` says which of them a summary contains.
 Pure functions on strings: no I/O, no model; linear in the text's length.
 """
 
@@ -21,7 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Identifier", "extract_identifiers", "find_identifiers", "lost_identifiers"]
+__all__ = ["Identifier", "extract_identifiers", "find_identifiers", "kept_in", "lost_identifiers"]
 
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
@@ -174,6 +175,13 @@ def lost_identifiers(folded_texts: Iterable[str], summary: str) -> list[str]:
                 if key not in haystack:
                     lost.append(value)
     return lost
+
+
+def kept_in(summary: str, identifiers: Iterable[Identifier]) -> list[tuple[Identifier, bool]]:
+    """Each identifier with whether ``summary`` contains it (compared as in
+    ``lost_identifiers``)."""
+    haystack = normalise(summary)
+    return [(identifier, normalise(identifier.value) in haystack) for identifier in identifiers]
 
 
 def normalise(value: str) -> str:

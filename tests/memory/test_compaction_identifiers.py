@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.compaction.identifiers import extract_identifiers, find_identifiers, lost_identifiers
+from memory.compaction.identifiers import (
+    extract_identifiers,
+    find_identifiers,
+    kept_in,
+    lost_identifiers,
+)
 
 
 @pytest.mark.parametrize(
@@ -84,3 +89,9 @@ def test_every_identifier_is_text_of_the_input_and_is_kept_by_the_input_itself(
     found = extract_identifiers(text)
     assert all(identifier in text for identifier in found)
     assert lost_identifiers([text], text) == []
+
+
+def test_kept_in_pairs_each_identifier_with_whether_the_summary_has_it() -> None:
+    found = find_identifiers("Ship 23 kg to Seattle under ref ABC-123.")
+    kept = {i.value: ok for i, ok in kept_in("Shipped 23kg, ref abc-123.", found)}
+    assert kept == {"23 kg": True, "Seattle": False, "ABC-123": True}
