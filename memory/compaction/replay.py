@@ -6,6 +6,8 @@ context is the one it had. ``Replay`` reads a log's records in order:
 
 - a ``message`` with ``seq`` and ``tokens`` enters the context as recorded (its
   truncated ``context_message`` and token count are used, never recomputed);
+  one with ``provider_tokens`` teaches ``calibration`` again, against the
+  context size the log last stated (the request that reply answered);
 - a ``compaction`` keeps the messages its ``replayed_seqs`` lists; one written
   by the reference implementation (no ``through_seq``) keeps what its
   ``messages_compacted`` says it kept (``memory.compaction.reference``);
@@ -73,6 +75,9 @@ class Replay:
         self.memory = memory
         self.upgrade = upgrade
         self.problems: list[LogProblem] = []
+        # The context's size as the log last stated it (tools included): the
+        # estimate of the request a reply with provider usage answered.
+        self._stated_tokens: int | None = None
 
     def run(self, records: Iterable[Mapping[str, Any] | LogRecord]) -> None:
         for number, raw in enumerate(records, start=1):
@@ -83,6 +88,14 @@ class Replay:
                 self.problems.append(LogProblem(number, f"record {number} unusable: {exc}"))
 
     def apply(self, record: LogRecord) -> None:
+        self._apply(record)
+        stated = record.tokens_after if isinstance(record, Compaction) else None
+        if isinstance(record, MessageRecord | Reset | CompactionRevert):
+            stated = record.context_tokens
+        if stated is not None:
+            self._stated_tokens = stated
+
+    def _apply(self, record: LogRecord) -> None:
         memory = self.memory
         if isinstance(record, MessageRecord):
             self._message(record)
@@ -132,6 +145,10 @@ class Replay:
         if seq is not None and seq < memory.next_seq:
             raise LogCorruptError(f"message seq {seq} does not follow seq {memory.next_seq - 1}")
         legacy = seq is None  # the reference logged messages without seq or tokens
+        model = memory.model_name
+        if record.provider_tokens is not None and self._stated_tokens is not None and model:
+            # Learn the calibration again, as the live memory did from this reply.
+            memory.calibration.observe(model, self._stated_tokens, record.provider_tokens)
         ingested = memory._ingest(
             record.message,
             seq=seq,

@@ -206,3 +206,17 @@ async def test_a_fork_keeps_the_tools_and_the_calibration() -> None:
     assert child.tool_schemas == memory.tool_schemas
     assert child.estimate_context_tokens() == memory.estimate_context_tokens()
     assert child.calibration is memory.calibration
+
+
+async def test_a_restored_memory_learns_the_calibration_again_from_its_log() -> None:
+    memory = compacting_memory(threshold=100_000)
+    memory.set_tools([big_schema(300)])
+    for turn, ratio in enumerate((1.2, 1.3, 1.25)):
+        await memory.add_message(user(f"question {turn} " * 80))
+        reported = round(memory.estimate_context_tokens() * ratio)
+        await memory.add_message(answer("ok"), usage=Usage(input_tokens=reported))
+
+    restored = CompactionMemory.restore_from_log("size", log_store=memory.log_store)
+
+    assert restored.calibration.get("gpt-4o") == memory.calibration.get("gpt-4o")
+    assert restored.calibration.get("gpt-4o").samples == 3
