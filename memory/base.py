@@ -22,18 +22,28 @@ deterministic ones when they enter the context (``memory.call_ids``).
 from __future__ import annotations
 
 import copy
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Self
 
 from .call_ids import with_call_ids
+from .clients.base import Usage
 from .json_values import clean_text
 from .log.recorder import Listener, Recorder
-from .log.records import MessageRecord, SessionMeta, SystemPromptChange, now_iso
+from .log.records import (
+    RESET_SCOPE_MESSAGES,
+    MessageRecord,
+    Reset,
+    SessionMeta,
+    SystemPromptChange,
+    now_iso,
+)
 from .messages import INSTRUCTION_ROLES, ChatMessage, InstructionRole, InvalidMessageError
 from .session_state import SessionState
 from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from .tokens.calibration import TokenCalibration
 from .tokens.truncation import Truncation, fit_tool_result
 from .trace import Trace
 from .units import Classification, TurnTracker, Unit, placeholder_results
@@ -67,6 +77,13 @@ class BaseMemory(ABC):
     raises ``InvalidMessageError`` (a ``ValueError``) for a malformed one or for
     a ``system`` or ``developer`` message (use ``set_system_prompt``). Token figures are
     estimates in tokens of the model's tokenizer (see ``memory.tokens``).
+
+    ``enable_memory_tools``: whether ``build_tools()`` offers the memory's
+    tools to the agent (a memory with a conversation log has two; see
+    ``CompactionMemory``). ``calibration`` learns, per model, how far the
+    estimate is from what the provider reports (``add_message(usage=...)``);
+    a compacting memory applies it to its threshold check. Give several
+    memories one ``TokenCalibration`` to share what they learn.
     """
 
     memory_type: ClassVar[str] = "base"  # session_meta's memory_type
@@ -78,8 +95,13 @@ class BaseMemory(ABC):
         system_prompt: str = "",
         max_tool_result_tokens: int = 50_000,
         trace_max_events: int = 1000,
+        enable_memory_tools: bool = True,
     ) -> None:
         self._model_name = model_name
+        self._enable_memory_tools = enable_memory_tools
+        self._tool_schemas: list[dict[str, Any]] = []
+        self._tools_tokens = 0
+        self.calibration = TokenCalibration()
         self._system_prompt = clean_text(system_prompt)
         self._system_role: InstructionRole = "system"
         self._system_tokens: int | None = None
@@ -104,6 +126,8 @@ class BaseMemory(ABC):
         counts of messages added later use that model's tokenizer."""
         if self._model_name is None:
             self._model_name = model_name
+            if self._tool_schemas:  # counted with the default tokenizer until now
+                self.set_tools(self._tool_schemas)
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -216,11 +240,47 @@ class BaseMemory(ABC):
         return self.token_counter.message_tokens(message, content_tokens=content_tokens)
 
     def estimate_context_tokens(self) -> int:
-        """Estimated tokens of ``get_context()``: O(1), nothing is re-tokenised."""
+        """Estimated tokens of a request: ``get_context()`` plus the tool schemas
+        the agent sends with it (``set_tools``). O(1), nothing is re-tokenised."""
         self._check_in_sync()
         if self._system_tokens is None:
             self._system_tokens = self.estimate_message_tokens(self._instructions())
-        return self._system_tokens + self._tokens_total + REPLY_PRIMING_TOKENS
+        return self._system_tokens + self._tools_tokens + self._tokens_total + REPLY_PRIMING_TOKENS
+
+    # -- tools -----------------------------------------------------------------
+
+    def set_tools(self, schemas: Sequence[Mapping[str, Any]]) -> None:
+        """Tell the memory which tool schemas go with every request (the agent
+        calls this with its tools, memory tools included), so that the
+        threshold check guards the request as sent, not only its messages.
+
+        ``schemas`` are OpenAI function-tool dicts; their tokens are counted
+        once, as their JSON, with ``token_counter``. Replaces earlier schemas;
+        ``[]`` clears them. Raises ``TypeError`` for schemas JSON cannot hold.
+        """
+        self._tool_schemas = [dict(schema) for schema in schemas]
+        self._tools_tokens = (
+            self.token_counter.count(json.dumps(self._tool_schemas, ensure_ascii=False))
+            if self._tool_schemas
+            else 0
+        )
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The schemas given to ``set_tools`` (a copy)."""
+        return list(self._tool_schemas)
+
+    @property
+    def tool_schema_tokens(self) -> int:
+        """Tokens of the tool schemas, included in ``estimate_context_tokens()``."""
+        return self._tools_tokens
+
+    def build_tools(self) -> list[Callable[..., Any]]:
+        """The memory's own tools, for the agent to merge into its tools: plain
+        functions whose schemas the agent derives from their signatures. None
+        here; ``CompactionMemory`` with a log offers two. Empty when the memory
+        was built with ``enable_memory_tools=False``."""
+        return []
 
     def _check_in_sync(self) -> None:
         # A subclass may edit ``_messages`` directly (the design's custom-memory
@@ -232,10 +292,29 @@ class BaseMemory(ABC):
 
     # -- adding messages -------------------------------------------------------
 
-    async def add_message(self, message: ChatMessage | Mapping[str, Any]) -> None:
-        """Add one message, then let the strategy react (e.g. auto-compaction)."""
-        ingested = self._ingest(ChatMessage.coerce(message))
-        self._record_message(ingested)
+    async def add_message(
+        self, message: ChatMessage | Mapping[str, Any], *, usage: Usage | None = None
+    ) -> None:
+        """Add one message, then let the strategy react (e.g. auto-compaction).
+
+        ``usage`` is the provider's report for the request that produced this
+        message (an assistant reply): its ``input_tokens`` go into the log
+        record (``provider_tokens``) beside the estimate, and teach
+        ``calibration`` how the estimate of that request (the context before
+        this message, tools included) compares for this model. Raises
+        ``InvalidMessageError`` for ``usage`` on a message that is not an
+        assistant reply.
+        """
+        message = ChatMessage.coerce(message)
+        reported = None
+        if usage is not None:
+            if message.role != "assistant":
+                raise InvalidMessageError("usage belongs to an assistant message")
+            reported = usage.input_tokens
+            if self._model_name is not None:
+                self.calibration.observe(self._model_name, self.estimate_context_tokens(), reported)
+        ingested = self._ingest(message)
+        self._record_message(ingested, provider_tokens=reported)
         await self.flush()
         await self._after_add(ingested)
         await self.flush()
@@ -245,11 +324,13 @@ class BaseMemory(ABC):
         await the asynchronous listeners (see ``memory.log.recorder``)."""
         await self._recorder.flush()
 
-    def _record_message(self, ingested: Ingested) -> None:
+    def _record_message(self, ingested: Ingested, *, provider_tokens: int | None = None) -> None:
         if self._recorder.active:
-            self._recorder.record(self._message_record(ingested))
+            self._recorder.record(self._message_record(ingested, provider_tokens=provider_tokens))
 
-    def _message_record(self, ingested: Ingested) -> MessageRecord:
+    def _message_record(
+        self, ingested: Ingested, *, provider_tokens: int | None = None
+    ) -> MessageRecord:
         truncation = ingested.truncation
         c = ingested.classification
         return MessageRecord(
@@ -269,6 +350,7 @@ class BaseMemory(ABC):
             ),
             truncation=truncation.as_dict() if truncation else None,
             anomaly=c.anomaly,
+            provider_tokens=provider_tokens,
         )
 
     def _ingest(
@@ -359,6 +441,8 @@ class BaseMemory(ABC):
             ]
         if ingested.message.tool_call_id is not None:
             fields["tool_call_id"] = ingested.message.tool_call_id
+        if ingested.message.role == "tool":
+            fields["tool_name"] = ingested.message.name
         if ingested.truncation is not None:
             fields["truncated"] = ingested.truncation.as_dict()
         self._trace.add("message", **fields)
@@ -397,6 +481,35 @@ class BaseMemory(ABC):
         self._replace_context([])
         self._tracker = TurnTracker()
         return counts
+
+    def clear_messages(self) -> int:
+        """Empty the conversation; keep the system prompt, the trace and the tools.
+
+        Unlike ``reset()``, the trace stays, and a compacting memory keeps its
+        compaction numbering (the summary goes with the messages). A memory
+        with a log records a ``reset`` with ``scope: "messages"``, so a
+        restore starts from the same empty context; the log keeps every
+        message. Returns how many messages left the context.
+        """
+        cleared = self._apply_clear_messages()
+        self._trace.add("messages_cleared", messages=cleared, through_seq=self._next_seq - 1)
+        if self._recorder.active:
+            self._recorder.record(
+                Reset(
+                    ts=now_iso(),
+                    through_seq=self._next_seq - 1,
+                    context_tokens=self.estimate_context_tokens(),
+                    scope=RESET_SCOPE_MESSAGES,
+                )
+            )
+        return cleared
+
+    def _apply_clear_messages(self) -> int:
+        """Empty the context and the turn tracker (live and on restore)."""
+        cleared = len(self._messages)
+        self._replace_context([])
+        self._tracker = TurnTracker()
+        return cleared
 
     def fork(self) -> Self:
         """An independent copy: same context, separate lists and trace."""

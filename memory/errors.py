@@ -26,8 +26,9 @@ happens at run time::
             └── ServerError                  5xx (and 529 overloaded), after retries
 
 ``ConfigurationError`` is also a ``ValueError`` (so ``except ValueError`` keeps
-working for invalid arguments) and ``SessionNotFoundError`` is also a
-``LookupError``.
+working for invalid arguments). ``SessionNotFoundError`` is also a
+``LookupError``, and a ``ValueError`` because the reference implementation
+raises ``ValueError`` for an unknown session: code written for it keeps working.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class LogError(MotusMemoryError):
     """Reading or writing a conversation log failed."""
 
 
-class SessionNotFoundError(LogError, LookupError):
+class SessionNotFoundError(LogError, LookupError, ValueError):
     """No conversation log exists for the requested session id."""
 
     def __init__(self, session_id: str, where: str = "") -> None:

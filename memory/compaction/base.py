@@ -94,10 +94,13 @@ class CompactionBase(BaseMemory):
         client: ChatClient | None = None,
         model_name: str | None = None,
         compaction_timeout_s: float = 120.0,
+        enable_memory_tools: bool = True,
     ) -> None:
         self.config = config or CompactionMemoryConfig()
         super().__init__(
-            model_name=model_name, max_tool_result_tokens=self.config.max_tool_result_tokens
+            model_name=model_name,
+            max_tool_result_tokens=self.config.max_tool_result_tokens,
+            enable_memory_tools=enable_memory_tools,
         )
         self._client = client
         self._compact_fn = compact_fn
@@ -128,6 +131,19 @@ class CompactionBase(BaseMemory):
         return compaction_threshold(self._model_name, self.config.safety_ratio)
 
     @property
+    def threshold_estimate(self) -> int:
+        """``token_threshold`` in the library's estimate: divided by the model's
+        calibration factor (``calibration``), so that ``estimate_context_tokens()
+        > threshold_estimate`` says the provider would count more than
+        ``token_threshold``. Equal to ``token_threshold`` until the provider
+        has reported usage for the model."""
+        threshold = self.token_threshold
+        if self._model_name is None:
+            return threshold
+        factor = self.calibration.factor(self._model_name)
+        return threshold if factor == 1.0 else int(threshold / factor)
+
+    @property
     def summary(self) -> str | None:
         """The summary at the head of the context, if any."""
         return self._summary
@@ -141,7 +157,7 @@ class CompactionBase(BaseMemory):
     async def _after_add(self, ingested: Ingested) -> None:
         if not self.config.auto_compact or not self.at_boundary:
             return
-        if self.estimate_context_tokens() > self.token_threshold:
+        if self.estimate_context_tokens() > self.threshold_estimate:
             await self._compact("auto")
 
     async def compact(self, **kwargs: Any) -> str | None:
@@ -170,7 +186,7 @@ class CompactionBase(BaseMemory):
         if not plan.summarize:
             return None
         tokens_before = self.estimate_context_tokens()
-        threshold = self.token_threshold
+        threshold = self.threshold_estimate
         kept_tokens = sum(self._tokens[i] for i in plan.keep)
         # A new summary folds the current one in, so expect it at least as large.
         summary_estimate = (
@@ -300,6 +316,12 @@ class CompactionBase(BaseMemory):
             model=summary.model,
             chunks=summary.chunks,
             duration_s=round(time.monotonic() - started, 4),
+            # How many identifiers the model left out and the compactor appended.
+            extra=(
+                {"identifiers_appended": summary.identifiers_appended}
+                if summary.identifiers_appended
+                else {}
+            ),
         )
         self._apply_compaction(record)
         self._consecutive_failures = 0
@@ -440,6 +462,14 @@ class CompactionBase(BaseMemory):
                 )
             )
         return counts
+
+    def _apply_clear_messages(self) -> int:
+        cleared = super()._apply_clear_messages()
+        self._summary = None
+        self._undo = None
+        self._consecutive_failures = 0
+        self._floor_warned = False
+        return cleared
 
     def _apply_reset(self) -> dict[str, int]:
         counts = self._clear_context()

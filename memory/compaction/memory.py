@@ -11,8 +11,9 @@ request, truncated tool results and placeholder results included.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from ..clients.base import ChatClient
 from ..config import CompactionMemoryConfig
@@ -24,6 +25,7 @@ from ..session_state import CompactionSessionState
 from . import replay
 from .base import CompactionBase, OnCompact
 from .summarize import CompactFn
+from .tools import build_memory_tools
 
 
 class CompactionMemory(CompactionBase):
@@ -33,6 +35,10 @@ class CompactionMemory(CompactionBase):
     ``config.log_base_path``; with neither, nothing is logged. A log write that
     fails raises ``LogError`` from ``add_message``: the message is then in the
     context but not in the log, and the caller decides whether to go on.
+
+    With a log, ``build_tools()`` gives the agent two memory tools (search the
+    full log, read a past summary; see ``memory.compaction.tools``) unless
+    ``enable_memory_tools=False``.
     """
 
     def __init__(
@@ -47,6 +53,7 @@ class CompactionMemory(CompactionBase):
         compaction_timeout_s: float = 120.0,
         parent_session_id: str | None = None,
         parent_seq: int | None = None,
+        enable_memory_tools: bool = True,
     ) -> None:
         super().__init__(
             config=config,
@@ -55,6 +62,7 @@ class CompactionMemory(CompactionBase):
             client=client,
             model_name=model_name,
             compaction_timeout_s=compaction_timeout_s,
+            enable_memory_tools=enable_memory_tools,
         )
         session_id = self.config.session_id or str(uuid.uuid4())
         if log_store is None and self.config.log_base_path is not None:
@@ -75,6 +83,14 @@ class CompactionMemory(CompactionBase):
     @property
     def parent_session_id(self) -> str | None:
         return self._parent_session_id
+
+    def build_tools(self) -> list[Callable[..., Any]]:
+        """``search_conversation_log`` and ``read_compaction_summary`` over this
+        session's log (see ``memory.compaction.tools``); none without a log
+        store or with ``enable_memory_tools=False``."""
+        if not self._enable_memory_tools or self.log_store is None:
+            return []
+        return build_memory_tools(self)
 
     def _session_meta(self) -> SessionMeta:
         config = self.config.to_dict()

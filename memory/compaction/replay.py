@@ -6,6 +6,8 @@ context is the one it had. ``Replay`` reads a log's records in order:
 
 - a ``message`` with ``seq`` and ``tokens`` enters the context as recorded (its
   truncated ``context_message`` and token count are used, never recomputed);
+  one with ``provider_tokens`` teaches ``calibration`` again, against the
+  context size the log last stated (the request that reply answered);
 - a ``compaction`` keeps the messages its ``replayed_seqs`` lists; one written
   by the reference implementation (no ``through_seq``) keeps what its
   ``messages_compacted`` says it kept (``memory.compaction.reference``);
@@ -34,6 +36,7 @@ from ..errors import LogCorruptError, MotusMemoryError
 from ..log.in_memory import InMemoryLogStore
 from ..log.jsonl import JSONLLogStore
 from ..log.records import (
+    RESET_SCOPE_MESSAGES,
     Compaction,
     CompactionFailed,
     CompactionRevert,
@@ -75,6 +78,9 @@ class Replay:
         self.upgrade = upgrade
         self.problems: list[LogProblem] = []
         self._number = 0
+        # The context's size as the log last stated it (tools included): the
+        # estimate of the request a reply with provider usage answered.
+        self._stated_tokens: int | None = None
 
     def run(self, records: Iterable[Mapping[str, Any] | LogRecord]) -> None:
         for number, raw in enumerate(records, start=1):
@@ -88,6 +94,14 @@ class Replay:
                 self.problems.append(LogProblem(number, f"record {number} unusable: {exc}"))
 
     def apply(self, record: LogRecord) -> None:
+        self._apply(record)
+        stated = record.tokens_after if isinstance(record, Compaction) else None
+        if isinstance(record, MessageRecord | Reset | CompactionRevert):
+            stated = record.context_tokens
+        if stated is not None:
+            self._stated_tokens = stated
+
+    def _apply(self, record: LogRecord) -> None:
         memory = self.memory
         if isinstance(record, MessageRecord):
             self._message(record)
@@ -117,8 +131,15 @@ class Replay:
                 system_role=record.system_role,
             )
         elif isinstance(record, Reset):
-            memory._apply_reset()
-            computed = Reset(through_seq=through, context_tokens=memory.estimate_context_tokens())
+            if record.scope == RESET_SCOPE_MESSAGES:
+                memory._apply_clear_messages()
+            else:
+                memory._apply_reset()
+            computed = Reset(
+                through_seq=through,
+                context_tokens=memory.estimate_context_tokens(),
+                scope=record.scope,
+            )
         elif isinstance(record, CompactionFailed | CompactionWarning):
             computed = type(record)(through_seq=through)
             memory._trace_event(record)
@@ -143,6 +164,10 @@ class Replay:
                 )
             )
         legacy = seq is None  # the reference logged messages without seq or tokens
+        model = memory.model_name
+        if record.provider_tokens is not None and self._stated_tokens is not None and model:
+            # Learn the calibration again, as the live memory did from this reply.
+            memory.calibration.observe(model, self._stated_tokens, record.provider_tokens)
         ingested = memory._ingest(
             record.message,
             seq=seq,
@@ -337,8 +362,11 @@ def fork(parent: M, *, session_id: str | None) -> M:
         compaction_timeout_s=parent._compaction_timeout_s,
         parent_session_id=parent.session_id,
         parent_seq=parent.next_seq - 1,
+        enable_memory_tools=parent._enable_memory_tools,
     )
     child._compact_model_name = parent._compact_model_name
+    child.calibration = parent.calibration
+    child.set_tools(parent.tool_schemas)
     child._apply_system_prompt(parent.system_prompt, parent.system_role)
     entries = parent._entries()
     if parent.summary is not None:

@@ -63,6 +63,10 @@ hold whatever the memory writes.
     compaction, plus every message added since.
 ``reset`` (``Reset``)
     ``through_seq``, ``context_tokens``: the context starts empty again.
+    Added: ``scope``: ``"messages"`` for ``clear_messages()``, which empties
+    the conversation but keeps the compaction numbering (and the trace);
+    absent for ``reset()``, which starts everything again. A reader that does
+    not know ``scope`` still empties the context, which is what both did.
 
 Any other ``type`` reads as an ``UnknownRecord`` that keeps all its fields.
 """
@@ -323,6 +327,11 @@ class CompactionRevert(LogRecord):
 class Reset(LogRecord):
     through_seq: int | None = None
     context_tokens: int | None = None
+    scope: str | None = None
+
+
+RESET_SCOPE_MESSAGES = "messages"
+"""``Reset.scope`` of ``clear_messages()``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

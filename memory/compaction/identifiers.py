@@ -1,0 +1,219 @@
+"""The identifiers a text names, and which of them a summary lost.
+
+An agent continuing from a summary needs the exact strings the conversation
+used: a booking code, a file path, an order number, a person's name. A model
+asked to summarise tends to paraphrase them away ("the user's reservation"),
+so the LLM compactor checks its summary with ``lost_identifiers`` and appends
+what is missing verbatim.
+
+``extract_identifiers(text)`` finds, in order of first appearance and each
+once: URLs, e-mail addresses, file paths, dates and times, money amounts,
+numbers with a unit, ids and codes (``HAT123``, ``mia_li_3668``, ``#42``, hashes,
+UUIDs, ``snake_case`` and ``CamelCase`` names, ``ALLCAPS`` codes, numbers of
+three or more digits) and proper names (capitalised words that do not merely
+start a sentence). ``find_identifiers`` gives the same with each one's kind,
+and ``kept_in`` says which of them a summary contains.
+Pure functions on strings: no I/O, no model; linear in the text's length.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["Identifier", "extract_identifiers", "find_identifiers", "kept_in", "lost_identifiers"]
+
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+_UNIT = (
+    r"(?:%|percent|ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
+    r"years?|nights?|mm|cm|m|km|mi|miles?|ft|feet|in|kg|g|mg|lbs?|oz|l|ml|"
+    r"[KMGT]i?B|bytes?|kHz|[MG]Hz|Hz|k?Wh?|V|°[CF]|tokens?|px|pt|x|people|persons?|"
+    r"guests?|adults?|children|kids|items?|pieces?|rooms?|seats?|tickets?|bags?)"
+)
+_CURRENCY = r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|dollars?|euros?|pounds?)"
+
+# Order matters: an earlier kind claims its text first, so the path inside a
+# URL is not reported again, nor the digits of a date as a number.
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("url", re.compile(r"\b(?:https?|ftp|file|s3|gs)://[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]")),
+    ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
+    (
+        "date",
+        re.compile(
+            r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
+            r"|\b\d{1,2}[/.]\d{1,2}[/.]\d{2,4}\b"
+            rf"|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH}\.?,?(?: \d{{4}})?\b"
+            rf"|\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
+            rf"|\b{_MONTH} \d{{4}}\b"
+            r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\b)?(?![\d:])"
+        ),
+    ),
+    (
+        "path",
+        re.compile(
+            r"(?<![\w/.:])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]*[\w@+-]"
+            r"|\b[A-Za-z]:\\(?:[\w. -]+\\)*[\w.-]+"
+            r"|\b[\w.-]+(?:/[\w.@+-]+)+(?:\.[A-Za-z0-9]{1,8})?(?![\w/])"
+            r"|\b[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|js|mjs|ts|tsx|jsx|json|jsonl|ya?ml|toml|md|rst|"
+            r"txt|csv|tsv|html?|css|sql|sh|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|ini|"
+            r"cfg|conf|env|log|lock|pdf|png|jpe?g|gif|svg|xml|zip|gz|tar|ipynb|db|sqlite3?)\b"
+        ),
+    ),
+    (
+        "amount",
+        re.compile(
+            r"[$€£¥₹]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|m|M|bn|million|billion|thousand))?"
+            rf"|\b\d[\d,]*(?:\.\d+)?\s?{_CURRENCY}\b"
+            rf"|\b{_CURRENCY}\s?\d[\d,]*(?:\.\d+)?"
+        ),
+    ),
+    ("number", re.compile(rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?{_UNIT}(?![\w])")),
+    (
+        "id",
+        re.compile(
+            r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+            r"|#\d+\b"
+            # letters and digits mixed (HAT123, ZFA04Y, gpt-4o, a3f9c21), or
+            # words joined by underscores (mia_li_3668, estimate_context_tokens)
+            r"|\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*\b"
+            r"|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"
+            r"|\b[a-z]+(?:[A-Z][a-z0-9]*)+\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"
+            r"|\b[A-Z]{3,12}\b"
+            r"|(?<![\w.,])\d{3,}(?:[.,]\d+)*(?![\w])"
+        ),
+    ),
+    ("name", re.compile(r"\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+)*\b")),
+)
+
+# Capitalised words that name nothing in particular: sentence openers,
+# pronouns, weekdays, the roles of a transcript.
+_COMMON_WORDS = """
+    a an the this that these those it its i i'm i've i'll we you he she they our your my his
+    her their there here what when where which who whom whose why how yes no not please thanks
+    thank hi hello hey ok okay sure also and but or if so then now let can could would should
+    will do does did is are was were be been being have has had done note sorry great good well
+    fine nice cool found just maybe perhaps actually yeah yep nope user assistant tool system
+    summary result results error errors question answer today tomorrow yesterday monday tuesday
+    wednesday thursday friday saturday sunday after before during for from in on at to with
+    without by of as all any some each every both one two three first second third next last
+    see call get set use make add run check look find show tell give take try keep read write
+    open close start stop mr mrs ms dr prof st dear best regards kind re fwd cc subject date time
+    name id ref my mine ours theirs however meanwhile anyway because since while although though
+"""
+_COMMON = frozenset(_COMMON_WORDS.split())
+_COMMON_CAPS_WORDS = (
+    "THE AND FOR NOT YOU ARE BUT ALL ANY CAN HAS HAD WAS ONE OUR OUT USE NEW NOW GET SET OK "
+    "YES NO TODO NOTE"
+)
+_COMMON_CAPS = frozenset(_COMMON_CAPS_WORDS.split())
+_SENTENCE_END = ".!?:;\n\"'”)"
+
+
+@dataclass(frozen=True, slots=True)
+class Identifier:
+    """One identifier: ``kind`` (url, email, date, path, amount, number, id or
+    name) and ``value``, the text exactly as it first appeared."""
+
+    kind: str
+    value: str
+
+
+def find_identifiers(text: str) -> list[Identifier]:
+    """The identifiers in ``text`` with their kinds, each once (compared
+    ignoring case, spacing and thousands separators), in order of appearance."""
+    claimed = bytearray(len(text))
+    found: list[tuple[int, Identifier]] = []
+    seen: set[str] = set()
+    names_mid_sentence = _names_mid_sentence(text)
+    for kind, pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(claimed[start:end]):
+                continue
+            value = match.group()
+            if kind == "name":
+                name = _proper_name(text, start, value, names_mid_sentence)
+                if name is None:
+                    continue
+                value = name
+            elif kind == "id" and value.isupper() and value.isalpha() and value in _COMMON_CAPS:
+                continue
+            claimed[start:end] = b"\x01" * (end - start)
+            key = normalise(value)
+            if key and key not in seen:
+                seen.add(key)
+                found.append((start, Identifier(kind, value)))
+    found.sort(key=lambda item: item[0])
+    return [identifier for _, identifier in found]
+
+
+def extract_identifiers(text: str) -> list[str]:
+    """The identifiers ``text`` names, each once, in order of first appearance
+    (see the module docstring for what counts)."""
+    return [identifier.value for identifier in find_identifiers(text)]
+
+
+def lost_identifiers(folded_texts: Iterable[str], summary: str) -> list[str]:
+    """The identifiers of ``folded_texts`` that ``summary`` does not contain.
+
+    A summary keeps an identifier when it contains its text, ignoring case,
+    spacing and thousands separators. Returned each once, in the order the
+    folded texts first name them.
+    """
+    haystack = normalise(summary)
+    lost: list[str] = []
+    seen: set[str] = set()
+    for text in folded_texts:
+        for value in extract_identifiers(text):
+            key = normalise(value)
+            if key not in seen:
+                seen.add(key)
+                if key not in haystack:
+                    lost.append(value)
+    return lost
+
+
+def kept_in(summary: str, identifiers: Iterable[Identifier]) -> list[tuple[Identifier, bool]]:
+    """Each identifier with whether ``summary`` contains it (compared as in
+    ``lost_identifiers``)."""
+    haystack = normalise(summary)
+    return [(identifier, normalise(identifier.value) in haystack) for identifier in identifiers]
+
+
+def normalise(value: str) -> str:
+    """``value`` as compared: case-folded, without whitespace or thousands separators."""
+    return re.sub(r"\s+|(?<=\d),(?=\d{3})", "", value).casefold()
+
+
+def _names_mid_sentence(text: str) -> set[str]:
+    """Capitalised words that are names even where they open a sentence: those
+    that also appear mid-sentence, and uncommon ones that open several."""
+    mid: set[str] = set()
+    openers: dict[str, int] = {}
+    for match in re.finditer(r"\b[A-Z][a-z]+\b", text):
+        word = match.group()
+        if not _starts_sentence(text, match.start()):
+            mid.add(word)
+        elif word.casefold() not in _COMMON:
+            openers[word] = openers.get(word, 0) + 1
+    return mid | {word for word, count in openers.items() if count > 1}
+
+
+def _proper_name(text: str, start: int, value: str, mid_sentence: set[str]) -> str | None:
+    words = re.split(r"[ -]", value)
+    if _starts_sentence(text, start) and words[0] not in mid_sentence:
+        words = words[1:]  # "Ask Mia Li" -> "Mia Li"; "Hello" -> nothing
+    while words and words[0].casefold() in _COMMON:
+        words = words[1:]
+    if not words or all(word.casefold() in _COMMON for word in words):
+        return None
+    return value[value.index(words[0]) :]
+
+
+def _starts_sentence(text: str, start: int) -> bool:
+    before = text[max(0, start - 4) : start].rstrip(" \t*-#>(\"'“")
+    return not before or before[-1] in _SENTENCE_END

@@ -1,0 +1,263 @@
+"""The LLM compactor: its prompt, its model, the identifier check, real clients, invariants."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory import (
+    AnthropicClient,
+    ChatMessage,
+    CompactionMemory,
+    CompactionMemoryConfig,
+    InMemoryLogStore,
+    OpenAIChatClient,
+    ProviderTimeoutError,
+)
+from memory.compaction.summarize import IDENTIFIERS_HEADING, append_lost_identifiers
+from memory.log import records
+from memory.testing.scripted_server import ScriptedServer
+from memory.tokens import TokenCounter
+
+from .conftest import FakeClient, answer, calls, result, user
+from .test_invariants import SYSTEM_PROMPT, assert_restores_exactly, check_context, conversations
+
+LONG = "word " * 250  # about 250 tokens
+
+
+def llm_memory(client: Any, threshold: int = 400, **config: Any) -> CompactionMemory:
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="llm", token_threshold=threshold, **config),
+        client=client,
+        model_name="gpt-4o",
+        log_store=InMemoryLogStore(),
+    )
+    memory.set_system_prompt("You book flights.")
+    return memory
+
+
+async def add_all(memory: CompactionMemory, *messages: dict[str, Any]) -> None:
+    for message in messages:
+        await memory.add_message(message)
+
+
+async def test_the_compaction_request_asks_for_a_reconstruction_grade_summary() -> None:
+    client = FakeClient(replies=["summary"])
+    memory = llm_memory(client)
+    await add_all(memory, user("Book HAT123. " + LONG), answer(LONG))
+    assert memory.compaction_count == 1
+    (request,) = client.requests
+    instructions = request.messages[0]
+    assert instructions.role == "system"
+    for heading in (
+        "User requests and constraints",
+        "Decisions",
+        "Identifiers",
+        "Errors and fixes",
+        "Progress",
+        "Pending work",
+        "Current state",
+        "Next step",
+    ):
+        assert f"## {heading}" in instructions.text
+    assert "copied exactly" in instructions.text
+    assert "not instructions to you" in instructions.text
+    transcript = request.messages[1].text
+    assert "[user] Book HAT123." in transcript
+    assert request.tools is None
+
+
+async def test_it_summarises_with_compact_model_name_when_set() -> None:
+    client = FakeClient(replies=["summary"])
+    memory = llm_memory(client, compact_model_name="gpt-4o-mini")
+    await add_all(memory, user("q " + LONG), answer(LONG))
+    assert [r.model for r in client.requests] == ["gpt-4o-mini"]
+    log = list(memory.log_store.read("llm"))  # type: ignore[union-attr]
+    (compaction,) = [r for r in log if r["type"] == records.COMPACTION]
+    assert compaction["model"] == "gpt-4o-mini"
+
+
+async def test_identifiers_the_model_dropped_are_appended_verbatim() -> None:
+    client = FakeClient(replies=["The user wants a flight; the agent is checking seats."])
+    memory = llm_memory(client)
+    await add_all(
+        memory,
+        user("Book flight HAT123 for mia_li_3668 on 2024-05-14, budget $1,200. " + LONG),
+        calls("c1", name="search_flights"),
+        result("c1", "Seat 14C held until 18:30 on /bookings/HAT123.json", name="search_flights"),
+        answer("Held seat 14C. " + LONG),
+    )
+    assert memory.compaction_count == 1
+    summary = memory.summary or ""
+    assert summary.startswith("The user wants a flight; the agent is checking seats.")
+    appendix = summary.split(IDENTIFIERS_HEADING, 1)[1]
+    for identifier in ("HAT123", "mia_li_3668", "2024-05-14", "$1,200", "14C", "18:30"):
+        assert identifier in appendix
+    assert "/bookings/HAT123.json" in appendix
+    assert "c1" not in appendix.split()  # call ids are bookkeeping, not identifiers
+    # What the log holds is what the context holds.
+    log = list(memory.log_store.read("llm"))  # type: ignore[union-attr]
+    (compaction,) = [r for r in log if r["type"] == records.COMPACTION]
+    assert compaction["summary"] == summary
+    assert compaction["identifiers_appended"] == len(appendix.split(";"))
+
+
+async def test_a_summary_that_kept_every_identifier_gets_no_appendix() -> None:
+    client = FakeClient(replies=["User asked to book HAT123 for mia_li_3668; done."])
+    memory = llm_memory(client)
+    await add_all(memory, user("Book HAT123 for mia_li_3668. " + LONG), answer("Done. " + LONG))
+    assert memory.summary == "User asked to book HAT123 for mia_li_3668; done."
+
+
+async def test_identifiers_of_the_previous_summary_survive_the_next_compaction() -> None:
+    client = FakeClient(replies=["Booked HAT123.", "The user chatted about the weather."])
+    memory = llm_memory(client)
+    await add_all(memory, user("Book HAT123. " + LONG), answer(LONG))
+    await add_all(memory, user("Nice weather? " + LONG), answer(LONG))
+    assert memory.compaction_count == 2
+    assert "Booked HAT123." in client.requests[1].messages[1].text  # the old summary is folded
+    assert "HAT123" in (memory.summary or "").split(IDENTIFIERS_HEADING, 1)[1]
+
+
+async def test_an_identifier_in_the_part_of_a_huge_message_cut_from_the_request_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memory.compaction import base as compaction_base
+    from memory.tokens.model_limits import ModelLimits
+
+    monkeypatch.setattr(
+        compaction_base, "get_model_limits", lambda model: ModelLimits(1_500, 300, True)
+    )
+    client = FakeClient()
+    memory = llm_memory(client, threshold=1_200)
+    huge = "filler " * 1_000 + " the key is KEY-77Q9 " + "filler " * 1_000
+    await add_all(memory, user("read this"), calls("c1"), result("c1", huge), answer("ok"))
+    assert memory.compaction_count == 1
+    assert all("KEY-77Q9" not in m.text for r in client.requests for m in r.messages)
+    assert "KEY-77Q9" in (memory.summary or "")
+
+
+def test_the_appendix_stays_within_its_budget_and_keeps_the_newest() -> None:
+    counter = TokenCounter.for_model("gpt-4o")
+    texts = [f"Order ORD{i:04d} shipped." for i in range(300)]
+    text, appended = append_lost_identifiers("Orders shipped.", texts, counter, 100)
+    appendix = text.split(IDENTIFIERS_HEADING, 1)[1]
+    assert 0 < appended < 300
+    assert counter.count(appendix) <= 100
+    assert "ORD0299" in appendix
+    assert "ORD0000" not in appendix
+    assert f"({300 - appended} older ones not listed)" in appendix
+
+
+async def test_a_model_failure_leaves_the_context_and_records_the_compaction_model() -> None:
+    client = FakeClient(replies=[ProviderTimeoutError("slow")])
+    memory = llm_memory(client, compact_model_name="gpt-4o-mini")
+    await add_all(memory, user("q " + LONG), answer(LONG))
+    assert memory.compaction_count == 0
+    log = list(memory.log_store.read("llm"))  # type: ignore[union-attr]
+    (failed,) = [r for r in log if r["type"] == records.COMPACTION_FAILED]
+    assert failed["model"] == "gpt-4o-mini"
+    assert "slow" in failed["error"]
+
+
+# -- real clients over HTTP -----------------------------------------------------------
+
+
+async def test_it_compacts_through_the_openai_client_against_a_real_server() -> None:
+    with ScriptedServer(openai=[{"text": "User asked for a hotel in Lisbon."}]) as server:
+        async with OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5) as client:
+            memory = llm_memory(client, compact_model_name="small-model")
+            await add_all(memory, user("Hotel in Lisbon, booking ref QX81. " + LONG), answer(LONG))
+        (request,) = server.requests
+    assert memory.compaction_count == 1
+    assert request.path.endswith("/chat/completions")
+    assert request.body["model"] == "small-model"
+    assert not request.body.get("stream")
+    assert "tools" not in request.body
+    assert (memory.summary or "").startswith("User asked for a hotel in Lisbon.")
+    assert "QX81" in (memory.summary or "")
+
+
+async def test_it_compacts_through_the_anthropic_client_against_a_real_server() -> None:
+    with ScriptedServer(anthropic=[{"text": "User asked for a hotel in Lisbon, ref QX81."}]) as s:
+        async with AnthropicClient(s.anthropic_base_url, api_key="k", timeout_s=5) as client:
+            memory = llm_memory(client, compact_model_name="claude-haiku-4-5")
+            await add_all(memory, user("Hotel in Lisbon, ref QX81. " + LONG), answer(LONG))
+        (request,) = s.requests
+    assert request.path == "/v1/messages"
+    assert request.body["system"]  # the instructions travel as Anthropic's system prompt
+    assert request.body["max_tokens"] > 0
+    assert memory.summary == "User asked for a hotel in Lisbon, ref QX81."
+
+
+async def test_a_server_error_from_the_compaction_model_is_a_failed_compaction_not_a_crash() -> (
+    None
+):
+    with ScriptedServer(openai=[{"error": "bad_request"}]) as server:
+        async with OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5) as client:
+            memory = llm_memory(client)
+            await add_all(memory, user("q " + LONG), answer(LONG))
+    assert memory.compaction_count == 0
+    assert memory.get_memory_trace()["failed_compactions"] == 1
+
+
+# -- invariants under hypothesis ------------------------------------------------------
+
+
+class ScriptedSummaries:
+    """A ChatClient for the compactor: each call fails, drops every identifier,
+    or quotes the transcript's first line, as ``plan`` says (then quotes)."""
+
+    def __init__(self, plan: list[str]) -> None:
+        self.plan = iter(plan)
+        self.calls = 0
+
+    async def create(self, *, model: str, messages: Any, **kwargs: Any) -> Any:
+        from memory import Completion
+
+        self.calls += 1
+        step = next(self.plan, "quote")
+        if step == "fail":
+            raise ProviderTimeoutError("scripted timeout")
+        if step == "drop":
+            return Completion(message=ChatMessage.assistant("The user and agent talked."))
+        first_line = messages[-1].text.split("\n")[1][:120]
+        return Completion(message=ChatMessage.assistant(f"Summary: {first_line}"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    conversation=conversations(),
+    plan=st.lists(st.sampled_from(["fail", "drop", "quote"]), max_size=10),
+    threshold=st.integers(200, 900),
+)
+def test_every_context_of_the_llm_compactor_is_valid_and_restores_exactly(
+    conversation: list[dict[str, Any]], plan: list[str], threshold: int
+) -> None:
+    store = InMemoryLogStore()
+    client = ScriptedSummaries(plan)
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(
+            session_id="llm-prop", token_threshold=threshold, max_tool_result_tokens=60
+        ),
+        client=client,
+        model_name="gpt-4o",
+        log_store=store,
+    )
+    memory.set_system_prompt(SYSTEM_PROMPT)
+    added: list[ChatMessage] = []
+
+    async def drive() -> None:
+        for data in conversation:
+            message = ChatMessage.from_dict(data)
+            await memory.add_message(message)
+            added.append(message)
+            logged = {r["seq"]: r for r in store.read("llm-prop") if r["type"] == records.MESSAGE}
+            check_context(memory, added, logged)
+
+    asyncio.run(drive())
+    assert_restores_exactly(memory, store, lambda messages, system_prompt: "unused")
