@@ -1,0 +1,87 @@
+"""Which identifiers a compaction's summary kept from the messages it folded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from memory.compaction.identifiers import Identifier, extract_identifiers, kept_in
+
+from .models import CompactionEvent, Message
+from .templatetags.dashboard import message_text
+
+FOLDED_LIMIT = 2000  # folded messages read for one report; a longer fold is marked partial
+TEXT_LIMIT = 20_000  # characters of one message searched for identifiers
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    identifier: Identifier
+    kept: bool
+    from_user: bool  # named in a user message
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    found: tuple[Found, ...]
+    partial: bool  # more messages were folded than were read
+
+    @property
+    def kept(self) -> int:
+        return sum(item.kept for item in self.found)
+
+    @property
+    def total(self) -> int:
+        return len(self.found)
+
+    @property
+    def lost_from_user(self) -> list[str]:
+        return [item.identifier.value for item in self.found if item.from_user and not item.kept]
+
+
+def _text(message: Message) -> str:
+    parts = [message_text(message.content)[:TEXT_LIMIT]]
+    for call in message.tool_calls if isinstance(message.tool_calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts.append(str(function.get("arguments", ""))[:TEXT_LIMIT])
+    return "\n".join(parts)
+
+
+def report(event: CompactionEvent, folded: Sequence[Message]) -> Report:
+    """Every identifier in ``folded``, kept or lost in ``event.summary``."""
+    by_user: set[Identifier] = set()
+    ordered: dict[Identifier, None] = {}
+    for message in folded:
+        found = extract_identifiers(_text(message))
+        ordered.update(dict.fromkeys(found))
+        if message.role == Message.Role.USER:
+            by_user.update(found)
+    checked = kept_in(event.summary, ordered)
+    return Report(
+        tuple(Found(ident, kept, ident in by_user) for ident, kept in checked),
+        partial=len(folded) >= FOLDED_LIMIT,
+    )
+
+
+def lost_user_identifiers(
+    events: Iterable[CompactionEvent], user_messages: Sequence[Message]
+) -> dict[int, list[str]]:
+    """For each successful compaction (by position), the identifiers from the
+    user messages it folded that its summary does not mention."""
+    out: dict[int, list[str]] = {}
+    for event in events:
+        if event.kind != CompactionEvent.Kind.OK or event.summarized_first_seq is None:
+            continue
+        last = event.summarized_last_seq if event.summarized_last_seq is not None else -1
+        kept = set(event.replayed_seqs or [])
+        folded = [
+            m
+            for m in user_messages
+            if event.summarized_first_seq <= m.seq <= last and m.seq not in kept
+        ]
+        identifiers = {i: None for m in folded for i in extract_identifiers(_text(m))}
+        lost = [ident.value for ident, ok in kept_in(event.summary, identifiers) if not ok]
+        if lost:
+            out[event.position] = lost
+    return out
