@@ -254,6 +254,13 @@ def extract_identifiers(text: str) -> list[Identifier]:
             if any(taken[start:end]):
                 continue
             value = match.group().strip()
+            if kind == "name" and _starts_sentence(text, start):
+                # Any first word of a sentence is capitalised: it names
+                # nothing alone, and before a name it is usually a verb.
+                words = value.split(" ")
+                if len(words) < 3:
+                    continue
+                value = " ".join(words[1:])
             if not _worth_keeping(kind, value):
                 continue
             taken[start:end] = b"\x01" * (end - start)
@@ -271,6 +278,12 @@ def _worth_keeping(kind: str, value: str) -> bool:
     if kind == "id":
         return len(value) >= _MIN_ID_CHARS or value.startswith("#")
     return True
+
+
+def _starts_sentence(text: str, start: int) -> bool:
+    """Whether ``start`` opens a sentence, where any word is capitalised."""
+    before = text[max(0, start - 3) : start].rstrip(" \t\"'(*-")
+    return not before or before[-1] in ".!?:\n"
 
 
 def _normal(value: str) -> str:

@@ -11,7 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
@@ -21,6 +21,7 @@ from . import operations
 from .access import visible_session
 from .forms import RestoreForm
 from .models import CompactionEvent, Message, Session
+from .rendering import render
 from .timeline import undoable
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
@@ -42,6 +43,8 @@ def undo_latest_compaction(session: Session, reason: str) -> int:
     memory = restore(session)
     number = memory.compaction_count
     memory.revert_last_compaction(reason)
+    # The database store is an AsyncLogStore: the memory queues the record for flush().
+    async_to_sync(memory.flush)()
     return number
 
 

@@ -7,7 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
 from django.utils.cache import patch_vary_headers
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST, require_safe
@@ -20,6 +20,7 @@ from .forms import ImportForm
 from .importers import ImportOptions, ImportReport, import_stream
 from .log_store import DatabaseLogStore
 from .models import CompactionEvent, ContextChange, Message, Session
+from .rendering import render
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 50
@@ -120,7 +121,7 @@ def _with_lost_identifiers(
         return [(event, []) for event in compactions]
     user_messages = list(
         session.messages.filter(role=Message.Role.USER, seq__lte=folded_up_to)
-        .only("seq", "role", "content", "tool_calls")
+        .only("session_id", "seq", "role", "content", "tool_calls")
         .order_by("seq")[: lost.FOLDED_LIMIT]
     )
     flags = lost.lost_user_identifiers(compactions, user_messages)
