@@ -42,6 +42,11 @@ class Gauge:
         return round(100 * self.threshold / self.scale, 2)
 
     @property
+    def of_threshold_pct(self) -> float:
+        """Tokens as a share of the threshold, capped at 100 (for the zoomed bar)."""
+        return round(min(100.0, 100 * self.tokens / max(self.threshold, 1)), 2)
+
+    @property
     def window_pct(self) -> float:
         return round(100 * self.window / self.scale, 2)
 

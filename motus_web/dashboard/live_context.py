@@ -37,6 +37,7 @@ class Part:
 class LiveContext:
     parts: tuple[Part, ...]
     threshold: int
+    estimate: int  # the memory's estimate of the whole request: parts plus reply priming
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -45,6 +46,10 @@ class LiveContext:
     @property
     def tokens(self) -> int:
         return sum(part.tokens for part in self.parts)
+
+    @property
+    def priming(self) -> int:
+        return self.estimate - self.tokens
 
     def totals(self) -> dict[str, int]:
         out = dict.fromkeys(PARTS, 0)
@@ -76,7 +81,7 @@ def of(memory: CompactionMemory) -> LiveContext:
         Part(_kind(message, index, has_summary), message, memory.estimate_message_tokens(message))
         for index, message in enumerate(memory.get_context())
     )
-    return LiveContext(parts, memory.token_threshold)
+    return LiveContext(parts, memory.token_threshold, memory.estimate_context_tokens())
 
 
 @dataclass(frozen=True, slots=True)

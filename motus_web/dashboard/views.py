@@ -5,7 +5,6 @@ from collections.abc import Mapping
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.cache import patch_vary_headers
@@ -14,8 +13,8 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from . import charts, live_context, lost, operations, timeline, trace
+from . import session_list as listing
 from .access import visible_parent, visible_session
-from .fields import LosslessJSONField
 from .forms import ImportForm
 from .importers import ImportOptions, ImportReport, import_stream
 from .log_store import DatabaseLogStore
@@ -50,18 +49,20 @@ def _render(
 @require_safe
 @login_required
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
-    first_user_message = (
-        Message.objects.filter(session=OuterRef("pk"), role=Message.Role.USER)
-        .order_by("seq")
-        .values("content")[:1]
-    )
-    sessions = (
-        Session.objects.visible_to(request.user)
-        .annotate(first_user_content=Subquery(first_user_message, output_field=LosslessJSONField()))
-        .order_by("-updated_at", "-pk")
-    )
-    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
-    return _render(request, "dashboard/session_list.html", "session-table", {"page": page})
+    visible = Session.objects.visible_to(request.user)
+    form = listing.SessionFilterForm(request.GET)
+    found = listing.sessions(visible, form)
+    page = Paginator(found, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    current = form.cleaned_data.get("sort") if form.is_valid() else ""
+    context = {
+        "page": page,
+        "form": form,
+        "model_names": listing.model_names(visible),
+        "query": _query_without_page(request),
+        "sort_links": listing.sort_links(request.GET, current or listing.DEFAULT_SORT),
+        "filtered": any(v for k, v in request.GET.items() if k not in ("page", "sort")),
+    }
+    return _render(request, "dashboard/session_list.html", "session-table", context)
 
 
 @require_safe

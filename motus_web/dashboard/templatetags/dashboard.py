@@ -114,3 +114,24 @@ def percent_of(part: int, whole: int) -> str:
 @register.filter
 def ratio(a: int, b: int) -> str:
     return f"{a / b:.2f}" if b else "\u2013"
+
+
+@register.filter
+def preview_text(stored: object) -> str:
+    """The readable start of a first message's stored JSON (see ``session_list.preview``)."""
+    from ..session_list import preview
+
+    return preview(stored)
+
+
+@register.filter
+def gauge_of(session: Any) -> Any:
+    """The context gauge of a session row (``charts.Gauge``)."""
+    from ..charts import gauge
+
+    return gauge(session.context_tokens, session.config, session.model_name)
+
+
+@register.filter
+def get_item(mapping: Any, key: str) -> Any:
+    return mapping.get(key) if isinstance(mapping, dict) else None
