@@ -138,7 +138,7 @@ def _fork(request: HttpRequest, session: Session, stop: int, title: str) -> Http
     except (MotusMemoryError, operations.NothingToForkError) as error:
         messages.error(request, f"No session was created: {error}")
         return redirect("dashboard:session_detail", public_id=session.public_id)
-    messages.success(request, f"Created {child.public_id} from {session}.")
+    messages.success(request, f"Created \u201c{child}\u201d from \u201c{session}\u201d.")
     return redirect("dashboard:session_detail", public_id=child.public_id)
 
 

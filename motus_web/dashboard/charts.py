@@ -123,15 +123,15 @@ class TokenChart:
 def series(messages: Sequence[tuple[int, int]], events: Sequence[EventMark]) -> list[Point]:
     """Context size after each message, with each compaction's drop as two kept points.
 
-    ``messages`` are ``(seq, context_tokens)`` in seq order.
+    ``messages`` are ``(seq, context_tokens)`` in seq order. A revert with a
+    stated size (its ``tokens_after``) rises back to it.
     """
     drops: dict[int, list[EventMark]] = {}
     for event in events:
-        if (
-            event.kind == "ok"
-            and event.tokens_before is not None
-            and event.tokens_after is not None
-        ):
+        drop = event.kind == "ok" and event.tokens_before is not None
+        # A revert that states the size it leaves: the context grows back to it.
+        rise = event.kind == "revert"
+        if (drop or rise) and event.tokens_after is not None:
             drops.setdefault(event.seq, []).append(event)
     out: list[Point] = [
         Point(-1, event.tokens_after or 0, True) for event in drops.pop(-1, [])[-1:]
@@ -139,7 +139,8 @@ def series(messages: Sequence[tuple[int, int]], events: Sequence[EventMark]) -> 
     for seq, tokens in messages:
         out.append(Point(seq, tokens, seq in drops))
         for event in drops.pop(seq, []):
-            out.append(Point(seq, event.tokens_before or 0, True))
+            if event.tokens_before is not None:
+                out.append(Point(seq, event.tokens_before, True))
             out.append(Point(seq, event.tokens_after or 0, True))
     return out
 

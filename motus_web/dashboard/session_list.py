@@ -172,8 +172,8 @@ def sort_links(query: QueryDict, current: str) -> dict[str, tuple[str, str]]:
     first, then toggling) and the arrow to show beside it, if it is the sort."""
     links = {}
     for name in SORTS:
-        params = query.copy()
-        params.pop("page", None)
+        params = QueryDict(mutable=True)
+        params.update({k: v for k, v in query.items() if v and k not in ("page", "sort")})
         if current == f"-{name}":
             params["sort"], arrow = name, "\u2193"
         elif current == name:

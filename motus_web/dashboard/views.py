@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -147,7 +148,7 @@ def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts
             seq=event.through_seq if event.through_seq is not None else -1,
             kind=event.kind,
             tokens_before=event.tokens_before,
-            tokens_after=event.tokens_after if event.kind == CompactionEvent.Kind.OK else None,
+            tokens_after=_size_after(event),
             label=_event_label(event),
         )
         for event in compactions
@@ -155,6 +156,16 @@ def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts
     ]
     threshold = charts.compaction_threshold(session.config, session.model_name)
     return charts.token_chart(points, marks, threshold)
+
+
+def _size_after(event: CompactionEvent) -> int | None:
+    """The context size an event leaves, when it changed it and said so."""
+    if event.kind == CompactionEvent.Kind.OK:
+        return event.tokens_after
+    if event.kind == CompactionEvent.Kind.REVERT:
+        stated = event.record_extra.get("context_tokens")
+        return stated if isinstance(stated, int) and not isinstance(stated, bool) else None
+    return None
 
 
 def _event_label(event: CompactionEvent) -> str:
@@ -258,6 +269,14 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         "replayed": replayed,
         "report": report,
         "boundary_unit": _unit_at(session, event.through_seq),
+        # An offline summary right after a failed attempt is the library's fallback.
+        "fallback_after": session.compaction_events.filter(
+            kind=CompactionEvent.Kind.FAILED,
+            position=event.position - 1,
+            through_seq=event.through_seq,
+        ).first()
+        if event.model == "offline"
+        else None,
         "later_revert": session.compaction_events.filter(
             kind=CompactionEvent.Kind.REVERT, reverts=event.number, position__gt=event.position
         ).first(),
@@ -327,9 +346,9 @@ def session_trace_json(request: HtmxHttpRequest, public_id: str) -> StreamingHtt
 
 
 def _query_without_page(request: HttpRequest) -> str:
-    query = request.GET.copy()
-    query.pop("page", None)
-    return query.urlencode()
+    """The query string without its page and empty fields, for links that keep it."""
+    kept = [(k, v) for k, v in request.GET.items() if v and k != "page"]
+    return urlencode(kept)
 
 
 def _attachment(session: Session, suffix: str) -> str:

@@ -91,3 +91,11 @@ def test_the_chart_places_the_threshold_and_marks_each_event() -> None:
     assert (ok.key, ok.x, ok.y_top, ok.y_bottom) == (4, 500.0, 24.0, 192.0)
     assert (failed.kind, failed.y_top, failed.y_bottom) == ("failed", 0.0, 240.0)
     assert chart.points.split()[0] == "0.0,216.0"
+
+
+def test_a_revert_that_states_its_size_rises_back_to_it() -> None:
+    revert = EventMark(7, 1, "revert", None, 900, "revert")
+
+    points = charts.series([(0, 100), (1, 300), (2, 950)], [drop(5, 0, 100, 50), revert])
+
+    assert [p.tokens for p in points] == [100, 100, 50, 300, 900, 950]
