@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.db.models import (
@@ -170,15 +171,17 @@ def model_names(visible: QuerySet[Session]) -> list[str]:
 def sort_links(query: QueryDict, current: str) -> dict[str, tuple[str, str]]:
     """For each sortable column: the query string that sorts by it (descending
     first, then toggling) and the arrow to show beside it, if it is the sort."""
+    kept = [(k, v) for k, v in query.items() if isinstance(v, str) and v and k not in _RESET]
     links = {}
     for name in SORTS:
-        params = QueryDict(mutable=True)
-        params.update({k: v for k, v in query.items() if v and k not in ("page", "sort")})
         if current == f"-{name}":
-            params["sort"], arrow = name, "\u2193"
+            sort, arrow = name, "\u2193"
         elif current == name:
-            params["sort"], arrow = f"-{name}", "\u2191"
+            sort, arrow = f"-{name}", "\u2191"
         else:
-            params["sort"], arrow = f"-{name}" if name != "title" else name, ""
-        links[name] = (params.urlencode(), arrow)
+            sort, arrow = f"-{name}" if name != "title" else name, ""
+        links[name] = (urlencode([*kept, ("sort", sort)]), arrow)
     return links
+
+
+_RESET = ("page", "sort")  # what a new sort starts afresh
