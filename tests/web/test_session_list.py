@@ -66,7 +66,7 @@ def test_failed_compactions_and_forks_have_their_columns(owner: User) -> None:
 
     row = page.context["page"].object_list[0]
     assert (row.failed_count, row.fork_count) == (1, 1)
-    assert '<td class="num bad">1</td>' in page.content.decode()
+    assert '<td class="num bad" data-label="Failed">1</td>' in page.content.decode()
     assert 'class="context-bar"' in page.content.decode()
 
 
