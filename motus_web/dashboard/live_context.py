@@ -7,9 +7,12 @@ summary when there is one, and the messages kept since.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from memory import ChatMessage, CompactionMemory
+
+SHOWN_TAIL = 200  # latest context messages the page lists in full
 
 # Breakdown parts, in the order the bar stacks them, with their labels.
 PARTS: dict[str, str] = {
@@ -27,6 +30,7 @@ class Part:
     kind: str  # a key of PARTS
     message: ChatMessage
     tokens: int
+    index: int  # in get_context()
 
     @property
     def label(self) -> str:
@@ -46,6 +50,22 @@ class LiveContext:
     @property
     def tokens(self) -> int:
         return sum(part.tokens for part in self.parts)
+
+    @property
+    def head(self) -> tuple[Part, ...]:
+        """The system prompt, and the summary when there is one."""
+        return self.parts[: 2 if len(self.parts) > 1 and self.parts[1].kind == "summary" else 1]
+
+    @property
+    def tail(self) -> tuple[Part, ...]:
+        """The latest ``SHOWN_TAIL`` messages after the head: what the page lists
+        in full (the breakdown counts them all)."""
+        rest = self.parts[len(self.head) :]
+        return rest[-SHOWN_TAIL:]
+
+    @property
+    def hidden(self) -> int:
+        return len(self.parts) - len(self.head) - len(self.tail)
 
     @property
     def priming(self) -> int:
@@ -70,18 +90,30 @@ def _kind(message: ChatMessage, index: int, has_summary: bool) -> str:
     return "user" if message.role == "user" else "system"
 
 
-def of(memory: CompactionMemory) -> LiveContext:
-    """The parts of ``memory.get_context()``, each with its estimated tokens.
+def of(
+    memory: CompactionMemory,
+    seqs: Sequence[int | None] = (),
+    logged_tokens: Mapping[int, int] | None = None,
+) -> LiveContext:
+    """The parts of ``memory.get_context()``, each with its tokens.
 
-    An assistant message that calls tools counts as "tool calls" whole, its
-    text included.
+    ``seqs`` are the logged seqs of the context after the system prompt
+    (``get_session_state().seqs``: None for the summary and derived
+    placeholders) and ``logged_tokens`` the tokens the log states for them,
+    which is what the memory counted; anything else is estimated afresh. An
+    assistant message that calls tools counts as "tool calls" whole, its text
+    included.
     """
     has_summary = memory.summary is not None
-    parts = tuple(
-        Part(_kind(message, index, has_summary), message, memory.estimate_message_tokens(message))
-        for index, message in enumerate(memory.get_context())
-    )
-    return LiveContext(parts, memory.token_threshold, memory.estimate_context_tokens())
+    logged = logged_tokens or {}
+    parts = []
+    for index, message in enumerate(memory.get_context()):
+        seq = seqs[index - 1] if 0 < index <= len(seqs) else None
+        tokens = logged.get(seq) if seq is not None else None
+        if tokens is None:
+            tokens = memory.estimate_message_tokens(message)
+        parts.append(Part(_kind(message, index, has_summary), message, tokens, index))
+    return LiveContext(tuple(parts), memory.token_threshold, memory.estimate_context_tokens())
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,12 +184,15 @@ def message_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpRe
     """One message in full: its own page, or the timeline's fragment for htmx."""
     session = visible_session(request, public_id)
     message = get_object_or_404(session.messages, seq=seq)
-    context = {"session": session, "message": message, "full": True}
-    if request.htmx:
-        return render(request, "dashboard/_message.html", context)
-    before = session.messages.filter(seq__lt=seq).count()
-    context["page_number"] = before // MESSAGES_PER_PAGE + 1
-    return render(request, "dashboard/message_detail.html", context)
+    context: dict[str, object] = {"session": session, "message": message, "full": True}
+    if _wants_fragment(request):
+        response = render(request, "dashboard/_message.html", context)
+    else:
+        before = session.messages.filter(seq__lt=seq).count()
+        context["page_number"] = before // MESSAGES_PER_PAGE + 1
+        response = render(request, "dashboard/message_detail.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 def _import_notice(report: ImportReport, name: str) -> str:
@@ -246,7 +249,11 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
 def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     """The exact context the library restores for the session, part by part."""
     session = visible_session(request, public_id)
-    live = live_context.of(operations.restore(session))
+    memory = operations.restore(session)
+    seqs = memory.get_session_state().seqs
+    first = min((seq for seq in seqs if seq is not None), default=None)
+    logged = session.messages.filter(seq__gte=first).values_list("seq", "tokens")
+    live = live_context.of(memory, seqs, dict(logged) if first is not None else {})
     context = {"session": session, "live": live, "bar": live_context.stacked_bar(live)}
     return _render(request, "dashboard/session_context.html", "panel", context)
 

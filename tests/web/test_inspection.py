@@ -447,3 +447,63 @@ def test_hostile_content_is_escaped_on_every_page(owner: User, text: str) -> Non
         assert "<script>alert" not in html, page
         assert "<img src=x" not in html, page
         assert 'href="javascript:' not in html, page
+
+
+def test_an_offline_summary_right_after_a_failure_is_named_the_fallback(owner: User) -> None:
+    failed = {
+        "type": records.COMPACTION_FAILED,
+        "ts": records.now_iso(),
+        "trigger": "auto",
+        "through_seq": 1,
+        "error": "timed out",
+        "tokens_before": 50,
+    }
+    compaction = {
+        "type": records.COMPACTION,
+        "ts": records.now_iso(),
+        "compaction_number": 1,
+        "status": "ok",
+        "trigger": "auto",
+        "through_seq": 1,
+        "summarized_seqs": [0, 0],
+        "replayed_seqs": [1],
+        "messages_compacted": 1,
+        "messages_replayed": 1,
+        "summary": "A question.",
+        "tokens_before": 50,
+        "tokens_after": 30,
+        "model": "offline",
+    }
+    log = [
+        meta("fell"),
+        message(0, "user", "Q?"),
+        message(1, "assistant", "A."),
+        failed,
+        compaction,
+    ]
+    DatabaseLogStore().extend("fell", log)
+    Session.objects.filter(public_id="fell").update(owner=owner)
+    event = Session.objects.get(public_id="fell").compaction_events.get(kind="ok")
+
+    html = logged_in(owner).get(url("compaction_detail", "fell", event.position)).content.decode()
+
+    assert "offline fallback</a> after a failed attempt" in html
+    assert "unit C1" in html
+
+
+def test_a_long_context_lists_its_latest_messages_and_counts_them_all(owner: User) -> None:
+    log = [meta("wide"), *(message(seq, "user", f"note {seq}") for seq in range(260))]
+    for seq, record in enumerate(log[1:]):
+        record.update(unit="A", unit_index=seq)
+    DatabaseLogStore().extend("wide", log)
+    Session.objects.filter(public_id="wide").update(owner=owner)
+
+    response = logged_in(owner).get(url("session_context", "wide"))
+
+    live = response.context["live"]
+    assert len(live.parts) == 261
+    assert live.hidden == 60
+    html = response.content.decode()
+    assert "60 earlier messages of the context are counted above" in html
+    assert "note 259" in html
+    assert "note 10<" not in html
