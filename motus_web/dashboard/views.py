@@ -252,8 +252,10 @@ def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     memory = operations.restore(session)
     seqs = memory.get_session_state().seqs
     first = min((seq for seq in seqs if seq is not None), default=None)
-    logged = session.messages.filter(seq__gte=first).values_list("seq", "tokens")
-    live = live_context.of(memory, seqs, dict(logged) if first is not None else {})
+    logged: dict[int, int] = {}
+    if first is not None:
+        logged = dict(session.messages.filter(seq__gte=first).values_list("seq", "tokens"))
+    live = live_context.of(memory, seqs, logged)
     context = {"session": session, "live": live, "bar": live_context.stacked_bar(live)}
     return _render(request, "dashboard/session_context.html", "panel", context)
 

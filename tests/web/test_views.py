@@ -72,7 +72,7 @@ def test_the_list_shows_the_owners_sessions_with_their_figures(owner: User, team
     assert "Someone else" not in html
     assert detail_url(mine) in html
     assert f">{mine.message_count}<" in html
-    assert f'<td class="num">{mine.context_tokens:,}' in html
+    assert f'data-label="Context tokens">{mine.context_tokens:,}' in html
 
 
 def test_the_list_says_what_context_and_message_tokens_are(owner: User) -> None:
