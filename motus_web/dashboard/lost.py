@@ -1,17 +1,49 @@
-"""Which identifiers a compaction's summary kept from the messages it folded."""
+"""Which identifiers a compaction's summary kept from the messages it folded.
+
+Message text is read by the database as a bounded prefix of its stored JSON
+(``TEXT_LIMIT`` characters of the content and of the tool calls), so no
+stored message, however large, is loaded whole for this.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast, Substr
 
 from memory.compaction.identifiers import Identifier, extract_identifiers, kept_in
 
 from .models import CompactionEvent, Message
-from .templatetags.dashboard import message_text
+from .session_list import preview
 
 FOLDED_LIMIT = 2000  # folded messages read for one report; a longer fold is marked partial
-TEXT_LIMIT = 20_000  # characters of one message searched for identifiers
+TEXT_LIMIT = 20_000  # characters of a message's stored content (and calls) searched
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    seq: int
+    role: str
+    text: str
+
+
+def texts(messages: QuerySet[Message]) -> list[Text]:
+    """The first ``FOLDED_LIMIT`` of ``messages`` as bounded text, in seq order."""
+    rows: Iterable[tuple[Any, ...]] = (
+        messages.order_by("seq")
+        .annotate(
+            start=Substr(Cast("content", TextField()), 1, TEXT_LIMIT),
+            calls=Substr(Cast("tool_calls", TextField()), 1, TEXT_LIMIT),
+        )
+        .values_list("seq", "role", "start", "calls")[:FOLDED_LIMIT]
+    )
+    return [
+        Text(seq, role, "\n".join(filter(None, [preview(start) or start, calls])))
+        for seq, role, start, calls in rows
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,21 +71,12 @@ class Report:
         return [item.identifier.value for item in self.found if item.from_user and not item.kept]
 
 
-def _text(message: Message) -> str:
-    parts = [message_text(message.content)[:TEXT_LIMIT]]
-    for call in message.tool_calls if isinstance(message.tool_calls, list) else []:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            parts.append(str(function.get("arguments", ""))[:TEXT_LIMIT])
-    return "\n".join(parts)
-
-
-def report(event: CompactionEvent, folded: Sequence[Message]) -> Report:
+def report(event: CompactionEvent, folded: Sequence[Text]) -> Report:
     """Every identifier in ``folded``, kept or lost in ``event.summary``."""
     by_user: set[Identifier] = set()
     ordered: dict[Identifier, None] = {}
     for message in folded:
-        found = extract_identifiers(_text(message))
+        found = extract_identifiers(message.text)
         ordered.update(dict.fromkeys(found))
         if message.role == Message.Role.USER:
             by_user.update(found)
@@ -65,7 +88,7 @@ def report(event: CompactionEvent, folded: Sequence[Message]) -> Report:
 
 
 def lost_user_identifiers(
-    events: Iterable[CompactionEvent], user_messages: Sequence[Message]
+    events: Iterable[CompactionEvent], user_texts: Sequence[Text]
 ) -> dict[int, list[str]]:
     """For each successful compaction (by position), the identifiers from the
     user messages it folded that its summary does not mention."""
@@ -77,10 +100,10 @@ def lost_user_identifiers(
         kept = set(event.replayed_seqs or [])
         folded = [
             m
-            for m in user_messages
+            for m in user_texts
             if event.summarized_first_seq <= m.seq <= last and m.seq not in kept
         ]
-        identifiers = {i: None for m in folded for i in extract_identifiers(_text(m))}
+        identifiers = {i: None for m in folded for i in extract_identifiers(m.text)}
         lost = [ident.value for ident, ok in kept_in(event.summary, identifiers) if not ok]
         if lost:
             out[event.position] = lost

@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.cache import patch_vary_headers
@@ -121,12 +122,8 @@ def _with_lost_identifiers(
     )
     if folded_up_to is None:
         return [(event, []) for event in compactions]
-    user_messages = list(
-        session.messages.filter(role=Message.Role.USER, seq__lte=folded_up_to)
-        .only("session_id", "seq", "role", "content", "tool_calls")
-        .order_by("seq")[: lost.FOLDED_LIMIT]
-    )
-    flags = lost.lost_user_identifiers(compactions, user_messages)
+    users = session.messages.filter(role=Message.Role.USER, seq__lte=folded_up_to)
+    flags = lost.lost_user_identifiers(compactions, lost.texts(users))
     return [(event, flags.get(event.position, [])) for event in compactions]
 
 
@@ -269,14 +266,15 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
     session = visible_session(request, public_id)
     event = get_object_or_404(session.compaction_events, position=position)
     folded, replayed = _compaction_messages(session, event)
-    report = lost.report(event, folded)
+    texts = lost.texts(folded)
+    shown = list(folded.order_by("seq")[:FOLDED_SHOWN])
     context = {
         "session": session,
         "event": event,
-        "folded": folded[:FOLDED_SHOWN],
-        "folded_hidden": max(len(folded) - FOLDED_SHOWN, 0),
+        "folded": shown,
+        "folded_hidden": max(len(texts) - len(shown), 0),
         "replayed": replayed,
-        "report": report,
+        "report": lost.report(event, texts),
         "boundary_unit": _unit_at(session, event.through_seq),
         # An offline summary right after a failed attempt is the library's fallback.
         "fallback_after": session.compaction_events.filter(
@@ -303,21 +301,14 @@ def _unit_at(session: Session, seq: int | None) -> str:
 
 def _compaction_messages(
     session: Session, event: CompactionEvent
-) -> tuple[list[Message], list[Message]]:
-    """The messages ``event`` folded and those it replayed verbatim.
-
-    Folded messages are read with their text capped (see ``lost.FOLDED_LIMIT``).
-    """
+) -> tuple[QuerySet[Message], list[Message]]:
+    """The messages ``event`` folded (unevaluated) and those it replayed verbatim."""
     if event.kind != CompactionEvent.Kind.OK or event.summarized_first_seq is None:
-        folded: list[Message] = []
+        folded = session.messages.none()
     else:
-        folded = list(
-            session.messages.filter(
-                seq__gte=event.summarized_first_seq, seq__lte=event.summarized_last_seq
-            )
-            .exclude(seq__in=event.replayed_seqs or [])
-            .order_by("seq")[: lost.FOLDED_LIMIT]
-        )
+        folded = session.messages.filter(
+            seq__gte=event.summarized_first_seq, seq__lte=event.summarized_last_seq
+        ).exclude(seq__in=event.replayed_seqs or [])
     seqs = [s for s in event.replayed_seqs or [] if isinstance(s, int)]
     replayed = list(session.messages.filter(seq__in=seqs).order_by("seq")) if seqs else []
     return folded, replayed
