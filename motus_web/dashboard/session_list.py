@@ -43,6 +43,20 @@ SORTS: dict[str, str] = {
     "updated": "updated_at",
 }
 DEFAULT_SORT = "-updated"
+SORT_LABELS: dict[str, str] = {
+    "-updated": "Latest activity first",
+    "updated": "Oldest activity first",
+    "title": "Title, A to Z",
+    "-title": "Title, Z to A",
+    "-messages": "Most messages",
+    "messages": "Fewest messages",
+    "-compactions": "Most compactions",
+    "-failed": "Most failed compactions",
+    "-forks": "Most forks",
+    "-context": "Largest context",
+    "context": "Smallest context",
+    "-tokens": "Most message tokens",
+}
 
 
 class SessionFilterForm(forms.Form):

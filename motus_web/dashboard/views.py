@@ -62,6 +62,8 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
         "model_names": listing.model_names(visible),
         "query": _query_without_page(request),
         "sort_links": listing.sort_links(request.GET, current or listing.DEFAULT_SORT),
+        "sort": current or listing.DEFAULT_SORT,
+        "sort_labels": listing.SORT_LABELS,
         "filtered": any(v for k, v in request.GET.items() if k not in ("page", "sort")),
     }
     return _render(request, "dashboard/session_list.html", "session-table", context)

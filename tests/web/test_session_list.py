@@ -75,7 +75,9 @@ def test_every_column_sorts_both_ways(owner: User) -> None:
     big = make_session(owner, turns=5, title="a big")
     client = logged_in(owner)
 
-    assert titles(client.get(LIST, {"sort": "-messages"})) == ["a big", "b small"]
+    most = client.get(LIST, {"sort": "-messages"})
+    assert titles(most) == ["a big", "b small"]
+    assert '<option value="-messages" selected>Most messages</option>' in most.content.decode()
     assert titles(client.get(LIST, {"sort": "messages"})) == ["b small", "a big"]
     assert titles(client.get(LIST, {"sort": "title"})) == ["a big", "b small"]
     assert small.message_count < big.message_count
