@@ -5,9 +5,11 @@ DEBUG off, localhost only. ``DATABASE_URL`` and ``REDIS_URL`` select
 PostgreSQL and Redis.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from motus_web.env import (
@@ -44,7 +46,23 @@ SECURE_COOKIES = env_bool("SECURE_COOKIES", default=False)
 SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# django-csp: no inline script or style anywhere (htmx comes from static/, its
+# indicator styles are off in base.html), nothing loaded from other origins.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -58,6 +76,8 @@ INSTALLED_APPS = [
     "template_partials",
     "channels",
     "motus_web.sessions",
+    "csp",
+    "axes",
     "motus_web.dashboard",
 ]
 
@@ -71,6 +91,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "motus_web.dashboard.middleware.PrivateNoStoreMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "motus_web.urls"
@@ -127,6 +151,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes counts failed logins per account and address (in the database) and
+# refuses that pair for AXES_COOLOFF_MINUTES after AXES_FAILURE_LIMIT failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", default=5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", default=15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:session_list"
 LOGOUT_REDIRECT_URL = "login"

@@ -47,3 +47,18 @@ class ImportForm(forms.Form):
                 f"The file is {filesizeformat(upload.size)}; the limit is {filesizeformat(limit)}."
             )
         return upload
+
+
+class RestoreForm(forms.Form):
+    file = forms.FileField(
+        help_text="A Motus JSONL log. The new session starts from the context restoring it gives."
+    )
+
+    def clean_file(self) -> UploadedFile:
+        upload: UploadedFile = self.cleaned_data["file"]
+        limit = settings.MOTUS_UPLOAD_MAX_BYTES
+        if upload.size is not None and upload.size > limit:
+            raise forms.ValidationError(
+                f"The file is {filesizeformat(upload.size)}; the limit is {filesizeformat(limit)}."
+            )
+        return upload

@@ -1,16 +1,42 @@
 from django.urls import path
 
-from . import views
+from . import actions, views
 
 app_name = "dashboard"
+_session = "sessions/<str:public_id>/"
 urlpatterns = [
     path("", views.session_list, name="session_list"),
-    path("sessions/<str:public_id>/", views.session_detail, name="session_detail"),
+    path(_session, views.session_detail, name="session_detail"),
+    path(f"{_session}messages/<int:seq>/", views.message_detail, name="message_detail"),
+    path(f"{_session}context/", views.session_context, name="session_context"),
     path(
-        "sessions/<str:public_id>/messages/<int:seq>/",
-        views.message_detail,
-        name="message_detail",
+        f"{_session}compactions/<int:position>/",
+        views.compaction_detail,
+        name="compaction_detail",
     ),
+    path(f"{_session}trace/", views.session_trace, name="session_trace"),
+    path(f"{_session}trace.json", views.session_trace_json, name="session_trace_json"),
+    path(f"{_session}export.jsonl", views.export_jsonl, name="export_jsonl"),
+    path(f"{_session}export-openai.json", views.export_openai, name="export_openai"),
+    # Operator actions: GET asks, POST does.
+    path(f"{_session}undo/", actions.undo_confirm, name="undo_confirm"),
+    path(f"{_session}undo/do/", actions.undo_compaction, name="undo_compaction"),
+    path(
+        f"{_session}compactions/<int:position>/restore/",
+        actions.restore_confirm,
+        name="restore_confirm",
+    ),
+    path(
+        f"{_session}compactions/<int:position>/restore/do/",
+        actions.restore_session,
+        name="restore_session",
+    ),
+    path(f"{_session}fork/<int:seq>/", actions.fork_confirm, name="fork_confirm"),
+    path(f"{_session}fork/<int:seq>/do/", actions.fork_session, name="fork_session"),
+    path(f"{_session}delete/", actions.delete_confirm, name="delete_confirm"),
+    path(f"{_session}delete/do/", actions.delete_session, name="delete_session"),
     path("import/", views.import_form, name="import_form"),
     path("import/upload/", views.import_upload, name="import_upload"),
+    path("restore/", actions.restore_upload_form, name="restore_upload_form"),
+    path("restore/upload/", actions.restore_upload, name="restore_upload"),
 ]

@@ -1,109 +1,198 @@
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Mapping
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Page, Paginator
-from django.db.models import OuterRef, Subquery
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.utils.cache import patch_vary_headers
 from django.utils.translation import ngettext
-from django.views.decorators.http import require_GET, require_POST
-from django.views.decorators.vary import vary_on_headers
+from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
-from motus_web.sessions.fields import LosslessJSONField
 from motus_web.sessions.importers import ImportOptions, ImportReport, import_stream
+from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
 
+from . import charts, live_context, lost, operations, timeline, trace
+from . import session_list as listing
+from .access import visible_parent, visible_session
 from .forms import ImportForm
+from .rendering import render
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 50
+TRACE_PER_PAGE = 50
+FOLDED_SHOWN = 200  # messages a compaction page lists in full; the rest are counted
 
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-@dataclass(frozen=True, slots=True)
-class TimelineItem:
-    kind: str  # "message", "compaction" or "change": which fragment renders it
-    row: Message | CompactionEvent | ContextChange
+def _wants_fragment(request: HtmxHttpRequest) -> bool:
+    # A history restore (htmx found no snapshot) needs the whole page.
+    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
-def _visible_session(request: HttpRequest, public_id: str) -> Session:
-    """The session, or 404 when it does not exist or the user may not see it."""
-    sessions = Session.objects.visible_to(request.user).select_related("owner", "parent")
-    return get_object_or_404(sessions, public_id=public_id)
+def _render(
+    request: HtmxHttpRequest, template: str, partial: str, context: Mapping[str, object]
+) -> HttpResponse:
+    """The page, or only its ``partial`` for htmx; either way varying on HX-Request."""
+    name = f"{template}#{partial}" if _wants_fragment(request) else template
+    response = render(request, name, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
-def _visible_parent(request: HttpRequest, session: Session) -> Session | None:
-    """The session this one was forked from, if the user may see it too."""
-    parent = session.parent
-    return parent if parent is not None and parent.is_visible_to(request.user) else None
-
-
-def _fragment(request: HtmxHttpRequest, template: str, partial: str) -> str:
-    """The partial for an htmx swap; the whole page otherwise, and for htmx's
-    history restore (a cache miss on Back asks with HX-Request for the page)."""
-    if request.htmx and not request.htmx.history_restore_request:
-        return f"{template}#{partial}"
-    return template
-
-
-@require_GET
+@require_safe
 @login_required
-@vary_on_headers("HX-Request")
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
-    first_user_message = (
-        Message.objects.filter(session=OuterRef("pk"), role=Message.Role.USER)
-        .order_by("seq")
-        .values("content")[:1]
-    )
-    sessions = (
-        Session.objects.visible_to(request.user)
-        .annotate(first_user_content=Subquery(first_user_message, output_field=LosslessJSONField()))
-        .order_by("-updated_at", "-pk")
-    )
-    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
-    template = _fragment(request, "dashboard/session_list.html", "session-table")
-    return render(request, template, {"page": page})
+    visible = Session.objects.visible_to(request.user)
+    form = listing.SessionFilterForm(request.GET)
+    found = listing.sessions(visible, form)
+    page = Paginator(found, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    current = form.cleaned_data.get("sort") if form.is_valid() else ""
+    context = {
+        "page": page,
+        "form": form,
+        "model_names": listing.model_names(visible),
+        "query": _query_without_page(request),
+        "sort_links": listing.sort_links(request.GET, current or listing.DEFAULT_SORT),
+        "sort": current or listing.DEFAULT_SORT,
+        "sort_labels": listing.SORT_LABELS,
+        "filtered": any(v for k, v in request.GET.items() if k not in ("page", "sort")),
+    }
+    return _render(request, "dashboard/session_list.html", "session-table", context)
 
 
-@require_GET
+@require_safe
 @login_required
-@vary_on_headers("HX-Request")
 def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
-    session = _visible_session(request, public_id)
+    session = visible_session(request, public_id)
     page = Paginator(session.messages.order_by("seq"), MESSAGES_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    context = {
+    events = _events(session)
+    active = timeline.folds(events)
+    context: dict[str, object] = {
         "session": session,
-        "parent": _visible_parent(request, session),
+        "parent": visible_parent(request, session),
         "page": page,
-        "timeline": _timeline(session, page),
+        "timeline": timeline.group(
+            list(page.object_list), events, active, first_page=page.number == 1
+        ),
+        "in_context_from": _in_context_from(session, active),
     }
-    template = _fragment(request, "dashboard/session_detail.html", "timeline")
-    return render(request, template, context)
+    if _wants_fragment(request):
+        return _render(request, "dashboard/session_detail.html", "timeline", context)
+    compactions = [e for e in events if isinstance(e, CompactionEvent)]
+    context.update(
+        gauge=charts.gauge(session.context_tokens, session.config, session.model_name),
+        provider=_provider_reading(session),
+        chart=_token_chart(session, compactions),
+        compactions=_with_lost_identifiers(session, compactions),
+        undoable=timeline.undoable(compactions),
+    )
+    return _render(request, "dashboard/session_detail.html", "timeline", context)
 
 
-@require_GET
+def _events(session: Session) -> list[CompactionEvent | ContextChange]:
+    """Every event of the session in log order: few, whatever its length."""
+    found: list[CompactionEvent | ContextChange] = [
+        *session.compaction_events.all(),
+        *session.context_changes.all(),
+    ]
+    return sorted(found, key=lambda row: row.position)
+
+
+def _in_context_from(session: Session, active: list[timeline.Fold]) -> int:
+    """The first seq after which nothing is folded (for the page's note)."""
+    return max((fold.last for fold in active), default=-1) + 1
+
+
+def _with_lost_identifiers(
+    session: Session, compactions: list[CompactionEvent]
+) -> list[tuple[CompactionEvent, list[str]]]:
+    """Each compaction with the identifiers from user messages its summary lost."""
+    folded_up_to = max(
+        (e.summarized_last_seq for e in compactions if e.summarized_last_seq is not None),
+        default=None,
+    )
+    if folded_up_to is None:
+        return [(event, []) for event in compactions]
+    users = session.messages.filter(role=Message.Role.USER, seq__lte=folded_up_to)
+    flags = lost.lost_user_identifiers(compactions, lost.texts(users))
+    return [(event, flags.get(event.position, [])) for event in compactions]
+
+
+def _provider_reading(session: Session) -> Message | None:
+    """The latest message that carries provider-reported input tokens."""
+    return (
+        session.messages.filter(provider_tokens__isnull=False)
+        .order_by("-seq")
+        .only("seq", "context_tokens", "provider_tokens")
+        .first()
+    )
+
+
+def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts.TokenChart:
+    points = list(session.messages.order_by("seq").values_list("seq", "context_tokens"))
+    marks = [
+        charts.EventMark(
+            key=event.position,
+            seq=event.through_seq if event.through_seq is not None else -1,
+            kind=event.kind,
+            tokens_before=event.tokens_before,
+            tokens_after=_size_after(event),
+            label=_event_label(event),
+        )
+        for event in compactions
+        if event.trigger != CompactionEvent.Trigger.FORK
+    ]
+    threshold = charts.compaction_threshold(session.config, session.model_name)
+    return charts.token_chart(points, marks, threshold)
+
+
+def _size_after(event: CompactionEvent) -> int | None:
+    """The context size an event leaves, when it changed it and said so."""
+    if event.kind == CompactionEvent.Kind.OK:
+        return event.tokens_after
+    if event.kind == CompactionEvent.Kind.REVERT:
+        stated = event.record_extra.get("context_tokens")
+        return stated if isinstance(stated, int) and not isinstance(stated, bool) else None
+    return None
+
+
+def _event_label(event: CompactionEvent) -> str:
+    where = f"after #{event.through_seq}" if event.through_seq is not None else ""
+    if event.kind == CompactionEvent.Kind.OK:
+        figures = ""
+        if event.tokens_before is not None and event.tokens_after is not None:
+            figures = f": {event.tokens_before:,} \u2192 {event.tokens_after:,} tokens"
+        return f"Compaction {event.number or ''} {where}{figures}".replace("  ", " ")
+    return f"{event.get_kind_display().capitalize()} {where}".strip()
+
+
+@require_safe
 @login_required
-@vary_on_headers("HX-Request")
 def message_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpResponse:
     """One message in full: its own page, or the timeline's fragment for htmx."""
-    session = _visible_session(request, public_id)
+    session = visible_session(request, public_id)
     message = get_object_or_404(session.messages, seq=seq)
-    context = {"session": session, "message": message, "full": True}
-    if request.htmx:
-        return render(request, "dashboard/_message.html", context)
-    before = session.messages.filter(seq__lt=seq).count()
-    context["page_number"] = before // MESSAGES_PER_PAGE + 1
-    return render(request, "dashboard/message_detail.html", context)
+    context: dict[str, object] = {"session": session, "message": message, "full": True}
+    if _wants_fragment(request):
+        response = render(request, "dashboard/_message.html", context)
+    else:
+        before = session.messages.filter(seq__lt=seq).count()
+        context["page_number"] = before // MESSAGES_PER_PAGE + 1
+        response = render(request, "dashboard/message_detail.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 def _import_notice(report: ImportReport, name: str) -> str:
@@ -123,39 +212,7 @@ def _import_notice(report: ImportReport, name: str) -> str:
     return notice + "."
 
 
-def _timeline(session: Session, page: Page[Message]) -> list[TimelineItem]:
-    """The page's messages with the events logged after each, in log order.
-
-    Events from before the first message (through_seq -1) open page 1.
-    """
-    page_messages = list(page.object_list)
-    if not page_messages:
-        return []
-    low = -1 if page.number == 1 else page_messages[0].seq
-    high = page_messages[-1].seq
-    in_range = {"through_seq__gte": low, "through_seq__lte": high}
-    events: list[CompactionEvent | ContextChange] = sorted(
-        [
-            *session.compaction_events.filter(**in_range),
-            *session.context_changes.filter(**in_range),
-        ],
-        key=lambda row: row.position,
-    )
-    after: defaultdict[int | None, list[TimelineItem]] = defaultdict(list)
-    items: list[TimelineItem] = []
-    for event in events:
-        item = TimelineItem("compaction" if isinstance(event, CompactionEvent) else "change", event)
-        if event.through_seq is not None and event.through_seq < page_messages[0].seq:
-            items.append(item)
-        else:
-            after[event.through_seq].append(item)
-    for message in page_messages:
-        items.append(TimelineItem("message", message))
-        items.extend(after[message.seq])
-    return items
-
-
-@require_GET
+@require_safe
 @login_required
 def import_form(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "dashboard/import.html", {"form": ImportForm()})
@@ -182,3 +239,147 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
     if not report.imported and len(report.skipped) == 1:
         return redirect("dashboard:session_detail", public_id=report.skipped[0].public_id)
     return redirect("dashboard:session_list")
+
+
+# -- what the model sees now -------------------------------------------------
+
+
+@require_safe
+@login_required
+def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """The exact context the library restores for the session, part by part."""
+    session = visible_session(request, public_id)
+    memory = operations.restore(session)
+    seqs = memory.get_session_state().seqs
+    first = min((seq for seq in seqs if seq is not None), default=None)
+    logged: dict[int, int] = {}
+    if first is not None:
+        logged = dict(session.messages.filter(seq__gte=first).values_list("seq", "tokens"))
+    live = live_context.of(memory, seqs, logged)
+    context = {"session": session, "live": live, "bar": live_context.stacked_bar(live)}
+    return _render(request, "dashboard/session_context.html", "panel", context)
+
+
+# -- a compaction event --------------------------------------------------------
+
+
+@require_safe
+@login_required
+def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    event = get_object_or_404(session.compaction_events, position=position)
+    folded, replayed = _compaction_messages(session, event)
+    texts = lost.texts(folded)
+    shown = list(folded.order_by("seq")[:FOLDED_SHOWN])
+    context = {
+        "session": session,
+        "event": event,
+        "folded": shown,
+        "folded_hidden": max(len(texts) - len(shown), 0),
+        "replayed": replayed,
+        "report": lost.report(event, texts),
+        "boundary_unit": _unit_at(session, event.through_seq),
+        # An offline summary right after a failed attempt is the library's fallback.
+        "fallback_after": session.compaction_events.filter(
+            kind=CompactionEvent.Kind.FAILED,
+            position=event.position - 1,
+            through_seq=event.through_seq,
+        ).first()
+        if event.model == "offline"
+        else None,
+        "later_revert": session.compaction_events.filter(
+            kind=CompactionEvent.Kind.REVERT, reverts=event.number, position__gt=event.position
+        ).first(),
+    }
+    return render(request, "dashboard/compaction_detail.html", context)
+
+
+def _unit_at(session: Session, seq: int | None) -> str:
+    """The turn unit (kind and index, "B3") of message ``seq``, or ""."""
+    if seq is None:
+        return ""
+    found = session.messages.filter(seq=seq).values_list("unit", "unit_index").first()
+    return f"{found[0]}{found[1]}" if found else ""
+
+
+def _compaction_messages(
+    session: Session, event: CompactionEvent
+) -> tuple[QuerySet[Message], list[Message]]:
+    """The messages ``event`` folded (unevaluated) and those it replayed verbatim."""
+    if event.kind != CompactionEvent.Kind.OK or event.summarized_first_seq is None:
+        folded = session.messages.none()
+    else:
+        folded = session.messages.filter(
+            seq__gte=event.summarized_first_seq, seq__lte=event.summarized_last_seq
+        ).exclude(seq__in=event.replayed_seqs or [])
+    seqs = [s for s in event.replayed_seqs or [] if isinstance(s, int)]
+    replayed = list(session.messages.filter(seq__in=seqs).order_by("seq")) if seqs else []
+    return folded, replayed
+
+
+# -- memory trace --------------------------------------------------------------
+
+
+@require_safe
+@login_required
+def session_trace(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    session = visible_session(request, public_id)
+    kind = request.GET.get("kind", "")
+    page = Paginator(trace.keys(session, kind), TRACE_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "session": session,
+        "page": page,
+        "entries": trace.entries(session, page.object_list),
+        "children": session.children.visible_to(request.user).order_by("created_at")[:50],
+        "kind": kind,
+        "kinds": trace.KINDS,
+        "query": _query_without_page(request),
+    }
+    return _render(request, "dashboard/session_trace.html", "trace-table", context)
+
+
+@require_safe
+@login_required
+def session_trace_json(request: HtmxHttpRequest, public_id: str) -> StreamingHttpResponse:
+    session = visible_session(request, public_id)
+    chunks = trace.json_chunks(session, request.GET.get("kind", ""))
+    response = StreamingHttpResponse(chunks, content_type="application/json")
+    response["Content-Disposition"] = _attachment(session, "trace.json")
+    return response
+
+
+def _query_without_page(request: HttpRequest) -> str:
+    """The query string without its page and empty fields, for links that keep it."""
+    kept = [(k, v) for k, v in request.GET.items() if v and k != "page"]
+    return urlencode(kept)
+
+
+def _attachment(session: Session, suffix: str) -> str:
+    return f'attachment; filename="{session.public_id}-{suffix}"'
+
+
+# -- exports -------------------------------------------------------------------
+
+
+@require_safe
+@login_required
+def export_jsonl(request: HtmxHttpRequest, public_id: str) -> StreamingHttpResponse:
+    """The session's log as Motus JSONL, one record a line, streamed."""
+    session = visible_session(request, public_id)
+    records = DatabaseLogStore().read(session.public_id)
+    lines = (trace.dumps(record) + b"\n" for record in records)
+    response = StreamingHttpResponse(lines, content_type="application/jsonl")
+    response["Content-Disposition"] = _attachment(session, "log.jsonl")
+    return response
+
+
+@require_safe
+@login_required
+def export_openai(request: HtmxHttpRequest, public_id: str) -> StreamingHttpResponse:
+    """Every logged message as an OpenAI chat ``messages`` array, the system prompt first."""
+    session = visible_session(request, public_id)
+    response = StreamingHttpResponse(
+        trace.openai_messages(session), content_type="application/json"
+    )
+    response["Content-Disposition"] = _attachment(session, "messages.json")
+    return response

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,3 +151,59 @@ def test_a_user_logs_in_and_reads_a_session_page_by_page(
     expect(page).to_have_url(f"{live_server.url}/sessions/{long_session.public_id}/?page=2")
     expect(page.locator("#m0")).to_have_count(0)
     page.screenshot(path=SCREENSHOTS / "session-detail-page-2.png", full_page=False)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_an_operator_inspects_a_session_undoes_a_compaction_and_forks_it(
+    live_server: LiveServer, long_session: Session, page: object, width: int
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.set_viewport_size({"width": width, "height": 900})
+    shot = SCREENSHOTS / f"walk-{width}"
+    log_in(page, live_server)
+
+    page.get_by_label("Search").fill("Seattle")
+    expect(page.get_by_text("1 session matches")).to_be_visible()  # htmx swapped the table
+    expect(page).to_have_url(re.compile(r"/\?q=Seattle"))
+    page.screenshot(path=f"{shot}-1-search.png", full_page=True)
+    assert_no_sideways_scroll(page)
+
+    page.get_by_role("link", name="Rebook Mia to Seattle").click()
+    expect(page.get_by_role("heading", name="Context now")).to_be_visible()
+    expect(page.locator(".token-chart .marker-ok")).to_have_count(long_session.compaction_count)
+    page.screenshot(path=f"{shot}-2-detail.png", full_page=False)
+    page.locator("#token-chart").screenshot(path=f"{shot}-3-chart.png")
+    assert_no_sideways_scroll(page)
+
+    page.get_by_role("link", name="What the model sees now").click()
+    expect(page.locator("#context-panel #live-context")).to_be_visible()  # the htmx panel
+    expect(page).to_have_url(f"{live_server.url}/sessions/{long_session.public_id}/")
+    page.locator("#context-panel").screenshot(path=f"{shot}-4-context-panel.png")
+
+    page.locator(".token-chart .marker-ok").first.click()
+    expect(page.get_by_role("heading", name="Compaction 1", exact=True)).to_be_visible()
+    expect(
+        page.get_by_role("heading", name=re.compile(r"^Identifiers: \d+ of \d+ kept"))
+    ).to_be_visible()
+    page.screenshot(path=f"{shot}-5-compaction.png", full_page=False)
+    assert_no_sideways_scroll(page)
+
+    page.go_back()
+    latest = long_session.compaction_count
+    page.get_by_role("link", name=f"Undo compaction {latest}").click()
+    expect(page.get_by_role("heading", name=f"Undo compaction {latest}?")).to_be_visible()
+    page.get_by_label("Reason (kept in the log)").fill("lost the booking code")
+    page.get_by_role("button", name="Undo the compaction").click()
+    expect(page.get_by_text(f"Compaction {latest} undone")).to_be_visible()
+    expect(page.get_by_role("link", name=f"Undo compaction {latest}")).to_have_count(0)
+    page.screenshot(path=f"{shot}-6-undone.png", full_page=False)
+
+    page.locator("#m7 > header .fork-link").click()
+    expect(page.get_by_role("heading", name="Fork from message #7?")).to_be_visible()
+    page.get_by_role("button", name="Create the fork").click()
+    expect(page.get_by_role("heading", name="Rebook Mia to Seattle (fork at #7)")).to_be_visible()
+    expect(page.get_by_text("Forked from")).to_be_visible()
+    page.screenshot(path=f"{shot}-7-fork.png", full_page=True)
+    assert_no_sideways_scroll(page)

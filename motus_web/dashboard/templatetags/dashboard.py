@@ -5,6 +5,7 @@ from typing import Any
 from django import template
 
 from memory import ChatMessage
+from motus_web.sessions.models import CompactionEvent
 
 register = template.Library()
 
@@ -52,10 +53,84 @@ def non_text_parts(content: Any) -> list[str]:
     ]
 
 
+# Pretty-printing is for reading: past these bounds the raw text is shown instead,
+# so no stored value can make a page slow or fail (a recursion error, say).
+PRETTY_MAX_CHARS = 100_000
+PRETTY_MAX_DEPTH = 32
+
+
 @register.filter
-def pretty_json(text: str) -> str:
-    """Tool-call arguments indented for reading; text that is not JSON as it is."""
+def pretty_json(text: object) -> str:
+    """Tool-call arguments indented for reading; anything else (not JSON, too
+    large, nested too deep) as the raw text."""
+    raw = text if isinstance(text, str) else str(text)
+    if len(raw) > PRETTY_MAX_CHARS:
+        return raw
     try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return text
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    if _depth(value) > PRETTY_MAX_DEPTH:
+        return raw
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _depth(value: object) -> int:
+    """How deeply ``value`` nests lists and objects, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if depth > PRETTY_MAX_DEPTH:
+                return depth
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+@register.simple_tag(takes_context=True)
+def paired_calls(context: template.Context, message: Any) -> list[tuple[Any, Any]]:
+    """``{% paired_calls message as pairs %}``: ``(call, result entry or None)``
+    for each tool call; results come from the timeline ``entry`` in the context."""
+    calls = message.tool_calls if isinstance(message.tool_calls, list) else []
+    results = getattr(context.get("entry"), "results", None) or {}
+    return [
+        (call, results.get(call.get("id")) if isinstance(call, dict) else None) for call in calls
+    ]
+
+
+@register.filter
+def is_compaction(event: object) -> bool:
+    return isinstance(event, CompactionEvent)
+
+
+@register.filter
+def percent_of(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "\u2013"
+
+
+@register.filter
+def ratio(a: int, b: int) -> str:
+    return f"{a / b:.2f}" if b else "\u2013"
+
+
+@register.filter
+def preview_text(stored: object) -> str:
+    """The readable start of a first message's stored JSON (see ``session_list.preview``)."""
+    from ..session_list import preview
+
+    return preview(stored)
+
+
+@register.filter
+def gauge_of(session: Any) -> Any:
+    """The context gauge of a session row (``charts.Gauge``)."""
+    from ..charts import gauge
+
+    return gauge(session.context_tokens, session.config, session.model_name)
+
+
+@register.filter
+def get_item(mapping: Any, key: str) -> Any:
+    return mapping.get(key) if isinstance(mapping, dict) else None

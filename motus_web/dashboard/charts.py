@@ -1,0 +1,237 @@
+"""The numbers behind the session page's context gauge and token chart.
+
+Pure functions of plain values: the views feed them rows, the templates draw
+what they return as SVG. Chart coordinates live in a fixed ``viewBox``
+(``CHART_WIDTH`` x ``CHART_HEIGHT``) that the page stretches to its width, so
+they are independent of the screen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from memory import get_model_limits
+
+CHART_WIDTH = 1000
+CHART_HEIGHT = 240
+MAX_POINTS = 2000  # the most points one chart line holds, whatever the session's length
+_DEFAULT_SAFETY_RATIO = 0.75  # CompactionMemoryConfig's default
+
+
+@dataclass(frozen=True, slots=True)
+class Gauge:
+    """Context tokens now against the compaction threshold and the model's window."""
+
+    tokens: int
+    threshold: int
+    window: int
+
+    @property
+    def scale(self) -> int:
+        # A context past the window (a misconfigured threshold) still fits the bar.
+        return max(self.window, self.tokens, self.threshold, 1)
+
+    @property
+    def tokens_pct(self) -> float:
+        return round(100 * self.tokens / self.scale, 2)
+
+    @property
+    def threshold_pct(self) -> float:
+        return round(100 * self.threshold / self.scale, 2)
+
+    @property
+    def of_threshold_pct(self) -> float:
+        """Tokens as a share of the threshold, capped at 100 (for the zoomed bar)."""
+        return round(min(100.0, 100 * self.tokens / max(self.threshold, 1)), 2)
+
+    @property
+    def window_pct(self) -> float:
+        return round(100 * self.window / self.scale, 2)
+
+    @property
+    def over_threshold(self) -> bool:
+        return self.tokens > self.threshold
+
+
+def compaction_threshold(config: Mapping[str, object], model_name: str) -> int:
+    """The threshold a memory with this logged ``config`` compacts at, in tokens.
+
+    The config's ``token_threshold`` when it names one, else the model's window
+    times ``safety_ratio`` (0.75 by default), leaving room for the largest reply,
+    as ``CompactionMemory.token_threshold`` computes it.
+    """
+    stated = config.get("token_threshold")
+    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
+        return stated
+    ratio = config.get("safety_ratio")
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+        ratio = _DEFAULT_SAFETY_RATIO
+    limits = get_model_limits(model_name or None)
+    threshold = math.floor(limits.context_window * ratio)
+    room = limits.context_window - limits.max_output_tokens
+    return max(min(threshold, room) if room > 0 else threshold, 1)
+
+
+def gauge(tokens: int, config: Mapping[str, object], model_name: str) -> Gauge:
+    window = get_model_limits(model_name or None).context_window
+    return Gauge(tokens, compaction_threshold(config, model_name), window)
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    seq: int
+    tokens: int
+    keep: bool = False  # a compaction's drop: bucketing never merges it away
+
+
+@dataclass(frozen=True, slots=True)
+class EventMark:
+    """A compaction event as the chart marks it; ``key`` names it in links."""
+
+    key: int
+    seq: int  # the last message it covers; -1 before any message
+    kind: str  # "ok", "failed", "warning" or "revert"
+    tokens_before: int | None
+    tokens_after: int | None
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    key: int
+    kind: str
+    label: str
+    x: float
+    y_top: float  # the line's upper end (tokens before, or the top for a failure)
+    y_bottom: float
+
+
+@dataclass(frozen=True, slots=True)
+class TokenChart:
+    points: str  # the polyline's "x,y x,y ..."
+    point_count: int
+    markers: tuple[Marker, ...]
+    threshold_y: float | None
+    y_max: int  # tokens at the top of the chart
+    last_seq: int
+    width: int = CHART_WIDTH
+    height: int = CHART_HEIGHT
+
+
+def series(messages: Sequence[tuple[int, int]], events: Sequence[EventMark]) -> list[Point]:
+    """Context size after each message, with each compaction's drop as two kept points.
+
+    ``messages`` are ``(seq, context_tokens)`` in seq order. A revert with a
+    stated size (its ``tokens_after``) rises back to it.
+    """
+    drops: dict[int, list[EventMark]] = {}
+    for event in events:
+        drop = event.kind == "ok" and event.tokens_before is not None
+        # A revert that states the size it leaves: the context grows back to it.
+        rise = event.kind == "revert"
+        if (drop or rise) and event.tokens_after is not None:
+            drops.setdefault(event.seq, []).append(event)
+    out: list[Point] = [
+        Point(-1, event.tokens_after or 0, True) for event in drops.pop(-1, [])[-1:]
+    ]
+    for seq, tokens in messages:
+        out.append(Point(seq, tokens, seq in drops))
+        for event in drops.pop(seq, []):
+            if event.tokens_before is not None:
+                out.append(Point(seq, event.tokens_before, True))
+            out.append(Point(seq, event.tokens_after or 0, True))
+    return out
+
+
+def bucket(points: Sequence[Point], limit: int = MAX_POINTS) -> list[Point]:
+    """At most ``limit`` points (``limit`` >= 4) that keep the line's shape.
+
+    Runs of ordinary points are cut into equal buckets, each giving its lowest
+    and highest point in order; kept points (compaction drops) stay as they
+    are when there is room for them, so every drop stays visible.
+    """
+    if len(points) <= limit:
+        return list(points)
+    kept = sum(point.keep for point in points)
+    # Each kept point may also close a bucket early: budget for both.
+    room = limit - 3 * kept - 2
+    if room < 2:
+        points = [Point(p.seq, p.tokens) for p in points]
+        kept, room = 0, limit - 2
+    size = max(1, math.ceil(2 * (len(points) - kept) / room))
+    out: list[Point] = []
+    run: list[Point] = []
+
+    def close() -> None:
+        if run:
+            low = min(range(len(run)), key=lambda i: run[i].tokens)
+            high = max(range(len(run)), key=lambda i: run[i].tokens)
+            out.extend(run[i] for i in sorted({low, high}))
+            run.clear()
+
+    for point in points:
+        if point.keep:
+            close()
+            out.append(point)
+            continue
+        run.append(point)
+        if len(run) >= size:
+            close()
+    close()
+    return out
+
+
+def token_chart(
+    messages: Sequence[tuple[int, int]],
+    events: Sequence[EventMark],
+    threshold: int | None,
+    limit: int = MAX_POINTS,
+) -> TokenChart:
+    """The chart of a whole session: its line (bucketed to ``limit`` points),
+    the threshold line and a marker for every event in ``events``."""
+    line = bucket(series(messages, events), limit)
+    last_seq = max([messages[-1][0] if messages else 0, *(event.seq for event in events), 1])
+    highest = max(
+        [
+            threshold or 0,
+            *(p.tokens for p in line),
+            *(e.tokens_before or 0 for e in events),
+            1,
+        ]
+    )
+    y_max = _nice_ceiling(highest * 1.05)
+
+    def x(seq: int) -> float:
+        return round(CHART_WIDTH * max(seq, 0) / last_seq, 1)
+
+    def y(tokens: int) -> float:
+        return round(CHART_HEIGHT * (1 - tokens / y_max), 1)
+
+    markers = []
+    for event in events:
+        top = y(event.tokens_before) if event.tokens_before is not None else 0.0
+        bottom = y(event.tokens_after) if event.tokens_after is not None else float(CHART_HEIGHT)
+        if event.kind != "ok":
+            top, bottom = 0.0, float(CHART_HEIGHT)
+        markers.append(Marker(event.key, event.kind, event.label, x(event.seq), top, bottom))
+    return TokenChart(
+        points=" ".join(f"{x(p.seq)},{y(p.tokens)}" for p in line),
+        point_count=len(line),
+        markers=tuple(markers),
+        threshold_y=y(threshold) if threshold else None,
+        y_max=y_max,
+        last_seq=last_seq,
+    )
+
+
+def _nice_ceiling(value: float) -> int:
+    """The next round number at or above ``value`` (1, 2 or 5 times a power of ten)."""
+    if value <= 1:
+        return 1
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 5, 10):
+        if step * power >= value:
+            return int(step * power)
+    return int(10 * power)

@@ -1,0 +1,138 @@
+"""What the model is sent now, part by part, with a token breakdown.
+
+Built from the memory the library restores, so the page shows exactly
+``restore_from_log(...).get_context()``: the system prompt, the continuation
+summary when there is one, and the messages kept since.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from memory import ChatMessage, CompactionMemory
+
+SHOWN_TAIL = 200  # latest context messages the page lists in full
+
+# Breakdown parts, in the order the bar stacks them, with their labels.
+PARTS: dict[str, str] = {
+    "system": "System prompt",
+    "summary": "Summary",
+    "user": "User",
+    "assistant": "Assistant text",
+    "tool_calls": "Tool calls",
+    "tool_results": "Tool results",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    kind: str  # a key of PARTS
+    message: ChatMessage
+    tokens: int
+    index: int  # in get_context()
+
+    @property
+    def label(self) -> str:
+        return PARTS[self.kind]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveContext:
+    parts: tuple[Part, ...]
+    threshold: int
+    estimate: int  # the memory's estimate of the whole request: parts plus reply priming
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        return [part.message for part in self.parts]
+
+    @property
+    def tokens(self) -> int:
+        return sum(part.tokens for part in self.parts)
+
+    @property
+    def head(self) -> tuple[Part, ...]:
+        """The system prompt, and the summary when there is one."""
+        return self.parts[: 2 if len(self.parts) > 1 and self.parts[1].kind == "summary" else 1]
+
+    @property
+    def tail(self) -> tuple[Part, ...]:
+        """The latest ``SHOWN_TAIL`` messages after the head: what the page lists
+        in full (the breakdown counts them all)."""
+        rest = self.parts[len(self.head) :]
+        return rest[-SHOWN_TAIL:]
+
+    @property
+    def hidden(self) -> int:
+        return len(self.parts) - len(self.head) - len(self.tail)
+
+    @property
+    def priming(self) -> int:
+        return self.estimate - self.tokens
+
+    def totals(self) -> dict[str, int]:
+        out = dict.fromkeys(PARTS, 0)
+        for part in self.parts:
+            out[part.kind] += part.tokens
+        return out
+
+
+def _kind(message: ChatMessage, index: int, has_summary: bool) -> str:
+    if index == 0:
+        return "system"
+    if index == 1 and has_summary:
+        return "summary"
+    if message.role == "tool":
+        return "tool_results"
+    if message.role == "assistant":
+        return "tool_calls" if message.tool_calls else "assistant"
+    return "user" if message.role == "user" else "system"
+
+
+def of(
+    memory: CompactionMemory,
+    seqs: Sequence[int | None] = (),
+    logged_tokens: Mapping[int, int] | None = None,
+) -> LiveContext:
+    """The parts of ``memory.get_context()``, each with its tokens.
+
+    ``seqs`` are the logged seqs of the context after the system prompt
+    (``get_session_state().seqs``: None for the summary and derived
+    placeholders) and ``logged_tokens`` the tokens the log states for them,
+    which is what the memory counted; anything else is estimated afresh. An
+    assistant message that calls tools counts as "tool calls" whole, its text
+    included.
+    """
+    has_summary = memory.summary is not None
+    logged = logged_tokens or {}
+    parts = []
+    for index, message in enumerate(memory.get_context()):
+        seq = seqs[index - 1] if 0 < index <= len(seqs) else None
+        tokens = logged.get(seq) if seq is not None else None
+        if tokens is None:
+            tokens = memory.estimate_message_tokens(message)
+        parts.append(Part(_kind(message, index, has_summary), message, tokens, index))
+    return LiveContext(tuple(parts), memory.token_threshold, memory.estimate_context_tokens())
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    kind: str
+    label: str
+    tokens: int
+    x: float  # start, 0 to 100
+    width: float
+
+
+def stacked_bar(live: LiveContext) -> list[Segment]:
+    """One segment per part with tokens, laid end to end over 0..100."""
+    totals = live.totals()
+    whole = sum(totals.values()) or 1
+    segments, x = [], 0.0
+    for kind, tokens in totals.items():
+        if tokens:
+            width = round(100 * tokens / whole, 3)
+            segments.append(Segment(kind, PARTS[kind], tokens, round(x, 3), width))
+            x += width
+    return segments

@@ -1,0 +1,201 @@
+"""The session list's search, filters and sort, and its bounded previews.
+
+Everything the list shows comes from the session rows plus three correlated
+subqueries (failed compactions, forks, the first user message's first
+characters), so a page costs the same whatever its sessions hold.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.db.models import (
+    Count,
+    Exists,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce, Substr
+from django.http import QueryDict
+
+from motus_web.sessions.fields import unescape
+from motus_web.sessions.models import CompactionEvent, Message, Session
+
+PREVIEW_CHARS = 300  # of the first user message's stored JSON, read by the database
+
+# Sort keys and the columns they order by.
+SORTS: dict[str, str] = {
+    "title": "title",
+    "messages": "message_count",
+    "compactions": "compaction_count",
+    "failed": "failed_count",
+    "forks": "fork_count",
+    "context": "context_tokens",
+    "tokens": "total_tokens",
+    "updated": "updated_at",
+}
+DEFAULT_SORT = "-updated"
+SORT_LABELS: dict[str, str] = {
+    "-updated": "Latest activity first",
+    "updated": "Oldest activity first",
+    "title": "Title, A to Z",
+    "-title": "Title, Z to A",
+    "-messages": "Most messages",
+    "messages": "Fewest messages",
+    "-compactions": "Most compactions",
+    "-failed": "Most failed compactions",
+    "-forks": "Most forks",
+    "-context": "Largest context",
+    "context": "Smallest context",
+    "-tokens": "Most message tokens",
+}
+
+
+class SessionFilterForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    model = forms.CharField(required=False, max_length=100)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    compacted = forms.BooleanField(required=False, label="With compactions")
+    failed = forms.BooleanField(required=False, label="With failed compactions")
+    forks = forms.BooleanField(required=False, label="Forks only")
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[(key, key) for name in SORTS for key in (name, f"-{name}")],
+    )
+
+
+def _count(query: QuerySet[Any]) -> Subquery:
+    counted = query.order_by().values("session" if query.model is not Session else "parent")
+    return Subquery(counted.annotate(n=Count("pk")).values("n"), output_field=IntegerField())
+
+
+def sessions(visible: QuerySet[Session], form: SessionFilterForm) -> QuerySet[Session]:
+    """``visible`` searched, filtered, annotated and sorted as ``form`` says.
+
+    An invalid form (a bad date, say) filters nothing it cannot read.
+    """
+    data = form.cleaned_data if form.is_valid() else {}
+    failed = CompactionEvent.objects.filter(
+        session=OuterRef("pk"), kind=CompactionEvent.Kind.FAILED
+    )
+    first_user = (
+        Message.objects.filter(session=OuterRef("pk"), role=Message.Role.USER)
+        .order_by("seq")
+        .annotate(start=Substr(Cast("content", TextField()), 1, PREVIEW_CHARS))
+        .values("start")[:1]
+    )
+    found = visible.annotate(
+        failed_count=Coalesce(_count(failed), Value(0)),
+        fork_count=Coalesce(_count(Session.objects.filter(parent=OuterRef("pk"))), Value(0)),
+        preview=Subquery(first_user, output_field=TextField()),
+    )
+    if query := data.get("q"):
+        text = Message.objects.annotate(text=Cast("content", TextField())).filter(
+            session=OuterRef("pk"), text__icontains=query
+        )
+        found = found.filter(
+            Q(title__icontains=query)
+            | Q(public_id__icontains=query)
+            | Q(original_id__icontains=query)
+            | Exists(text)
+        )
+    if model := data.get("model"):
+        found = found.filter(model_name=model)
+    if since := data.get("since"):
+        found = found.filter(updated_at__date__gte=since)
+    if until := data.get("until"):
+        found = found.filter(updated_at__date__lte=until)
+    if data.get("compacted"):
+        found = found.filter(compaction_count__gt=0)
+    if data.get("failed"):
+        found = found.filter(failed_count__gt=0)
+    if data.get("forks"):
+        found = found.filter(parent__isnull=False)
+    sort = data.get("sort") or DEFAULT_SORT
+    column = SORTS[sort.lstrip("-")]
+    return found.order_by(f"-{column}" if sort.startswith("-") else column, "-pk")
+
+
+def preview(stored: object) -> str:
+    """Readable text from the first characters of a message's stored JSON.
+
+    The database cut the JSON mid-way, so it rarely parses: a string is
+    unquoted and unescaped as far as it goes; for a list of parts, the text
+    of the first text part.
+    """
+    if not isinstance(stored, str) or not stored:
+        return ""
+    start = stored
+    if start.startswith("["):
+        at = start.find('"text": "')
+        if at < 0:
+            at = start.find('"text":"')
+            if at < 0:
+                return ""
+            start = start[at + 7 :]
+        else:
+            start = start[at + 8 :]
+    if not start.startswith('"'):
+        return ""
+    return unescape(_unescape_prefix(start))
+
+
+def _unescape_prefix(quoted: str) -> str:
+    # Cut back to a point where closing the string makes valid JSON.
+    body = quoted
+    for cut in range(0, 7):
+        candidate = body[: len(body) - cut] if cut else body
+        end = _string_end(candidate)
+        try:
+            return str(json.loads(candidate[:end] if end else candidate + '"'))
+        except ValueError:
+            continue
+    return quoted[1:]
+
+
+def _string_end(text: str) -> int:
+    """The index just past the JSON string's closing quote, or 0 when it is cut."""
+    escaped = False
+    for index, char in enumerate(text[1:], start=1):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            return index + 1
+    return 0
+
+
+def model_names(visible: QuerySet[Session]) -> list[str]:
+    names = (
+        visible.exclude(model_name="").order_by("model_name").values_list("model_name", flat=True)
+    )
+    return list(names.distinct()[:100])
+
+
+def sort_links(query: QueryDict, current: str) -> dict[str, tuple[str, str]]:
+    """For each sortable column: the query string that sorts by it (descending
+    first, then toggling) and the arrow to show beside it, if it is the sort."""
+    kept = [(k, v) for k, v in query.items() if isinstance(v, str) and v and k not in _RESET]
+    links = {}
+    for name in SORTS:
+        if current == f"-{name}":
+            sort, arrow = name, "\u2193"
+        elif current == name:
+            sort, arrow = f"-{name}", "\u2191"
+        else:
+            sort, arrow = f"-{name}" if name != "title" else name, ""
+        links[name] = (urlencode([*kept, ("sort", sort)]), arrow)
+    return links
+
+
+_RESET = ("page", "sort")  # what a new sort starts afresh

@@ -1,0 +1,178 @@
+"""A page of a session's timeline as the session page shows it.
+
+Messages are grouped into their turn units (A: a user message, B: tool calls
+and their results, C: a final answer); a B unit pairs each call with its
+result by id. Events logged between messages sit where they happened. Each
+message knows whether it is still in the live context, and if not, which
+compaction (or reset) folded it. Pure functions of rows already loaded: the
+view decides the queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from motus_web.sessions.models import CompactionEvent, ContextChange, Message
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """Messages ``first``..``last`` left the live context at ``event``."""
+
+    first: int
+    last: int
+    event: CompactionEvent | ContextChange
+    kept: frozenset[int] = frozenset()  # seqs in the range replayed verbatim
+
+    def covers(self, seq: int) -> bool:
+        return self.first <= seq <= self.last and seq not in self.kept
+
+
+def folds(events: Iterable[CompactionEvent | ContextChange]) -> list[Fold]:
+    """What each event still in force took out of the context, in log order.
+
+    A reverted compaction folds nothing any more; a reset empties everything
+    before it.
+    """
+    active: list[Fold] = []
+    for event in sorted(events, key=lambda row: row.position):
+        if isinstance(event, ContextChange):
+            if event.kind == ContextChange.Kind.RESET and event.through_seq is not None:
+                active.append(Fold(0, event.through_seq, event))
+        elif event.kind == CompactionEvent.Kind.OK and event.summarized_first_seq is not None:
+            kept = frozenset(s for s in event.replayed_seqs or () if isinstance(s, int))
+            last = event.summarized_last_seq
+            active.append(Fold(event.summarized_first_seq, last or 0, event, kept))
+        elif event.kind == CompactionEvent.Kind.REVERT:
+            for index in range(len(active) - 1, -1, -1):
+                undone = active[index].event
+                if isinstance(undone, CompactionEvent) and undone.number == event.reverts:
+                    del active[index]
+                    break
+    return active
+
+
+def folded_by(seq: int, active: Sequence[Fold]) -> CompactionEvent | ContextChange | None:
+    """The first event in force that took message ``seq`` out of the context."""
+    return next((fold.event for fold in active if fold.covers(seq)), None)
+
+
+@dataclass(slots=True)
+class Entry:
+    """One message with what the page shows beside it."""
+
+    message: Message
+    folded_by: CompactionEvent | ContextChange | None = None
+    results: dict[str, Entry] = field(default_factory=dict)  # call id -> its result, same page
+
+
+@dataclass(slots=True)
+class Unit:
+    """A turn unit's messages on this page (a unit may start on the page before)."""
+
+    kind: str  # "A", "B" or "C"
+    index: int
+    entries: list[Entry] = field(default_factory=list)
+    events: list[CompactionEvent | ContextChange] = field(default_factory=list)  # after it
+
+    @property
+    def message_count(self) -> int:
+        return len(self.entries) + sum(len(entry.results) for entry in self.entries)
+
+    @property
+    def tokens(self) -> int:
+        return sum(
+            entry.message.tokens + sum(r.message.tokens for r in entry.results.values())
+            for entry in self.entries
+        )
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(len(_calls(entry.message)) for entry in self.entries)
+
+
+def _calls(message: Message) -> list[dict[str, Any]]:
+    calls = message.tool_calls
+    return [call for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
+
+
+def call_ids(message: Message) -> list[str]:
+    return [call["id"] for call in _calls(message) if isinstance(call.get("id"), str)]
+
+
+@dataclass(slots=True)
+class Page:
+    """The timeline of one page: events before its first message, then units."""
+
+    leading: list[CompactionEvent | ContextChange]
+    units: list[Unit]
+
+
+def group(
+    messages: Sequence[Message],
+    events: Iterable[CompactionEvent | ContextChange],
+    active: Sequence[Fold],
+    *,
+    first_page: bool,
+) -> Page:
+    """Group ``messages`` (one page, in seq order) into units, with ``events``
+    placed after the message they follow (``through_seq``).
+
+    Events before the page's first message are shown only on page 1 (those
+    from before any message, ``through_seq`` -1, included).
+    """
+    if not messages:
+        return Page([], [])
+    low, high = messages[0].seq, messages[-1].seq
+    leading: list[CompactionEvent | ContextChange] = []
+    after: dict[int, list[CompactionEvent | ContextChange]] = {}
+    for event in sorted(events, key=lambda row: row.position):
+        seq = event.through_seq
+        if seq is None or seq > high:
+            continue
+        if seq < low:
+            if first_page:
+                leading.append(event)
+        else:
+            after.setdefault(seq, []).append(event)
+    units: list[Unit] = []
+    open_calls: dict[str, Entry] = {}
+    for message in messages:
+        entry = Entry(message, folded_by(message.seq, active))
+        caller = _caller(message, open_calls)
+        if caller is not None and units and units[-1].kind == message.unit:
+            for call_id in message.answered_call_ids:
+                caller.results.setdefault(call_id, entry)
+        else:
+            if not units or (units[-1].kind, units[-1].index) != (message.unit, message.unit_index):
+                units.append(Unit(message.unit, message.unit_index))
+            units[-1].entries.append(entry)
+            open_calls.update(dict.fromkeys(call_ids(message), entry))
+        units[-1].events.extend(after.get(message.seq, []))
+    return Page(leading, units)
+
+
+def _caller(message: Message, open_calls: dict[str, Entry]) -> Entry | None:
+    """The entry on this page whose call ``message`` answers, if every id it answers is one."""
+    if message.role != Message.Role.TOOL:
+        return None
+    answered = message.answered_call_ids
+    callers = {id(open_calls[c]): open_calls[c] for c in answered if c in open_calls}
+    if not answered or len(callers) != 1 or any(c not in open_calls for c in answered):
+        return None
+    caller = next(iter(callers.values()))
+    if any(c in caller.results for c in answered):
+        return None  # a second result for the same call shows on its own
+    return caller
+
+
+def undoable(compactions: list[CompactionEvent]) -> CompactionEvent | None:
+    """The compaction an undo would revert: the latest one, unless already reverted."""
+    for event in reversed(compactions):
+        if event.kind == CompactionEvent.Kind.REVERT:
+            return None
+        if event.kind == CompactionEvent.Kind.OK:
+            return None if event.trigger == CompactionEvent.Trigger.FORK else event
+    return None

@@ -1,0 +1,101 @@
+"""The gauge and token-chart arithmetic, on plain numbers."""
+
+from __future__ import annotations
+
+from motus_web.dashboard import charts
+from motus_web.dashboard.charts import EventMark, Point
+
+
+def drop(key: int, seq: int, before: int, after: int, kind: str = "ok") -> EventMark:
+    return EventMark(key, seq, kind, before, after if kind == "ok" else None, f"event {key}")
+
+
+def test_the_gauge_draws_tokens_threshold_and_window_on_one_scale() -> None:
+    gauge = charts.gauge(32_000, {"token_threshold": 96_000}, "gpt-4o")
+
+    assert (gauge.tokens, gauge.threshold, gauge.window) == (32_000, 96_000, 128_000)
+    assert gauge.tokens_pct == 25.0
+    assert gauge.threshold_pct == 75.0
+    assert gauge.window_pct == 100.0
+    assert not gauge.over_threshold
+
+
+def test_a_context_past_the_window_still_fits_the_gauge() -> None:
+    gauge = charts.Gauge(tokens=200, threshold=80, window=100)
+
+    assert gauge.tokens_pct == 100.0
+    assert gauge.window_pct == 50.0
+    assert gauge.over_threshold
+
+
+def test_without_a_stated_threshold_it_is_the_models_window_times_the_safety_ratio() -> None:
+    assert charts.compaction_threshold({}, "gpt-4o") == 96_000  # 128k x 0.75
+    assert charts.compaction_threshold({"safety_ratio": 0.5}, "gpt-4o") == 64_000
+    # nonsense in a logged config falls back to the default ratio
+    assert charts.compaction_threshold({"safety_ratio": "lots"}, "gpt-4o") == 96_000
+
+
+def test_a_compaction_becomes_a_drop_of_two_kept_points() -> None:
+    points = charts.series([(0, 100), (1, 900), (2, 300)], [drop(5, 1, 900, 200)])
+
+    assert points == [
+        Point(0, 100),
+        Point(1, 900, True),
+        Point(1, 900, True),
+        Point(1, 200, True),
+        Point(2, 300),
+    ]
+
+
+def test_a_failed_compaction_leaves_the_line_alone() -> None:
+    points = charts.series([(0, 100), (1, 900)], [drop(5, 1, 900, 0, kind="failed")])
+
+    assert [p.tokens for p in points] == [100, 900]
+
+
+def test_a_long_session_is_bucketed_under_the_limit_and_keeps_every_drop() -> None:
+    messages = [(seq, 10 * (seq % 1000)) for seq in range(50_000)]
+    events = [drop(key, seq, 9990, 5) for key, seq in enumerate(range(999, 50_000, 1000))]
+
+    line = charts.bucket(charts.series(messages, events), charts.MAX_POINTS)
+
+    assert len(line) <= charts.MAX_POINTS
+    for event in events:
+        assert Point(event.seq, 5, True) in line
+    assert max(p.tokens for p in line) == 9990  # the peaks survive bucketing
+    assert [p.seq for p in line] == sorted(p.seq for p in line)
+
+
+def test_too_many_drops_for_the_limit_still_give_at_most_the_limit() -> None:
+    points = [Point(seq, seq, keep=True) for seq in range(5000)]
+
+    assert len(charts.bucket(points, 100)) <= 100
+
+
+def test_a_short_session_keeps_every_point() -> None:
+    points = [Point(seq, seq) for seq in range(10)]
+
+    assert charts.bucket(points) == points
+
+
+def test_the_chart_places_the_threshold_and_marks_each_event() -> None:
+    chart = charts.token_chart(
+        [(0, 100), (1, 900), (2, 300)],
+        [drop(4, 1, 900, 200), drop(6, 2, 300, 0, kind="failed")],
+        threshold=800,
+    )
+
+    assert chart.y_max == 1000  # 900 plus room, rounded up
+    assert chart.threshold_y == 48.0  # 800 of 1000 on a 240-high chart
+    ok, failed = chart.markers
+    assert (ok.key, ok.x, ok.y_top, ok.y_bottom) == (4, 500.0, 24.0, 192.0)
+    assert (failed.kind, failed.y_top, failed.y_bottom) == ("failed", 0.0, 240.0)
+    assert chart.points.split()[0] == "0.0,216.0"
+
+
+def test_a_revert_that_states_its_size_rises_back_to_it() -> None:
+    revert = EventMark(7, 1, "revert", None, 900, "revert")
+
+    points = charts.series([(0, 100), (1, 300), (2, 950)], [drop(5, 0, 100, 50), revert])
+
+    assert [p.tokens for p in points] == [100, 100, 50, 300, 900, 950]
