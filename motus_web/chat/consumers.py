@@ -116,6 +116,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.session = session
         self.can_write = bool(user.is_staff or session.owner_id == user.pk)
         self.cursor: int | None = None  # last record position this browser has
+        self.writer_live = False  # a turn or replay publishes its records itself
         self.work: asyncio.Task[None] | None = None
         self.runner: ChatTurn | ReplayRun | None = None
         self.sends = RateLimit(SENDS_PER_MINUTE, SEND_BURST)
@@ -197,12 +198,32 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.cursor = cursor
 
     async def log_records(self, event: dict[str, Any]) -> None:
-        """The log store stored records of this session (``signals.announce``)."""
-        if self.cursor is not None:
+        """The log store stored records of this session (``signals.announce``).
+
+        While a writer of this chat runs, its own record frames carry them, in
+        order with its live frames; other writers (an import...) are read here.
+        """
+        if self.cursor is not None and not self.writer_live:
             await self.catch_up(self.cursor)
 
     async def chat_frame(self, event: dict[str, Any]) -> None:
-        await self.send_json(event["frame"])
+        """A frame a turn or replay published to the session's group."""
+        frame = event["frame"]
+        kind = frame["type"]
+        if kind == "record":
+            if self.cursor is None or frame["pos"] <= self.cursor:
+                return  # not following yet, or already sent
+            if frame["pos"] > self.cursor + 1:
+                await self.catch_up(self.cursor)  # a gap: read it, this record included
+                return
+            self.cursor = frame["pos"]
+        elif kind == "turn_started" or (kind == "replay" and frame["phase"] == "started"):
+            self.writer_live = True
+        await self.send_json(frame)
+        if kind == "finished" or (kind == "replay" and frame["phase"] in ("finished", "stopped")):
+            self.writer_live = False
+            if self.cursor is not None:
+                await self.catch_up(self.cursor)
 
     async def chat_stop(self, event: dict[str, Any]) -> None:
         if self.runner is not None and self.work is not None and not self.work.done():

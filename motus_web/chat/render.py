@@ -9,15 +9,16 @@ the context gauge after it. Synchronous ORM: call through ``database_sync_to_asy
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
-from django.urls import reverse
 
 from memory import CompactionMemory, CompactionMemoryConfig, ConfigurationError
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
 
+Publish = Callable[[dict[str, Any]], Awaitable[None]]
 BATCH = 200  # records per catch-up query; a long session comes in several
 
 
@@ -77,5 +78,27 @@ def _frame(session: Session, row: Message | CompactionEvent | ContextChange) -> 
     return frame
 
 
-def session_url(session: Session) -> str:
-    return reverse("dashboard:session_detail", args=[session.public_id])
+def last_position(session: Session) -> int:
+    """The position of the session's latest stored record (``-1``: none)."""
+    count = Session.objects.filter(pk=session.pk).values_list("record_count", flat=True).first()
+    return (count or 0) - 1
+
+
+class RecordPublisher:
+    """A memory listener that publishes each record its memory stores, in order.
+
+    It runs after the store has the record and before ``add_message`` returns,
+    so the record frames of a turn go out in order with its live frames.
+    """
+
+    def __init__(self, session: Session, after_pos: int, publish: Publish) -> None:
+        self.session = session
+        self.published = after_pos
+        self.publish = publish
+
+    async def on_record(self, record: object) -> None:
+        """The listener (a coroutine function, so the recorder awaits it)."""
+        frames = await database_sync_to_async(record_frames)(self.session, self.published)
+        for frame in frames:
+            await self.publish(frame)
+            self.published = frame["pos"]

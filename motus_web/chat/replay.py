@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
 
 from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig
-from memory.log import records
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
+
+from .render import RecordPublisher, last_position
+from .sessions import create_session
 
 REPLAY_OF = "replay_of"  # the session_meta field naming the original
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
@@ -45,30 +45,20 @@ def create_replay(original: Session, settings: ReplaySettings, owner: AbstractBa
     """A new, empty session that will replay ``original`` with ``settings``.
 
     Raises ``ConfigurationError`` for settings the memory refuses."""
-    public_id = uuid.uuid4().hex
     config = CompactionMemoryConfig(
         token_threshold=settings.token_threshold,
         safety_ratio=settings.safety_ratio,
         max_tool_result_tokens=settings.max_tool_result_tokens,
-    ).to_dict()
-    for key in ("session_id", "log_base_path"):
-        config.pop(key)
-    meta = records.SessionMeta(
-        ts=records.now_iso(),
-        session_id=public_id,
-        system_prompt=original.system_prompt,
-        config=config,
-        parent_session_id=original.public_id,
-        format_version=records.FORMAT_VERSION,
-        memory_type="compaction",
+    )
+    return create_session(
+        owner,
+        config,
+        title=f"Replay of {original}",
         model_name=settings.model_name,
-        title=f"Replay of {original}"[:200],
+        system_prompt=original.system_prompt,
+        parent_session_id=original.public_id,
         extra={REPLAY_OF: original.public_id},
     )
-    with transaction.atomic():
-        DatabaseLogStore().append(public_id, meta)
-        Session.objects.filter(public_id=public_id).update(owner=owner)
-    return Session.objects.get(public_id=public_id)
 
 
 def replay_of(session: Session) -> str | None:
@@ -99,6 +89,8 @@ class ReplayRun:
     async def run(self, speed: float) -> None:
         """Add the messages not yet replayed, ``speed`` per second (0: at once)."""
         memory, pending = await database_sync_to_async(_prepare)(self.session, self.original_id)
+        after = await database_sync_to_async(last_position)(self.session)
+        memory.add_listener(RecordPublisher(self.session, after, self.publish).on_record)
         total = memory.next_seq + len(pending)
         await self.publish(
             {"type": "replay", "phase": "started", "done": memory.next_seq, "total": total}

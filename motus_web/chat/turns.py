@@ -44,6 +44,7 @@ from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 
 from .providers import ChatModel
+from .render import RecordPublisher, last_position
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +94,8 @@ class ChatTurn:
         client = self.model.client()
         try:
             memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
+            after = await database_sync_to_async(last_position)(self.session)
+            memory.add_listener(RecordPublisher(self.session, after, self.publish).on_record)
             self.agent = ReActAgent(
                 client=client,
                 model_name=self.model.model,

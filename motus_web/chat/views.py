@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
 from memory import CompactionMemoryConfig, ConfigurationError
-from memory.log import records
-from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 
 from .curve import token_curves
 from .forms import NewChatForm, ReplayForm
 from .render import record_frames, threshold_of
 from .replay import ReplaySettings, create_replay, replay_of
+from .sessions import create_session
 
 SHOWN_RECORDS = 100  # the latest records the page renders; the socket sends the rest
 
@@ -45,27 +41,18 @@ def chat_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         model = next(m for m in settings.MOTUS_CHAT_MODELS if m.name == data["model"])
-        public_id = uuid.uuid4().hex
         config = CompactionMemoryConfig(
             token_threshold=data["token_threshold"],
             compact_model_name=model.compact_model or model.model,
-        ).to_dict()
-        for key in ("session_id", "log_base_path"):
-            config.pop(key)
-        meta = records.SessionMeta(
-            ts=records.now_iso(),
-            session_id=public_id,
-            system_prompt=data["system_prompt"],
-            config=config,
-            format_version=records.FORMAT_VERSION,
-            memory_type="compaction",
-            model_name=model.model,
-            title=data["title"] or "Chat",
         )
-        with transaction.atomic():
-            DatabaseLogStore().append(public_id, meta)
-            Session.objects.filter(public_id=public_id).update(owner=request.user)
-        return redirect("chat:chat", public_id=public_id)
+        session = create_session(
+            request.user,  # type: ignore[arg-type]
+            config,
+            title=data["title"] or "Chat",
+            model_name=model.model,
+            system_prompt=data["system_prompt"],
+        )
+        return redirect("chat:chat", public_id=session.public_id)
     return render(request, "chat/new.html", {"form": form}, status=400 if form.errors else 200)
 
 
