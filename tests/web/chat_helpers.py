@@ -42,13 +42,14 @@ async def socket_for(user: Any, public_id: str) -> WebsocketCommunicator:
     return communicator
 
 
-async def frames_until(
-    communicator: WebsocketCommunicator, stop: str, timeout: float = 10
-) -> list[dict[str, Any]]:
+FRAME_TIMEOUT_S = 10
+
+
+async def frames_until(communicator: WebsocketCommunicator, stop: str) -> list[dict[str, Any]]:
     """Frames received until (and with) the first of type ``stop``."""
     frames: list[dict[str, Any]] = []
     while True:
-        frame = await communicator.receive_json_from(timeout=timeout)
+        frame = await communicator.receive_json_from(timeout=FRAME_TIMEOUT_S)
         frames.append(frame)
         if frame["type"] == stop:
             return frames
