@@ -18,6 +18,7 @@ from motus_web.chat import lease
 from motus_web.chat.consumers import CLOSE_NOT_FOUND, CLOSE_TOO_BIG, CLOSE_UNAUTHENTICATED
 from motus_web.chat.frames import MAX_FRAME_BYTES
 from motus_web.chat.models import WriterLease
+from motus_web.chat.replay import ReplaySettings, create_replay
 from motus_web.sessions.models import Message, Session
 
 from .chat_helpers import (
@@ -28,6 +29,7 @@ from .chat_helpers import (
     socket_for,
     squeeze,
 )
+from .helpers import make_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -361,4 +363,41 @@ async def test_a_compaction_in_a_chat_streams_its_start_and_its_token_counts(
     event = next(f for f in frames if f["type"] == "record" and f["kind"] == "compaction")
     assert "Compaction 1" in event["html"]
     assert frames[-1]["reason"] == "answer"
+    await socket.disconnect()
+
+
+async def test_a_replay_streams_the_original_through_a_fresh_memory_and_compacts(
+    owner: User,
+) -> None:
+    def make() -> tuple[Session, Session]:
+        original = make_session(owner, turns=6, filler=80, title="Booking")
+        settings = ReplaySettings(
+            token_threshold=600,
+            safety_ratio=0.75,
+            max_tool_result_tokens=50_000,
+            model_name="gpt-4o",
+        )
+        return original, create_replay(original, settings, owner)
+
+    original, replay = await database_sync_to_async(make)()
+    socket = await socket_for(owner, replay.public_id)
+    hello = await socket.receive_json_from()
+    assert hello["replay_of"] == original.public_id
+    await socket.send_json_to({"type": "resume", "last_pos": -1})
+    await socket.send_json_to({"type": "send", "text": "hello"})
+    assert (await socket.receive_json_from())["code"] == "replay_only"
+    await socket.send_json_to({"type": "replay", "speed": 0})
+
+    frames = await frames_until(socket, "replay")
+    assert frames[-1] == {"type": "replay", "phase": "started", "done": 0, "total": 24}
+    while frames[-1].get("phase") != "finished":
+        frames += await frames_until(socket, "replay")
+
+    records = [f for f in frames if f["type"] == "record"]
+    assert [r["pos"] for r in records] == list(range(1, len(records) + 1))
+    assert sum(r["kind"] == "message" for r in records) == 24
+    assert any(r["kind"] == "compaction" and r["event"] == "ok" for r in records)
+    replayed = await database_sync_to_async(stored)(replay)
+    originals = await database_sync_to_async(stored)(original)
+    assert replayed == originals
     await socket.disconnect()
