@@ -1,0 +1,116 @@
+"""The live chat in a real browser: type a message, watch the reply stream in."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from channels.routing import ProtocolTypeRouter
+from django.contrib.auth.models import User
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from pytest_django import Settings
+
+from memory.testing.scripted_server import ScriptedReply, ScriptedServer
+from motus_web.asgi import application, django_asgi_app
+from motus_web.sessions.models import Session
+
+from .chat_helpers import chat_session, scripted_model
+from .test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def asgi_url() -> Iterator[str]:
+    """The whole ASGI application (websockets too) under uvicorn on 127.0.0.1.
+
+    pytest-django's live server speaks WSGI only; this one serves static files
+    from the finders, as ``runserver`` would, since tests run without collectstatic.
+    """
+    import uvicorn
+
+    app = ProtocolTypeRouter(
+        {
+            "http": ASGIStaticFilesHandler(django_asgi_app),
+            "websocket": application.application_mapping["websocket"],
+        }
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="off", ws="websockets-sansio", access_log=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def model_server(settings: Settings) -> Iterator[ScriptedServer]:
+    calc = {"id": "call_1", "name": "calculator", "arguments": {"expression": "6 * 7"}}
+    replies = [
+        ScriptedReply(tool_calls=[calc]),
+        ScriptedReply(text="Six times seven is 42, as the calculator says.", chunk_delay_s=0.05),
+    ]
+    with ScriptedServer(openai=replies, api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: `make test` installs it when run as root")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        SCREENSHOTS.mkdir(exist_ok=True)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser.new_page(viewport={"width": 1280, "height": 900})
+        browser.close()
+
+
+@pytest.fixture
+def session(owner: User) -> Session:
+    return chat_session(owner)
+
+
+def test_a_user_types_a_message_and_watches_the_reply_stream_in(
+    asgi_url: str, model_server: ScriptedServer, session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.goto(f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill("owner-pass-1234")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("status")).to_have_text("Connected")
+
+    page.get_by_label("Message").fill("What is 6 times 7?")
+    page.get_by_role("button", name="Send").click()
+
+    expect(page.locator("#live-answer")).to_contain_text("Six times", timeout=10_000)
+    page.screenshot(path=SCREENSHOTS / "chat-streaming.png")
+    expect(page.locator("#m3")).to_contain_text("Six times seven is 42", timeout=10_000)
+    expect(page.locator("#m1")).to_contain_text("calculator")
+    expect(page.locator("#m2")).to_contain_text("42")
+    expect(page.get_by_role("status")).to_have_text("Done.")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(page.locator("#m0")).to_have_count(1)  # each record once
+    page.screenshot(path=SCREENSHOTS / "chat-answered.png", full_page=True)
+    body = model_server.requests[-1].body
+    assert body["messages"][-1]["role"] == "tool"
