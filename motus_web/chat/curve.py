@@ -52,7 +52,7 @@ def token_curves(original: Session, replay: Session | None) -> Curves:
     threshold = threshold_of(replay if replay is not None else original)
     max_x = max(len(first) - 1, 1)
     tops = [tokens for _, tokens in first + second] + ([threshold] if threshold else [])
-    max_y = max([*tops, 1])
+    max_y = max([*tops, 1]) * 11 // 10 + 1  # headroom, so the top of a line stays in view
 
     def xy(index: int, tokens: int) -> tuple[float, float]:
         y = HEIGHT - min(tokens, max_y) / max_y * HEIGHT

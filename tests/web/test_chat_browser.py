@@ -16,9 +16,11 @@ from pytest_django import Settings
 
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.asgi import application, django_asgi_app
+from motus_web.chat.replay import ReplaySettings, create_replay
 from motus_web.sessions.models import Session
 
 from .chat_helpers import chat_session, scripted_model
+from .helpers import make_session
 from .test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -114,3 +116,71 @@ def test_a_user_types_a_message_and_watches_the_reply_stream_in(
     page.screenshot(path=SCREENSHOTS / "chat-answered.png", full_page=True)
     body = model_server.requests[-1].body
     assert body["messages"][-1]["role"] == "tool"
+
+
+def log_in_at(page: Any, url: str) -> None:
+    page.goto(url)
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill("owner-pass-1234")
+    page.get_by_role("button", name="Log in").click()
+
+
+@pytest.fixture
+def replay(owner: User) -> Session:
+    original = make_session(owner, turns=8, filler=80, title="Rebook Mia")
+    settings = ReplaySettings(
+        token_threshold=700, safety_ratio=0.75, max_tool_result_tokens=50_000, model_name="gpt-4o"
+    )
+    return create_replay(original, settings, owner)
+
+
+def test_a_replay_streams_live_and_draws_where_compaction_fires(
+    asgi_url: str, replay: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{replay.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    page.get_by_label("Speed").select_option("0")
+    page.get_by_role("button", name="Replay").click()
+
+    expect(page.locator("#replay-progress")).to_have_text(
+        "32 of 32 messages replayed — done.", timeout=20_000
+    )
+    expect(page.locator("#m31")).to_be_visible()
+    expect(page.locator(".event-ok").first).to_contain_text("Compaction 1")
+    assert page.locator("#replay-fires circle").count() >= 1
+    points = page.locator("#replay-curve").get_attribute("points") or ""
+    assert len(points.split()) == 32
+    page.locator("#token-curves").scroll_into_view_if_needed()
+    page.screenshot(path=SCREENSHOTS / "chat-replay.png")
+
+
+@pytest.fixture
+def slow_model(settings: Settings) -> Iterator[ScriptedServer]:
+    story = ScriptedReply(text="Once upon a time " + "there was a story " * 60, chunk_delay_s=0.05)
+    with ScriptedServer(openai=[story], api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
+def test_stop_ends_the_turn_and_keeps_the_partial_answer(
+    asgi_url: str, slow_model: ScriptedServer, session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    page.get_by_label("Message").fill("Tell me a story")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#live-answer")).to_contain_text("Once upon a time")
+    page.get_by_role("button", name="Stop").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Stopped")
+    expect(page.locator("#m1")).to_contain_text("Once upon a time")
+    page.screenshot(path=SCREENSHOTS / "chat-stopped.png")
+    page.reload()
+    expect(page.locator("#m1")).to_contain_text("Once upon a time")
+    expect(page.locator("#m2")).to_have_count(0)
