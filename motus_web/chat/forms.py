@@ -51,3 +51,14 @@ class ReplayForm(forms.Form):
     max_tool_result_tokens = forms.IntegerField(
         min_value=0, max_value=1_000_000, initial=50_000, help_text="0: no limit."
     )
+
+    compactor = forms.ChoiceField(
+        choices=(),
+        label="Summaries written by",
+        help_text="The offline summariser needs no model; a configured model summarises for real.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        offline = [("offline", "the offline summariser")]
+        self.fields["compactor"].choices = offline + _model_choices()  # type: ignore[attr-defined]

@@ -75,6 +75,7 @@ def chat(request: HttpRequest, public_id: str) -> HttpResponse:
         "models": settings.MOTUS_CHAT_MODELS,
         "threshold": threshold_of(session),
         "original": original,
+        "is_replay": original_id is not None,
         "curves": token_curves(original, session) if original is not None else None,
     }
     return render(request, "chat/chat.html", context)
@@ -96,6 +97,7 @@ def replay_new(request: HttpRequest, public_id: str) -> HttpResponse:
             safety_ratio=data["safety_ratio"],
             max_tool_result_tokens=data["max_tool_result_tokens"],
             model_name=data["model_name"],
+            compactor=data["compactor"],
         )
         try:
             session = create_replay(original, replay_settings, request.user)  # type: ignore[arg-type]

@@ -165,7 +165,7 @@
     },
     replay(frame) {
       $("replay-progress").textContent = frame.done + " of " + frame.total + " messages replayed" +
-        (frame.phase === "finished" ? " — done." : frame.phase === "stopped" ? " — stopped." : "…");
+        ({ finished: " — done.", stopped: " — stopped.", failed: " — failed." }[frame.phase] || "…");
       setRunning(frame.phase === "started" || frame.phase === "progress");
     },
   };

@@ -401,3 +401,36 @@ async def test_a_replay_streams_the_original_through_a_fresh_memory_and_compacts
     originals = await database_sync_to_async(stored)(original)
     assert replayed == originals
     await socket.disconnect()
+
+
+async def test_a_replay_can_have_a_configured_model_write_its_summaries(
+    owner: User, server: ScriptedServer
+) -> None:
+    server.add("openai", *[ScriptedReply(text="Bookings B0 to B2 fly to cities 0 to 2.")] * 5)
+
+    def make() -> Session:
+        original = make_session(owner, turns=6, filler=80)
+        settings = ReplaySettings(
+            token_threshold=600,
+            safety_ratio=0.75,
+            max_tool_result_tokens=50_000,
+            model_name="gpt-4o",
+            compactor="scripted",
+        )
+        return create_replay(original, settings, owner)
+
+    replay = await database_sync_to_async(make)()
+    socket = await socket_for(owner, replay.public_id)
+    await socket.receive_json_from()
+    await socket.send_json_to({"type": "resume", "last_pos": -1})
+    await socket.send_json_to({"type": "replay", "speed": 0})
+    frames: list[dict[str, Any]] = []
+    while not frames or frames[-1].get("phase") not in ("finished", "failed"):
+        frames += await frames_until(socket, "replay")
+
+    assert frames[-1]["phase"] == "finished"
+    compactions = [f for f in frames if f["type"] == "record" and f["kind"] == "compaction"]
+    assert compactions
+    assert "Bookings B0 to B2 fly to cities 0 to 2." in compactions[0]["html"]
+    assert server.requests[0].body["model"] == "gpt-4o"
+    await socket.disconnect()

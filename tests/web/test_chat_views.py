@@ -96,6 +96,7 @@ def test_a_replay_is_a_new_session_linked_to_the_original(owner: User) -> None:
             "safety_ratio": 0.75,
             "model_name": "gpt-4o",
             "max_tool_result_tokens": 1000,
+            "compactor": "offline",
         },
     )
     replay = Session.objects.get(parent=original)
@@ -103,6 +104,7 @@ def test_a_replay_is_a_new_session_linked_to_the_original(owner: User) -> None:
     assert replay.title == "Replay of Booking"
     assert replay.config["token_threshold"] == 500
     assert replay.config["max_tool_result_tokens"] == 1000
+    assert replay.config["compact_model_name"] is None
     page = client.get(response["Location"]).content.decode()
     assert 'id="replay-controls"' in page
     assert 'id="replay-curve"' in page
