@@ -292,8 +292,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             renewing.cancel()
             await database_sync_to_async(lease.release)(pk, holder)
 
-    @staticmethod
-    async def _renew(pk: int, holder: str) -> None:
+    async def _renew(self, pk: int, holder: str) -> None:
         while True:
             await asyncio.sleep(lease.RENEW_SECONDS)
-            await database_sync_to_async(lease.renew)(pk, holder)
+            if not await database_sync_to_async(lease.renew)(pk, holder):
+                # The lease expired (this process stalled) and may be someone
+                # else's now: stop rather than write beside another writer.
+                logger.warning("session %s: writer lease lost, stopping", self.session)
+                if self.runner is not None:
+                    self.runner.stop()
+                return

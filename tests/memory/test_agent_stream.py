@@ -392,3 +392,12 @@ async def test_a_memory_lends_its_tools_and_learns_their_schemas_and_the_provide
     assert [m.text for m in memory.messages if m.role == "tool"] == ["found Mia"]
     assert client.requests[0].tools == memory.schemas
     assert memory.provider_tokens == [None, None, None, None]  # the fake reports no usage
+
+
+async def test_the_providers_input_tokens_go_to_a_memory_that_takes_them() -> None:
+    memory = ToolLendingMemory()
+    client = GatedStreamingClient(["Hi."])
+    client.released.put_nowait(None)
+    agent = ReActAgent(client=client, model_name="m", memory=memory)
+    await agent.run("hello")
+    assert memory.provider_tokens == [None, 10]  # the user's message has no count; the reply has

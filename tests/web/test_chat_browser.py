@@ -184,3 +184,40 @@ def test_stop_ends_the_turn_and_keeps_the_partial_answer(
     page.reload()
     expect(page.locator("#m1")).to_contain_text("Once upon a time")
     expect(page.locator("#m2")).to_have_count(0)
+
+
+@pytest.fixture
+def compacting_model(settings: Settings) -> Iterator[ScriptedServer]:
+    replies = [
+        ScriptedReply(text="Noted."),
+        ScriptedReply(text="The user listed many facts; the assistant noted them."),
+        ScriptedReply(text="Still here, with a summary of what you said."),
+    ]
+    with ScriptedServer(openai=replies, api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
+@pytest.fixture
+def small_session(owner: User) -> Session:
+    return chat_session(owner, threshold=400)
+
+
+def test_a_compaction_shows_up_in_the_chat_with_its_token_counts(
+    asgi_url: str, compacting_model: ScriptedServer, small_session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{small_session.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    page.get_by_label("Message").fill("Remember: " + "fact " * 150)
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status")).to_have_text("Done.")
+    page.get_by_label("Message").fill("And more: " + "words " * 250)
+    page.get_by_role("button", name="Send").click()
+
+    expect(page.locator(".live-note.compacted")).to_contain_text("Compaction 1:")
+    expect(page.locator(".event-ok")).to_contain_text("Compaction 1")
+    expect(page.locator("#m3")).to_contain_text("Still here")
+    page.screenshot(path=SCREENSHOTS / "chat-compaction.png", full_page=True)
