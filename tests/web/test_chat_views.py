@@ -170,3 +170,15 @@ def test_nonsense_in_the_chat_model_variables_stops_the_process(
 ) -> None:
     with pytest.raises(ImproperlyConfigured, match=wording):
         read_chat_models(environ)
+
+
+def test_the_chat_page_costs_the_same_few_queries_however_long_the_session(
+    owner: User, settings: Settings, django_assert_max_num_queries: object
+) -> None:
+    settings.MOTUS_CHAT_MODELS = ()
+    client = logged_in(owner)
+    short, long = make_session(owner, turns=1), make_session(owner, turns=40)
+    client.get(f"/sessions/{short.public_id}/chat/")  # warm the session and user caches
+    for session in (short, long):
+        with django_assert_max_num_queries(6):  # type: ignore[operator]
+            assert client.get(f"/sessions/{session.public_id}/chat/").status_code == 200
