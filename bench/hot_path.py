@@ -64,7 +64,7 @@ def stub(messages: list[Any], system_prompt: str) -> str:
     return "The user asked about flights; the agent searched and answered."
 
 
-async def per_message(add: Callable[[Any], Awaitable[None]], messages: list[Any]) -> float:
+async def per_message(add: Callable[[Any], Awaitable[Any]], messages: list[Any]) -> float:
     started = time.perf_counter()
     for message in messages:
         await add(message)

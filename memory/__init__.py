@@ -4,7 +4,23 @@ The public API is what ``__all__`` lists; every other module is internal and
 may change.
 """
 
-from .agent import MaxStepsExceeded, ReActAgent
+from .agent import AgentBusyError, MaxStepsExceeded, ReActAgent
+from .agent_events import (
+    AgentEvent,
+    AnswerDelta,
+    CompactionFailed,
+    CompactionFinished,
+    CompactionStarted,
+    MessageAdded,
+    ThinkingDelta,
+    ToolCallRequested,
+    ToolResultReady,
+    TurnError,
+    TurnFinished,
+    TurnStarted,
+    UsageReported,
+)
+from .agent_tools import calculator, current_time
 from .base import BaseMemory
 from .basic import BasicMemory
 from .clients import (
@@ -56,6 +72,9 @@ from .tokens.calibration import TokenCalibration
 from .tokens.model_limits import ModelLimits, get_model_limits
 
 __all__ = [
+    "AgentBusyError",
+    "AgentEvent",
+    "AnswerDelta",
     "AnthropicClient",
     "AuthenticationError",
     "BadRequestError",
@@ -66,9 +85,12 @@ __all__ = [
     "ChatStreamEvent",
     "CompactionBase",
     "CompactionError",
+    "CompactionFailed",
+    "CompactionFinished",
     "CompactionMemory",
     "CompactionMemoryConfig",
     "CompactionSessionState",
+    "CompactionStarted",
     "Completion",
     "CompletionDone",
     "ConfigurationError",
@@ -81,6 +103,7 @@ __all__ = [
     "LogProblem",
     "LogStore",
     "MaxStepsExceeded",
+    "MessageAdded",
     "ModelLimits",
     "MotusMemoryError",
     "OpenAIChatClient",
@@ -98,16 +121,25 @@ __all__ = [
     "StreamInterruptedError",
     "StreamingChatClient",
     "TextDelta",
+    "ThinkingDelta",
     "TokenCalibration",
     "TokenCounter",
     "ToolCall",
     "ToolCallArgumentsDelta",
+    "ToolCallRequested",
     "ToolCallStart",
+    "ToolResultReady",
+    "TurnError",
+    "TurnFinished",
+    "TurnStarted",
     "UnsupportedMemoryTypeError",
     "Usage",
+    "UsageReported",
     "answered_call_ids",
+    "calculator",
     "count_tokens",
     "create_memory",
+    "current_time",
     "get_model_limits",
     "offline_summary",
     "stream_completion",

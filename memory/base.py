@@ -294,8 +294,12 @@ class BaseMemory(ABC):
 
     async def add_message(
         self, message: ChatMessage | Mapping[str, Any], *, usage: Usage | None = None
-    ) -> None:
+    ) -> ChatMessage:
         """Add one message, then let the strategy react (e.g. auto-compaction).
+
+        Returns the message as it entered the context: a tool result cut to
+        ``max_tool_result_tokens``, empty tool-call ids given ids
+        (``memory.call_ids``); the caller answers calls by these ids.
 
         ``usage`` is the provider's report for the request that produced this
         message (an assistant reply): its ``input_tokens`` go into the log
@@ -318,6 +322,7 @@ class BaseMemory(ABC):
         await self.flush()
         await self._after_add(ingested)
         await self.flush()
+        return ingested.context_message
 
     async def flush(self) -> None:
         """Write out what a memory with an asynchronous log store has queued and
@@ -446,6 +451,11 @@ class BaseMemory(ABC):
         if ingested.truncation is not None:
             fields["truncated"] = ingested.truncation.as_dict()
         self._trace.add("message", **fields)
+
+    def compaction_due(self) -> int | None:
+        """The threshold the context is over when this memory is about to
+        compact on its own (see ``CompactionBase``); ``None`` here: never."""
+        return None
 
     async def _after_add(self, ingested: Ingested) -> None:
         """The strategy's reaction to a message added and logged (auto-compaction)."""

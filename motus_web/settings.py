@@ -12,6 +12,7 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+from motus_web.chat.providers import read_chat_models
 from motus_web.env import (
     env_bool,
     env_choice,
@@ -79,6 +80,7 @@ INSTALLED_APPS = [
     "csp",
     "axes",
     "motus_web.dashboard",
+    "motus_web.chat",
 ]
 
 MIDDLEWARE = [
@@ -186,6 +188,8 @@ MOTUS_UPLOAD_MAX_BYTES = env_int("MOTUS_UPLOAD_MAX_BYTES", default=20 * 1024 * 1
 MOTUS_REQUEST_MAX_BYTES = MOTUS_UPLOAD_MAX_BYTES + 64 * 1024
 MOTUS_REPLAY_THRESHOLD = env_int("MOTUS_REPLAY_THRESHOLD", default=3000, minimum=100)
 MOTUS_MODEL_NAME = env_str("MOTUS_MODEL_NAME", default="gpt-4o")
+# The live chat's models: MOTUS_CHAT_MODELS and MOTUS_CHAT_<NAME>_* (motus_web/chat/providers.py).
+MOTUS_CHAT_MODELS = read_chat_models()
 
 LOG_LEVEL = env_choice("LOG_LEVEL", frozenset({"DEBUG", "INFO", "WARNING", "ERROR"}), "INFO")
 LOGGING = {

@@ -154,10 +154,17 @@ class CompactionBase(BaseMemory):
 
     # -- auto-compaction -------------------------------------------------------
 
-    async def _after_add(self, ingested: Ingested) -> None:
+    def compaction_due(self) -> int | None:
+        """The threshold (in the estimate's tokens) the context is over when an
+        automatic compaction is due now: auto-compaction on, a clean boundary,
+        and the estimate past ``threshold_estimate``; else ``None``."""
         if not self.config.auto_compact or not self.at_boundary:
-            return
-        if self.estimate_context_tokens() > self.threshold_estimate:
+            return None
+        threshold = self.threshold_estimate
+        return threshold if self.estimate_context_tokens() > threshold else None
+
+    async def _after_add(self, ingested: Ingested) -> None:
+        if self.compaction_due() is not None:
             await self._compact("auto")
 
     async def compact(self, **kwargs: Any) -> str | None:

@@ -1,5 +1,9 @@
-"""Websocket routes: the live chat's consumer is added here."""
+"""Websocket routes of the live chat."""
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list[URLPattern] = []
+from .consumers import SessionConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/sessions/<str:public_id>/", SessionConsumer.as_asgi()),
+]

@@ -219,7 +219,7 @@ async def test_a_provider_error_propagates_after_the_memory_recorded_everything(
     assert [m.role for m in agent.memory.messages] == ["user", "assistant", "tool"]
 
 
-async def test_cancellation_propagates_and_the_next_run_continues_cleanly() -> None:
+async def test_cancellation_propagates_and_leaves_a_context_the_next_run_continues() -> None:
     entered = asyncio.Event()
 
     async def hang() -> str:
@@ -236,7 +236,10 @@ async def test_cancellation_propagates_and_the_next_run_continues_cleanly() -> N
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    assert not agent.memory.at_boundary
+    assert agent.memory.at_boundary
+    cancelled = agent.memory.messages[-1]
+    assert (cancelled.role, cancelled.tool_call_id) == ("tool", "c1")
+    assert cancelled.text.startswith("Cancelled:")
     assert await agent.run("never mind") == "fresh start"
     last_request = client.requests[-1].messages
     assert [m.role for m in last_request] == ["system", "user", "assistant", "tool", "user"]

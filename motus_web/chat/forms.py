@@ -1,0 +1,64 @@
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from motus_web.sessions.limits import REPLAY_THRESHOLD_MAX, REPLAY_THRESHOLD_MIN
+
+
+def _model_choices() -> list[tuple[str, str]]:
+    return [(m.name, m.label) for m in settings.MOTUS_CHAT_MODELS]
+
+
+class NewChatForm(forms.Form):
+    title = forms.CharField(max_length=200, required=False)
+    model = forms.ChoiceField(choices=())
+    system_prompt = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        initial="You are a helpful assistant. Use the calculator for arithmetic.",
+    )
+    token_threshold = forms.IntegerField(
+        required=False,
+        min_value=REPLAY_THRESHOLD_MIN,
+        max_value=REPLAY_THRESHOLD_MAX,
+        label="Token threshold",
+        help_text="Compact above this many context tokens; empty: 75% of the model's window.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["model"].choices = _model_choices()  # type: ignore[attr-defined]
+
+
+class ReplayForm(forms.Form):
+    token_threshold = forms.IntegerField(
+        required=False,
+        min_value=REPLAY_THRESHOLD_MIN,
+        max_value=REPLAY_THRESHOLD_MAX,
+        initial=settings.MOTUS_REPLAY_THRESHOLD,
+        label="Token threshold",
+        help_text="Compact above this many context tokens; empty: the window times the ratio.",
+    )
+    safety_ratio = forms.FloatField(
+        min_value=0.05, max_value=1.0, initial=0.75, help_text="Used when no threshold is given."
+    )
+    model_name = forms.CharField(
+        max_length=100,
+        label="Model (its window and tokenizer)",
+        help_text="For example gpt-4o or claude-sonnet-4.",
+    )
+    max_tool_result_tokens = forms.IntegerField(
+        min_value=0, max_value=1_000_000, initial=50_000, help_text="0: no limit."
+    )
+
+    compactor = forms.ChoiceField(
+        choices=(),
+        label="Summaries written by",
+        help_text="The offline summariser needs no model; a configured model summarises for real.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        offline = [("offline", "the offline summariser")]
+        self.fields["compactor"].choices = offline + _model_choices()  # type: ignore[attr-defined]

@@ -1,0 +1,104 @@
+"""What the socket sends about stored records: the dashboard's own partials.
+
+A browser that follows a session gets each stored record once, in log order,
+as a ``record`` frame: its log ``pos`` (the cursor a reconnecting browser
+sends back as ``last_pos``), the HTML the session page renders for it, and
+the context gauge after it. Synchronous ORM: call through ``database_sync_to_async``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.template.loader import render_to_string
+
+from memory import CompactionMemory, CompactionMemoryConfig, ConfigurationError
+from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
+
+Publish = Callable[[dict[str, Any]], Awaitable[None]]
+BATCH = 200  # records per catch-up query; a long session comes in several
+
+
+def threshold_of(session: Session) -> int | None:
+    """The auto-compaction threshold of the session's config, in tokens."""
+    try:
+        config = CompactionMemoryConfig.from_dict(
+            {k: v for k, v in (session.config or {}).items() if k not in ("session_id",)}
+        )
+        return CompactionMemory(
+            config=config, model_name=session.model_name or None
+        ).token_threshold
+    except (ConfigurationError, TypeError):
+        return None
+
+
+def record_frames(session: Session, after_pos: int, limit: int = BATCH) -> list[dict[str, Any]]:
+    """``record`` frames of the session's records after ``after_pos``, in log order
+    (at most ``limit``; ask again from the last ``pos`` for more)."""
+    messages = session.messages.filter(position__gt=after_pos).order_by("position")[:limit]
+    events = session.compaction_events.filter(position__gt=after_pos).order_by("position")[:limit]
+    changes = session.context_changes.filter(position__gt=after_pos).order_by("position")[:limit]
+    rows: Iterable[Message | CompactionEvent | ContextChange] = heapq.merge(
+        messages, events, changes, key=lambda row: row.position
+    )
+    frames: list[dict[str, Any]] = []
+    for row in rows:
+        if len(frames) == limit:
+            break
+        frames.append(_frame(session, row))
+    return frames
+
+
+def _frame(session: Session, row: Message | CompactionEvent | ContextChange) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": "record", "pos": row.position}
+    if isinstance(row, Message):
+        context = {"session": session, "message": row}
+        frame |= {
+            "kind": "message",
+            "seq": row.seq,
+            "role": row.role,
+            "context_tokens": row.context_tokens,
+            "html": render_to_string("dashboard/_message.html", context),
+        }
+    elif isinstance(row, CompactionEvent):
+        frame |= {
+            "kind": "compaction",
+            "event": row.kind,
+            "context_tokens": row.tokens_after,
+            "html": render_to_string("dashboard/_compaction_event.html", {"event": row}),
+        }
+    else:
+        frame |= {
+            "kind": "change",
+            "html": render_to_string("dashboard/_context_change.html", {"change": row}),
+        }
+    return frame
+
+
+def last_position(session: Session) -> int:
+    """The position of the session's latest stored record (``-1``: none)."""
+    count = Session.objects.filter(pk=session.pk).values_list("record_count", flat=True).first()
+    return (count or 0) - 1
+
+
+class RecordPublisher:
+    """A memory listener that publishes each record its memory stores, in order.
+
+    It runs after the store has the record and before ``add_message`` returns,
+    so the record frames of a turn go out in order with its live frames.
+    """
+
+    def __init__(self, session: Session, after_pos: int, publish: Publish) -> None:
+        self.session = session
+        self.published = after_pos
+        self.publish = publish
+
+    async def on_record(self, record: object) -> None:
+        """The listener (a coroutine function, so the recorder awaits it)."""
+        frames = await database_sync_to_async(record_frames)(self.session, self.published)
+        for frame in frames:
+            await self.publish(frame)
+            self.published = frame["pos"]

@@ -1,0 +1,239 @@
+"""One chat turn: the session's memory restored from the database, an agent, its events.
+
+The memory is a ``CompactionMemory`` restored from the ``DatabaseLogStore`` at
+the start of every turn, so a turn continues exactly the stored context
+whichever process runs it, and after a restart. Every message it adds is
+stored (and announced to the session's group) before the agent goes on, so
+the browser's durable view comes from the records; the stream events only
+add what is not stored: text as it arrives, tool progress, compaction
+progress, usage, errors and the end of the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from memory import (
+    AgentEvent,
+    AnswerDelta,
+    ChatClient,
+    CompactionFailed,
+    CompactionFinished,
+    CompactionMemory,
+    CompactionMemoryConfig,
+    CompactionStarted,
+    LogError,
+    ProviderError,
+    ReActAgent,
+    ThinkingDelta,
+    ToolCallRequested,
+    ToolResultReady,
+    TurnError,
+    TurnFinished,
+    TurnStarted,
+    UsageReported,
+    calculator,
+    current_time,
+)
+from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import Session
+
+from .providers import ChatModel
+from .render import RecordPublisher, last_position
+
+logger = logging.getLogger(__name__)
+
+Publish = Callable[[dict[str, Any]], Awaitable[None]]
+PREVIEW_CHARS = 2000  # of tool arguments and results in a live frame; the record has all
+
+
+def restore_memory(session: Session, model: ChatModel, client: ChatClient) -> CompactionMemory:
+    """The session's memory as stored, talking to ``model`` (synchronous ORM)."""
+    stored = {k: v for k, v in (session.config or {}).items() if k != "log_base_path"}
+    config = CompactionMemoryConfig.from_dict(
+        {
+            **stored,
+            "session_id": session.public_id,
+            "compact_model_name": model.compact_model or model.model,
+        }
+    )
+    return CompactionMemory.restore_from_log(
+        session.public_id,
+        log_store=DatabaseLogStore(),
+        config=config,
+        client=client,
+        model_name=model.model,
+    )
+
+
+class ChatTurn:
+    """A running turn of one session, which ``stop()`` interrupts cleanly."""
+
+    def __init__(self, session: Session, model: ChatModel, publish: Publish) -> None:
+        self.session = session
+        self.model = model
+        self.publish = publish
+        self.agent: ReActAgent | None = None
+        self.stop_requested = False
+
+    def stop(self) -> None:
+        """Interrupt the turn: the partial answer is kept and marked, calls get results."""
+        self.stop_requested = True
+        if self.agent is not None:
+            self.agent.interrupt()
+
+    async def run(self, text: str | None) -> None:
+        """Add ``text`` (``None``: retry from the stored context) and run the agent,
+        publishing each event's frame. Never raises for a failed turn: the
+        failure is published as an ``error`` frame."""
+        client = self.model.client()
+        try:
+            memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
+            after = await database_sync_to_async(last_position)(self.session)
+            memory.add_listener(RecordPublisher(self.session, after, self.publish).on_record)
+            self.agent = ReActAgent(
+                client=client,
+                model_name=self.model.model,
+                memory=memory,
+                tools=[calculator, current_time],
+            )
+            if self.stop_requested:
+                await self.publish({"type": "finished", "reason": "interrupted", "steps": 0})
+                return
+            deltas = DeltaBatcher(self.publish)
+            async with aclosing(self.agent.stream(text)) as events:
+                async for event in events:
+                    frame = event_frame(event, self.session)
+                    if frame is not None:
+                        await deltas.publish(frame)
+            await deltas.flush()
+        except LogError as error:
+            await self.publish(error_frame(error))
+            await self.publish({"type": "finished", "reason": "error", "steps": 0})
+        finally:
+            aclose = getattr(client, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+class DeltaBatcher:
+    """Joins a run of text deltas into one frame per ``DELTA_BATCH_S`` seconds.
+
+    A model streams a token at a time; one group message per token would fill a
+    channel layer's per-channel capacity (100 by default) faster than a
+    browser's consumer drains it, and the layer drops what does not fit.
+    """
+
+    def __init__(self, publish: Publish) -> None:
+        self._publish = publish
+        self._pending: dict[str, Any] | None = None
+        self._since = 0.0
+
+    async def publish(self, frame: dict[str, Any]) -> None:
+        pending = self._pending
+        joins = pending is not None and frame["type"] == pending["type"] == "delta"
+        if joins and pending is not None and frame["step"] == pending["step"]:
+            pending["text"] += frame["text"]
+            if time.monotonic() - self._since >= DELTA_BATCH_S:
+                await self.flush()
+            return
+        await self.flush()
+        if frame["type"] == "delta":
+            self._pending, self._since = dict(frame), time.monotonic()
+            return
+        await self._publish(frame)
+
+    async def flush(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            await self._publish(pending)
+
+
+DELTA_BATCH_S = 0.05
+
+
+def error_frame(error: Exception) -> dict[str, Any]:
+    """What a browser may learn of a failure: the provider's or the store's
+    message (never a key: the SDKs do not echo it), or a generic text."""
+    if isinstance(error, ProviderError):
+        kind = type(error).__name__
+        return {"type": "error", "code": kind, "message": str(error)[:500], "retryable": True}
+    if isinstance(error, LogError):
+        return {"type": "error", "code": "LogError", "message": str(error)[:500], "retryable": True}
+    logger.error("chat turn failed", exc_info=error)
+    return {
+        "type": "error",
+        "code": "internal",
+        "message": f"the turn failed ({type(error).__name__}); the server log has the details",
+        "retryable": True,
+    }
+
+
+def event_frame(event: AgentEvent, session: Session) -> dict[str, Any] | None:
+    """The frame of an agent event; ``None`` for what the stored records already show."""
+    if isinstance(event, TurnStarted):
+        return {"type": "turn_started", "retry": event.user_message is None}
+    if isinstance(event, AnswerDelta):
+        return {"type": "delta", "text": event.text, "step": event.step}
+    if isinstance(event, ThinkingDelta):
+        return {"type": "thinking", "text": event.text, "step": event.step}
+    if isinstance(event, ToolCallRequested):
+        return {
+            "type": "tool_call",
+            "call_id": event.call_id,
+            "name": event.name,
+            "arguments": event.arguments[:PREVIEW_CHARS],
+        }
+    if isinstance(event, ToolResultReady):
+        return {
+            "type": "tool_result",
+            "call_id": event.call_id,
+            "name": event.name,
+            "content": event.content[:PREVIEW_CHARS],
+            "is_error": event.is_error,
+            "duration_s": round(event.duration_s, 3),
+        }
+    if isinstance(event, CompactionStarted):
+        return {
+            "type": "compaction",
+            "phase": "started",
+            "tokens_before": event.tokens_before,
+            "threshold": event.threshold,
+        }
+    if isinstance(event, CompactionFinished):
+        return {
+            "type": "compaction",
+            "phase": "finished",
+            "number": event.number,
+            "tokens_before": event.tokens_before,
+            "tokens_after": event.tokens_after,
+            "messages_compacted": event.messages_compacted,
+        }
+    if isinstance(event, CompactionFailed):
+        return {
+            "type": "compaction",
+            "phase": "failed",
+            "error": event.error[:500],
+            "skipped": event.skipped,
+            "tokens_before": event.tokens_before,
+        }
+    if isinstance(event, UsageReported):
+        usage = event.usage
+        return {
+            "type": "usage",
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cached_input_tokens": usage.cached_input_tokens,
+            "model": event.model,
+        }
+    if isinstance(event, TurnError):
+        return error_frame(event.error)
+    if isinstance(event, TurnFinished):
+        return {"type": "finished", "reason": event.reason, "steps": event.steps}
+    return None  # MessageAdded: the record frame carries it, stored

@@ -1,0 +1,109 @@
+"""The chat pages: a new chat, the chat of a session, and a what-if replay."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_http_methods
+
+from memory import CompactionMemoryConfig, ConfigurationError
+from motus_web.sessions.models import Session
+
+from .curve import token_curves
+from .forms import NewChatForm, ReplayForm
+from .render import record_frames, threshold_of
+from .replay import ReplaySettings, create_replay, replay_of
+from .sessions import create_session
+
+SHOWN_RECORDS = 100  # the latest records the page renders; the socket sends the rest
+
+
+def _visible_session(request: HttpRequest, public_id: str) -> Session:
+    sessions = Session.objects.visible_to(request.user).select_related("owner", "parent")
+    return get_object_or_404(sessions, public_id=public_id)
+
+
+def _can_write(request: HttpRequest, session: Session) -> bool:
+    user = request.user
+    return bool(user.is_staff or (user.is_authenticated and session.owner_id == user.pk))
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def chat_new(request: HttpRequest) -> HttpResponse:
+    """A form for a new chat session; without configured models, how to configure one."""
+    if not settings.MOTUS_CHAT_MODELS:
+        return render(request, "chat/new.html", {"form": None})
+    form = NewChatForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        model = next(m for m in settings.MOTUS_CHAT_MODELS if m.name == data["model"])
+        config = CompactionMemoryConfig(
+            token_threshold=data["token_threshold"],
+            compact_model_name=model.compact_model or model.model,
+        )
+        session = create_session(
+            request.user,  # type: ignore[arg-type]
+            config,
+            title=data["title"] or "Chat",
+            model_name=model.model,
+            system_prompt=data["system_prompt"],
+        )
+        return redirect("chat:chat", public_id=session.public_id)
+    return render(request, "chat/new.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@require_http_methods(["GET"])
+@login_required
+def chat(request: HttpRequest, public_id: str) -> HttpResponse:
+    """The live chat of a session: its latest records, then the socket's stream."""
+    session = _visible_session(request, public_id)
+    frames = record_frames(session, max(-1, session.record_count - 1 - SHOWN_RECORDS))
+    original_id = replay_of(session)
+    original = None
+    if original_id is not None:
+        original = Session.objects.visible_to(request.user).filter(public_id=original_id).first()
+    context = {
+        "session": session,
+        "records": [mark_safe(frame["html"]) for frame in frames],  # rendered from our templates
+        "last_pos": frames[-1]["pos"] if frames else -1,
+        "earlier": frames[0]["pos"] > 1 if frames else False,
+        "can_send": _can_write(request, session),
+        "models": settings.MOTUS_CHAT_MODELS,
+        "threshold": threshold_of(session),
+        "original": original,
+        "is_replay": original_id is not None,
+        "curves": token_curves(original, session) if original is not None else None,
+    }
+    return render(request, "chat/chat.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def replay_new(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Choose memory settings and replay the session into a new one."""
+    original = _visible_session(request, public_id)
+    if not original.message_count:
+        raise Http404("this session has no messages to replay")
+    initial = {"model_name": original.model_name or settings.MOTUS_MODEL_NAME}
+    form = ReplayForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        replay_settings = ReplaySettings(
+            token_threshold=data["token_threshold"],
+            safety_ratio=data["safety_ratio"],
+            max_tool_result_tokens=data["max_tool_result_tokens"],
+            model_name=data["model_name"],
+            compactor=data["compactor"],
+        )
+        try:
+            session = create_replay(original, replay_settings, request.user)  # type: ignore[arg-type]
+        except ConfigurationError as error:
+            form.add_error(None, str(error))
+        else:
+            return redirect("chat:chat", public_id=session.public_id)
+    context = {"form": form, "session": original, "curves": token_curves(original, None)}
+    return render(request, "chat/replay_new.html", context, status=400 if form.errors else 200)

@@ -1,0 +1,227 @@
+// The live chat: one websocket per page, frames in, frames out (motus_web/chat/frames.py).
+// Stored records arrive as the dashboard's own HTML fragments, in log order, once each;
+// everything else (text as it streams, tools, compaction progress, errors) is transient.
+(() => {
+  "use strict";
+  const root = document.getElementById("chat");
+  if (!root) return;
+  const $ = (id) => document.getElementById(id);
+  const log = $("chat-log");
+  const live = $("live");
+  const answer = $("live-answer");
+  const thinking = $("live-thinking");
+  const tools = $("live-tools");
+  const notes = $("live-notes");
+  const status = $("status");
+  const errorBox = $("chat-error");
+  const composer = $("composer");
+  const text = $("composer-text");
+  const modelSelect = $("composer-model");
+  const sendButton = $("send");
+  const stopButton = $("stop");
+  const retryButton = $("retry");
+  const replayForm = $("replay-controls");
+  const threshold = Number(root.dataset.threshold) || 0;
+  let lastPos = Number(root.dataset.lastPos);
+  let socket = null;
+  let delay = 500;
+  let running = false;
+  let closedForGood = false;
+
+  const fmt = (n) => (n === null || n === undefined ? "?" : Number(n).toLocaleString("en-US"));
+  const say = (message) => { status.textContent = message; };
+  const send = (frame) => {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(frame));
+  };
+
+  function setRunning(value) {
+    running = value;
+    if (sendButton) sendButton.disabled = value;
+    if (stopButton) stopButton.disabled = !value;
+    const replayStop = $("replay-stop");
+    const replayStart = $("replay-start");
+    if (replayStop) replayStop.disabled = !value;
+    if (replayStart) replayStart.disabled = value;
+  }
+
+  function clearLive() {
+    answer.textContent = "";
+    thinking.textContent = "";
+    thinking.hidden = true;
+    tools.replaceChildren();
+    live.hidden = true;
+  }
+
+  function note(message, kind) {
+    const p = document.createElement("p");
+    p.className = "live-note " + (kind || "");
+    p.textContent = message;
+    notes.append(p);
+    live.hidden = false;
+    return p;
+  }
+
+  function gauge(tokens) {
+    if (tokens === null || tokens === undefined) return;
+    $("gauge-meter").value = tokens;
+    $("gauge-text").textContent = fmt(tokens) + (threshold ? " / " + fmt(threshold) : "") + " tokens";
+  }
+
+  function showError(frame) {
+    $("chat-error-text").textContent = frame.message;
+    errorBox.hidden = false;
+    if (retryButton) retryButton.hidden = !frame.retryable || !composer;
+  }
+
+  function extendCurve(frame) {
+    const svg = $("token-curves");
+    const line = $("replay-curve");
+    if (!svg || !line) return;
+    const maxX = Number(svg.dataset.maxX);
+    const maxY = Number(svg.dataset.maxY);
+    const box = svg.viewBox.baseVal;
+    const x = (frame.seq / maxX) * box.width;
+    const y = box.height - (Math.min(frame.context_tokens, maxY) / maxY) * box.height;
+    line.setAttribute("points", (line.getAttribute("points") + " " + x.toFixed(1) + "," + y.toFixed(1)).trim());
+    line.dataset.lastX = x.toFixed(1);
+    line.dataset.lastY = y.toFixed(1);
+  }
+
+  function markFire() {
+    const line = $("replay-curve");
+    const group = $("replay-fires");
+    if (!line || !group || line.dataset.lastX === undefined) return;
+    const dot = document.createElementNS("http://www.w3.org/2000/svg", "circle");
+    dot.setAttribute("class", "replay-fire");
+    dot.setAttribute("cx", line.dataset.lastX);
+    dot.setAttribute("cy", line.dataset.lastY);
+    dot.setAttribute("r", "4");
+    group.append(dot);
+  }
+
+  const handlers = {
+    hello() { say("Connected"); },
+    record(frame) {
+      if (frame.pos <= lastPos) return; // already shown: a reconnect never duplicates
+      lastPos = frame.pos;
+      log.insertAdjacentHTML("beforeend", frame.html);
+      if (frame.kind === "message") {
+        if (frame.role === "assistant") { answer.textContent = ""; thinking.textContent = ""; thinking.hidden = true; }
+        if (root.dataset.replay) extendCurve(frame);
+      }
+      if (frame.kind === "compaction" && frame.event === "ok" && root.dataset.replay) markFire();
+      gauge(frame.context_tokens);
+      log.lastElementChild?.scrollIntoView({ block: "nearest" });
+    },
+    turn_started() {
+      clearLive();
+      notes.replaceChildren();
+      errorBox.hidden = true;
+      setRunning(true);
+      say("The agent is working…");
+    },
+    delta(frame) { answer.textContent += frame.text; live.hidden = false; },
+    thinking(frame) { thinking.hidden = false; thinking.textContent += frame.text; live.hidden = false; },
+    tool_call(frame) {
+      const li = document.createElement("li");
+      li.id = "call-" + frame.call_id;
+      li.textContent = "Calling " + frame.name + "(" + frame.arguments + ") …";
+      tools.append(li);
+      live.hidden = false;
+    },
+    tool_result(frame) {
+      const li = document.getElementById("call-" + frame.call_id);
+      if (!li) return;
+      li.classList.add(frame.is_error ? "failed" : "done");
+      li.textContent = frame.name + " → " + frame.content.slice(0, 300);
+    },
+    compaction(frame) {
+      if (frame.phase === "started") {
+        note("Compacting: " + fmt(frame.tokens_before) + " tokens passed the threshold of " + fmt(frame.threshold) + "…", "compacting");
+      } else if (frame.phase === "finished") {
+        const p = note("Compaction " + frame.number + ": " + fmt(frame.tokens_before) + " → " + fmt(frame.tokens_after) + " tokens. ", "compacted");
+        const a = document.createElement("a");
+        a.href = root.dataset.sessionUrl + "#timeline";
+        a.textContent = "See it on the session page";
+        p.append(a);
+      } else {
+        note((frame.skipped ? "Compaction skipped: " : "Compaction failed: ") + frame.error, "warn");
+      }
+    },
+    usage(frame) {
+      if (frame.input_tokens !== null) say("The provider counted " + fmt(frame.input_tokens) + " input tokens.");
+    },
+    error(frame) { showError(frame); },
+    finished(frame) {
+      setRunning(false);
+      answer.textContent = "";
+      thinking.hidden = true;
+      if (frame.reason === "interrupted") say("Stopped. The partial answer is kept, marked as interrupted.");
+      else if (frame.reason === "answer") say("Done.");
+      else if (frame.reason === "max_steps") say("The agent stopped after too many steps.");
+      else say("The turn failed.");
+      if (!notes.childElementCount) live.hidden = true;
+      tools.replaceChildren();
+    },
+    replay(frame) {
+      $("replay-progress").textContent = frame.done + " of " + frame.total + " messages replayed" +
+        ({ finished: " — done.", stopped: " — stopped.", failed: " — failed." }[frame.phase] || "…");
+      setRunning(frame.phase === "started" || frame.phase === "progress");
+    },
+  };
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    socket = new WebSocket(scheme + "//" + location.host + root.dataset.wsPath);
+    socket.addEventListener("open", () => {
+      delay = 500;
+      send({ type: "resume", last_pos: lastPos });
+    });
+    socket.addEventListener("message", (event) => {
+      const frame = JSON.parse(event.data);
+      const handle = handlers[frame.type];
+      if (handle) handle(frame);
+    });
+    socket.addEventListener("close", (event) => {
+      if (event.code === 4401 || event.code === 4404) {
+        closedForGood = true;
+        say(event.code === 4401 ? "Log in again to follow this chat." : "This session is not available.");
+        return;
+      }
+      if (closedForGood) return;
+      say("Connection lost; reconnecting…");
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 10000);
+    });
+  }
+
+  if (composer) {
+    composer.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const value = text.value.trim();
+      if (!value || running) return;
+      const frame = { type: "send", text: value };
+      if (modelSelect) frame.model = modelSelect.value;
+      send(frame);
+      text.value = "";
+    });
+    text.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) composer.requestSubmit();
+    });
+    stopButton.addEventListener("click", () => send({ type: "stop" }));
+    retryButton.addEventListener("click", () => {
+      errorBox.hidden = true;
+      const frame = { type: "retry" };
+      if (modelSelect) frame.model = modelSelect.value;
+      send(frame);
+    });
+  }
+  if (replayForm) {
+    replayForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      send({ type: "replay", speed: Number($("replay-speed").value) });
+    });
+    $("replay-stop").addEventListener("click", () => send({ type: "stop" }));
+  }
+  connect();
+})();

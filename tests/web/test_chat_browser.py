@@ -1,0 +1,225 @@
+"""The live chat in a real browser: type a message, watch the reply stream in."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from channels.routing import ProtocolTypeRouter
+from django.contrib.auth.models import User
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from pytest_django import Settings
+
+from memory.testing.scripted_server import ScriptedReply, ScriptedServer
+from motus_web.asgi import application, django_asgi_app
+from motus_web.chat.replay import ReplaySettings, create_replay
+from motus_web.sessions.models import Session
+
+from .chat_helpers import chat_session, scripted_model
+from .helpers import make_session
+from .test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def asgi_url() -> Iterator[str]:
+    """The whole ASGI application (websockets too) under uvicorn on 127.0.0.1.
+
+    pytest-django's live server speaks WSGI only; this one serves static files
+    from the finders, as ``runserver`` would, since tests run without collectstatic.
+    """
+    import uvicorn
+
+    app = ProtocolTypeRouter(
+        {
+            "http": ASGIStaticFilesHandler(django_asgi_app),
+            "websocket": application.application_mapping["websocket"],
+        }
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="off", ws="websockets-sansio", access_log=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def model_server(settings: Settings) -> Iterator[ScriptedServer]:
+    calc = {"id": "call_1", "name": "calculator", "arguments": {"expression": "6 * 7"}}
+    replies = [
+        ScriptedReply(tool_calls=[calc]),
+        ScriptedReply(text="Six times seven is 42, as the calculator says.", chunk_delay_s=0.05),
+    ]
+    with ScriptedServer(openai=replies, api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: `make test` installs it when run as root")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        SCREENSHOTS.mkdir(exist_ok=True)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser.new_page(viewport={"width": 1280, "height": 900})
+        browser.close()
+
+
+@pytest.fixture
+def session(owner: User) -> Session:
+    return chat_session(owner)
+
+
+def test_a_user_types_a_message_and_watches_the_reply_stream_in(
+    asgi_url: str, model_server: ScriptedServer, session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.goto(f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill("owner-pass-1234")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("status")).to_have_text("Connected")
+
+    page.get_by_label("Message").fill("What is 6 times 7?")
+    page.get_by_role("button", name="Send").click()
+
+    expect(page.locator("#live-answer")).to_contain_text("Six times", timeout=10_000)
+    page.screenshot(path=SCREENSHOTS / "chat-streaming.png")
+    expect(page.locator("#m3")).to_contain_text("Six times seven is 42", timeout=10_000)
+    expect(page.locator("#m1")).to_contain_text("calculator")
+    expect(page.locator("#m2")).to_contain_text("42")
+    expect(page.get_by_role("status")).to_have_text("Done.")
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(page.locator("#m0")).to_have_count(1)  # each record once
+    page.screenshot(path=SCREENSHOTS / "chat-answered.png", full_page=True)
+    body = model_server.requests[-1].body
+    assert body["messages"][-1]["role"] == "tool"
+
+
+def log_in_at(page: Any, url: str) -> None:
+    page.goto(url)
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill("owner-pass-1234")
+    page.get_by_role("button", name="Log in").click()
+
+
+@pytest.fixture
+def replay(owner: User) -> Session:
+    original = make_session(owner, turns=8, filler=80, title="Rebook Mia")
+    settings = ReplaySettings(
+        token_threshold=700, safety_ratio=0.75, max_tool_result_tokens=50_000, model_name="gpt-4o"
+    )
+    return create_replay(original, settings, owner)
+
+
+def test_a_replay_streams_live_and_draws_where_compaction_fires(
+    asgi_url: str, replay: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{replay.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    page.get_by_label("Speed").select_option("0")
+    page.get_by_role("button", name="Replay").click()
+
+    expect(page.locator("#replay-progress")).to_have_text(
+        "32 of 32 messages replayed — done.", timeout=20_000
+    )
+    expect(page.locator("#m31")).to_be_visible()
+    expect(page.locator(".event-ok").first).to_contain_text("Compaction 1")
+    assert page.locator("#replay-fires circle").count() >= 1
+    points = page.locator("#replay-curve").get_attribute("points") or ""
+    assert len(points.split()) == 32
+    page.locator("#token-curves").scroll_into_view_if_needed()
+    page.screenshot(path=SCREENSHOTS / "chat-replay.png")
+
+
+@pytest.fixture
+def slow_model(settings: Settings) -> Iterator[ScriptedServer]:
+    story = ScriptedReply(text="Once upon a time " + "there was a story " * 60, chunk_delay_s=0.05)
+    with ScriptedServer(openai=[story], api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
+def test_stop_ends_the_turn_and_keeps_the_partial_answer(
+    asgi_url: str, slow_model: ScriptedServer, session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    page.get_by_label("Message").fill("Tell me a story")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#live-answer")).to_contain_text("Once upon a time")
+    page.get_by_role("button", name="Stop").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Stopped")
+    expect(page.locator("#m1")).to_contain_text("Once upon a time")
+    page.screenshot(path=SCREENSHOTS / "chat-stopped.png")
+    page.reload()
+    expect(page.locator("#m1")).to_contain_text("Once upon a time")
+    expect(page.locator("#m2")).to_have_count(0)
+
+
+@pytest.fixture
+def compacting_model(settings: Settings) -> Iterator[ScriptedServer]:
+    # The compaction comes after the second answer, which is long: the tool
+    # schemas (counted in every request) leave no room for it before.
+    replies = [
+        ScriptedReply(text="Noted."),
+        ScriptedReply(text="Still here, with what you said: " + "noted " * 600),
+        ScriptedReply(text="The user listed many facts; the assistant noted them."),
+    ]
+    with ScriptedServer(openai=replies, api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
+@pytest.fixture
+def small_session(owner: User) -> Session:
+    return chat_session(owner, threshold=1200)
+
+
+def test_a_compaction_shows_up_in_the_chat_with_its_token_counts(
+    asgi_url: str, compacting_model: ScriptedServer, small_session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{small_session.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    page.get_by_label("Message").fill("Remember: " + "fact " * 150)
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status")).to_have_text("Done.")
+    page.get_by_label("Message").fill("And more: " + "words " * 100)
+    page.get_by_role("button", name="Send").click()
+
+    expect(page.locator(".live-note.compacted")).to_contain_text("Compaction 1:")
+    expect(page.locator(".event-ok")).to_contain_text("Compaction 1")
+    expect(page.locator("#m3")).to_contain_text("Still here")
+    page.screenshot(path=SCREENSHOTS / "chat-compaction.png", full_page=True)

@@ -1,0 +1,184 @@
+"""The chat pages: a new chat, a session's chat, and creating a replay."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
+from pytest_django import Settings
+
+from motus_web.chat.providers import read_chat_models
+from motus_web.sessions.models import Session
+
+from .chat_helpers import chat_session, scripted_model
+from .helpers import logged_in, make_session
+
+pytestmark = pytest.mark.django_db
+
+
+def test_without_a_model_the_new_chat_page_says_how_to_configure_one(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = ()
+    response = logged_in(owner).get("/chat/new/")
+    assert response.status_code == 200
+    assert b"No chat model is configured" in response.content
+    assert b"MOTUS_CHAT_LOCAL_BASE_URL" in response.content
+
+
+def test_a_new_chat_is_a_session_of_its_owner_with_the_settings_chosen(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = (scripted_model("http://127.0.0.1:9/v1"),)
+    response = logged_in(owner).post(
+        "/chat/new/",
+        {
+            "title": "Trip",
+            "model": "scripted",
+            "system_prompt": "Be brief.",
+            "token_threshold": 900,
+        },
+    )
+    session = Session.objects.get(title="Trip")
+    assert response.status_code == 302
+    assert response["Location"] == f"/sessions/{session.public_id}/chat/"
+    assert session.owner == owner
+    assert (session.model_name, session.system_prompt) == ("gpt-4o", "Be brief.")
+    assert session.config["token_threshold"] == 900
+    assert session.config["compact_model_name"] == "gpt-4o"
+
+
+def test_the_chat_page_shows_the_latest_records_and_never_the_key(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = (scripted_model("http://127.0.0.1:9/v1"),)
+    session = make_session(owner, turns=2)
+    response = logged_in(owner).get(f"/sessions/{session.public_id}/chat/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="m0"' in body
+    assert 'id="m7"' in body
+    assert f'data-ws-path="/ws/sessions/{session.public_id}/"' in body
+    assert 'id="composer"' in body
+    assert "test-key-123" not in body
+    assert "127.0.0.1:9" not in body
+    assert "<script>" not in body  # only our static script: no inline code for the CSP
+
+
+def test_the_chat_page_of_a_session_without_models_still_shows_it(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = ()
+    session = chat_session(owner)
+    response = logged_in(owner).get(f"/sessions/{session.public_id}/chat/")
+    assert b"No chat model is configured" in response.content
+    assert b'id="composer"' not in response.content
+
+
+def test_nobody_else_sees_a_chat(owner: User, outsider: User) -> None:
+    session = chat_session(owner)
+    assert logged_in(outsider).get(f"/sessions/{session.public_id}/chat/").status_code == 404
+    assert logged_in(outsider).get(f"/sessions/{session.public_id}/replay/").status_code == 404
+
+
+def test_a_replay_is_a_new_session_linked_to_the_original(owner: User) -> None:
+    original = make_session(owner, turns=3, filler=40, title="Booking")
+    client = logged_in(owner)
+    form = client.get(f"/sessions/{original.public_id}/replay/")
+    assert form.status_code == 200
+    assert b"<svg" in form.content
+    assert b'class="original"' in form.content
+
+    response = client.post(
+        f"/sessions/{original.public_id}/replay/",
+        {
+            "token_threshold": 500,
+            "safety_ratio": 0.75,
+            "model_name": "gpt-4o",
+            "max_tool_result_tokens": 1000,
+            "compactor": "offline",
+        },
+    )
+    replay = Session.objects.get(parent=original)
+    assert response["Location"] == f"/sessions/{replay.public_id}/chat/"
+    assert replay.title == "Replay of Booking"
+    assert replay.config["token_threshold"] == 500
+    assert replay.config["max_tool_result_tokens"] == 1000
+    assert replay.config["compact_model_name"] is None
+    page = client.get(response["Location"]).content.decode()
+    assert 'id="replay-controls"' in page
+    assert 'id="replay-curve"' in page
+
+
+def test_a_replay_with_settings_out_of_range_is_refused(owner: User) -> None:
+    original = make_session(owner, turns=1)
+    response = logged_in(owner).post(
+        f"/sessions/{original.public_id}/replay/",
+        {
+            "token_threshold": 5,
+            "safety_ratio": 2,
+            "model_name": "gpt-4o",
+            "max_tool_result_tokens": 0,
+        },
+    )
+    assert response.status_code == 400
+    assert not Session.objects.filter(parent=original).exists()
+
+
+def test_chat_models_come_from_the_environment_with_their_keys_kept_out_of_repr() -> None:
+    models = read_chat_models(
+        {
+            "MOTUS_CHAT_MODELS": "local,claude",
+            "MOTUS_CHAT_LOCAL_BASE_URL": "http://127.0.0.1:11434/v1",
+            "MOTUS_CHAT_LOCAL_MODEL": "llama3.1",
+            "MOTUS_CHAT_CLAUDE_PROVIDER": "anthropic",
+            "MOTUS_CHAT_CLAUDE_API_KEY": "sk-ant-secret",
+            "MOTUS_CHAT_CLAUDE_MODEL": "claude-sonnet-4",
+            "MOTUS_CHAT_CLAUDE_COMPACT_MODEL": "claude-haiku-4",
+        }
+    )
+    assert [(m.name, m.provider, m.model, m.compact_model) for m in models] == [
+        ("local", "openai", "llama3.1", ""),
+        ("claude", "anthropic", "claude-sonnet-4", "claude-haiku-4"),
+    ]
+    assert "sk-ant-secret" not in repr(models)
+    assert models[1].label == "claude (claude-sonnet-4)"
+
+
+@pytest.mark.parametrize(
+    ("environ", "wording"),
+    [
+        ({"MOTUS_CHAT_MODELS": "a b"}, "letters, digits"),
+        ({"MOTUS_CHAT_MODELS": "x"}, "MOTUS_CHAT_X_MODEL is required"),
+        ({"MOTUS_CHAT_MODELS": "x", "MOTUS_CHAT_X_MODEL": "m"}, "MOTUS_CHAT_X_API_KEY is required"),
+        (
+            {"MOTUS_CHAT_MODELS": "x", "MOTUS_CHAT_X_MODEL": "m", "MOTUS_CHAT_X_PROVIDER": "oai"},
+            "MOTUS_CHAT_X_PROVIDER must be one of",
+        ),
+        (
+            {
+                "MOTUS_CHAT_MODELS": "x",
+                "MOTUS_CHAT_X_MODEL": "m",
+                "MOTUS_CHAT_X_BASE_URL": "ftp://h",
+            },
+            "MOTUS_CHAT_X_BASE_URL must start with",
+        ),
+    ],
+)
+def test_nonsense_in_the_chat_model_variables_stops_the_process(
+    environ: dict[str, str], wording: str
+) -> None:
+    with pytest.raises(ImproperlyConfigured, match=wording):
+        read_chat_models(environ)
+
+
+def test_the_chat_page_costs_the_same_few_queries_however_long_the_session(
+    owner: User, settings: Settings, django_assert_max_num_queries: object
+) -> None:
+    settings.MOTUS_CHAT_MODELS = ()
+    client = logged_in(owner)
+    short, long = make_session(owner, turns=1), make_session(owner, turns=40)
+    client.get(f"/sessions/{short.public_id}/chat/")  # warm the session and user caches
+    for session in (short, long):
+        with django_assert_max_num_queries(6):  # type: ignore[operator]
+            assert client.get(f"/sessions/{session.public_id}/chat/").status_code == 200
