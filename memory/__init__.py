@@ -5,7 +5,7 @@ may change.
 """
 
 from .agent import AgentBusyError, MaxStepsExceeded, ReActAgent
-from .agent_events import (
+from .agent.events import (
     AgentEvent,
     AnswerDelta,
     CompactionFailed,
@@ -20,7 +20,7 @@ from .agent_events import (
     TurnStarted,
     UsageReported,
 )
-from .agent_tools import calculator, current_time
+from .agent.tools import calculator, current_time
 from .base import BaseMemory
 from .basic import BasicMemory
 from .clients import (

@@ -8,7 +8,7 @@ import pytest
 
 from memory import calculator, current_time
 from memory.agent import tool_schema
-from memory.agent_tools import CalculatorError
+from memory.agent.tools import CalculatorError
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -75,11 +73,11 @@ def test_nothing_is_lost_from_a_summary_that_quotes_everything() -> None:
     assert lost_identifiers([text], text) == []
 
 
-def test_extraction_stays_linear_on_long_unbroken_runs() -> None:
+def test_extraction_finishes_on_long_unbroken_runs() -> None:
+    # A backtracking pattern would not come back from these (the speed itself
+    # is a benchmark's business, not a test's).
     text = "a" * 200_000 + " " + "Z9" * 50_000 + " " + "/x" * 50_000
-    started = time.monotonic()
-    extract_identifiers(text)
-    assert time.monotonic() - started < 5
+    assert extract_identifiers(text) == ["Z9" * 50_000, "/x" * 50_000]
 
 
 @given(st.text(max_size=300))

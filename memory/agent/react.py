@@ -7,7 +7,7 @@ call order; the loop ends at the first reply without tool calls. Tools are
 plain Python functions (sync or async); their schemas are derived from the
 signature and the docstring.
 
-``stream()`` yields what happens as typed events (``memory.agent_events``);
+``stream()`` yields what happens as typed events (``memory.agent.events``);
 ``run()`` and ``await agent(text)`` consume the same stream. A turn that is
 interrupted (``interrupt()``, or the task iterating the stream cancelled)
 leaves a valid context: calls without a result get one saying they were
@@ -28,7 +28,21 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from .agent_events import (
+from ..base import BaseMemory
+from ..clients.base import (
+    ChatClient,
+    Completion,
+    CompletionDone,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+    stream_completion,
+)
+from ..errors import ConfigurationError, MotusMemoryError, StreamInterruptedError
+from ..factory import create_memory
+from ..log import records
+from ..messages import ChatMessage, ToolCall
+from .events import (
     AgentEvent,
     AnswerDelta,
     CompactionFailed,
@@ -44,20 +58,6 @@ from .agent_events import (
     TurnStarted,
     UsageReported,
 )
-from .base import BaseMemory
-from .clients.base import (
-    ChatClient,
-    Completion,
-    CompletionDone,
-    ReasoningDelta,
-    TextDelta,
-    Usage,
-    stream_completion,
-)
-from .errors import ConfigurationError, MotusMemoryError, StreamInterruptedError
-from .factory import create_memory
-from .log import records
-from .messages import ChatMessage, ToolCall
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -196,7 +196,7 @@ class ReActAgent:
     async def stream(
         self, user_message: UserInput | None = None
     ) -> AsyncGenerator[AgentEvent, None]:
-        """Run one turn and yield its events as they happen (``memory.agent_events``).
+        """Run one turn and yield its events as they happen (``memory.agent.events``).
 
         ``user_message`` as for ``run()``. The stream never raises for a failed
         turn: it yields ``TurnError`` and then ``TurnFinished``. Closing it

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .clients.base import Usage
-from .messages import ChatMessage
+from ..clients.base import Usage
+from ..messages import ChatMessage
 
 StopReason = Literal["answer", "max_steps", "interrupted", "error"]
 
