@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from memory.compaction.identifiers import Identifier, find_identifiers, kept_in
 
@@ -56,11 +55,10 @@ def test_a_summary_keeps_an_identifier_whatever_its_case_and_spacing() -> None:
     ]
 
 
-def test_it_stays_fast_on_long_unbroken_text() -> None:
-    started = time.monotonic()
-    find_identifiers("a" * 200_000 + " /" + "b/" * 50_000 + " " + "9" * 100_000)
-
-    assert time.monotonic() - started < 2
+def test_it_comes_back_from_long_unbroken_text() -> None:
+    # A backtracking pattern would not return (its speed is a benchmark's business).
+    found = find_identifiers("a" * 200_000 + " /" + "b/" * 50_000 + " " + "9" * 100_000)
+    assert [(i.kind, len(i.value)) for i in found] == [("path", 100_000), ("id", 100_000)]
 
 
 def test_it_is_a_pure_module_without_django() -> None:
