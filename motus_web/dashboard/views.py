@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
@@ -123,6 +124,12 @@ def _import_notice(report: ImportReport, name: str) -> str:
     return notice + "."
 
 
+def _upload_name(name: str | None) -> str:
+    """The uploaded file's name as pages show it: no folders, at most 120 characters."""
+    name = (name or "upload").replace("\\", "/").rsplit("/", 1)[-1] or "upload"
+    return name if len(name) <= 120 else name[:60] + "…" + name[-59:]
+
+
 def _timeline(session: Session, page: Page[Message]) -> list[TimelineItem]:
     """The page's messages with the events logged after each, in log order.
 
@@ -171,12 +178,15 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
     options = ImportOptions(
         owner=request.user if request.user.is_authenticated else None,
         replay_threshold=form.cleaned_data["threshold"] if form.cleaned_data["replay"] else None,
+        max_messages=settings.MOTUS_UPLOAD_MAX_MESSAGES,
     )
-    report = import_stream(upload, upload.name or "upload", options)
+    name = _upload_name(upload.name)
+    report = import_stream(upload, name, options)
     if report.problems:
-        context = {"form": ImportForm(), "report": report}
+        imported = Session.objects.filter(public_id__in=report.imported).order_by("pk")
+        context = {"form": ImportForm(), "report": report, "imported": imported}
         return render(request, "dashboard/import.html", context, status=400)
-    messages.success(request, _import_notice(report, upload.name or "the file"))
+    messages.success(request, _import_notice(report, name))
     if len(report.imported) == 1:
         return redirect("dashboard:session_detail", public_id=report.imported[0])
     if not report.imported and len(report.skipped) == 1:

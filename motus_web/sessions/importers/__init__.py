@@ -54,18 +54,17 @@ def import_stream(
     half a session. ``subagents`` are a Claude Code session's subagent
     transcripts. Call from sync code (not inside a running event loop).
     """
-    name = PurePath(source).name or source
     writer: Writer | None = None
     try:
         digest = _digest(stream)
         writer = Writer(source, digest, options)
-        for found in _found(stream, name, subagents or []):
+        for found in _found(stream, source, subagents or []):
             writer.take(found)
             if writer.report.stopped:
                 break
     except _UNREADABLE as error:
         report = writer.report if writer is not None else ImportReport()
-        report.problems.append(Problem(name, "", f"the file cannot be read to its end: {error}"))
+        report.problems.append(Problem(source, "", f"the file cannot be read to its end: {error}"))
         return report
     return writer.report
 
@@ -116,7 +115,7 @@ def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -
 
 def _problem(problem: FormatProblem) -> Problem:
     what = f"field {problem.field!r}: {problem.message}" if problem.field else problem.message
-    return Problem(PurePath(problem.source).name or problem.source, problem.location, what)
+    return Problem(problem.source, problem.location, what)
 
 
 def _reason(head: bytes) -> str | None:

@@ -134,12 +134,12 @@ class Writer:
         return Session.objects.filter(owner=self.options.owner.pk)
 
     def _problem(self, location: str, message: str) -> None:
-        self.report.problems.append(Problem(self.name, location, message))
+        self.report.problems.append(Problem(self.source, location, message))
 
     def _already_imported(self, key: str, location: str) -> bool:
         public_id = Session.objects.filter(source_key=key).values_list("public_id", flat=True)
         if found := public_id.first():
-            self.report.skipped.append(Skipped(location or self.name, found))
+            self.report.skipped.append(Skipped(location or self.source, found))
             return True
         return False
 
