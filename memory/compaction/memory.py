@@ -21,10 +21,11 @@ from ..log.jsonl import JSONLLogStore
 from ..log.recorder import Recorder
 from ..log.records import FORMAT_VERSION, Compaction, SessionMeta, now_iso
 from ..log.store import LogProblem, LogStore
+from ..messages import ChatMessage
 from ..session_state import CompactionSessionState
 from . import replay
 from .base import CompactionBase, OnCompact
-from .summarize import CompactFn
+from .summarize import CompactFn, continuation_message
 
 
 class CompactionMemory(CompactionBase):
@@ -132,6 +133,11 @@ class CompactionMemory(CompactionBase):
         entries = self._entries()
         folded = [m.seq for _, m, _ in entries if m.seq is not None and m.seq not in wanted]
         before = self.estimate_context_tokens()
+        message = (
+            ChatMessage.user(continuation)
+            if continuation is not None
+            else continuation_message(summary)
+        )
         record = Compaction(
             ts=now_iso(),
             compaction_number=self._compaction_count + 1,
@@ -143,6 +149,7 @@ class CompactionMemory(CompactionBase):
             messages_compacted=len(entries) - len(wanted),
             messages_replayed=len(wanted),
             summary=summary,
+            summary_tokens=self.estimate_message_tokens(message),
             tokens_before=before if tokens_before is None else tokens_before,
             model=model,
             continuation=continuation,

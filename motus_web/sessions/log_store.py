@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
 
 from memory import LogCorruptError, LogError, SessionNotFoundError
@@ -86,6 +86,13 @@ class DatabaseLogStore:
                     written.append(data)
                 writer.finish()
                 transaction.on_commit(lambda: announce(session_id, written))
+        except IntegrityError as error:
+            # Another transaction wrote the same session or row first: a conflict the
+            # caller resolves (the importer retries under a new id), not a server fault.
+            logger.info("session %r was written by another transaction first", session_id)
+            raise LogError(
+                f"session {session_id!r} was written by another request at the same time"
+            ) from error
         except DatabaseError as error:
             # The driver's message may quote SQL and data: it goes to the server log only.
             logger.exception("could not write session %r", session_id)

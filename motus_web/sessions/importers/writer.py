@@ -487,6 +487,7 @@ def _external(compaction: ParsedCompaction, replayer: Replayer) -> dict[str, Any
         if unmatched:
             extra["unmatched_replacement"] = unmatched
     return {
+        "summary": compaction.summary,
         "continuation": continuation,
         "replayed_seqs": replayed,
         "trigger": compaction.trigger,
