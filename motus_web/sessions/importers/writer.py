@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from django.db.models import Q, QuerySet
 
 from memory import (
     ChatMessage,
+    ConfigurationError,
     InvalidMessageError,
     LogCorruptError,
     LogError,
@@ -36,8 +38,11 @@ from memory.log import InvalidSessionIdError, LogRecord, records, validate_sessi
 from ..log_store import DatabaseLogStore
 from ..models import Session
 from .formats import ParsedCompaction, ParsedSession
+from .formats._io import kind
 from .runner import Replayer, with_provider_tokens
 from .sources import AgentSession, Found, MotusLog, Problem, Refused, Transcript, clip
+
+logger = logging.getLogger(__name__)
 
 BATCH = 500  # messages run through the memory, then written, at a time
 _ATTEMPTS = 3  # a new id per attempt when another import takes the id first
@@ -112,6 +117,14 @@ class Writer:
     def take(self, found: Found) -> None:
         if self.report.stopped:
             return
+        try:
+            self._take(found)
+        except Exception as error:
+            # See _write: a bug met by one session is that session's problem only.
+            logger.exception("importing %s failed", self.source)
+            self._problem("", f"{INTERNAL_ERROR} ({type(error).__name__})")
+
+    def _take(self, found: Found) -> None:
         if isinstance(found, Problem):
             self.report.problems.append(found)
         elif isinstance(found, MotusLog):
@@ -272,10 +285,17 @@ class Writer:
         if self._already_imported(key, f"session {log_id}"):
             return
         problems: list[LogProblem] = []
+        config = log.records[0].get("config")
+        if config is not None and not isinstance(config, dict):
+            self._problem(location, f"field 'config': expected an object, got {kind(config)}")
+            return
         try:
             upgraded = upgrade_records(
                 log.records, model_name=self.options.model_name, problems=problems
             )
+        except ConfigurationError as error:
+            self._problem(location, f"field 'config': {error}")
+            return
         except (MotusMemoryError, ValueError, TypeError) as error:
             self._problem(location, f"the log cannot be read: {error}")
             return
@@ -358,6 +378,12 @@ class Writer:
             except MotusMemoryError as error:
                 self._problem(plan.location, f"the memory refused the messages: {error}")
                 return None
+            except Exception as error:
+                # A bug met by one session must not fail the others, nor the page: the
+                # session is refused (its transaction rolled back) and the trace logged.
+                logger.exception("importing %s, %s failed", self.source, plan.location)
+                self._problem(plan.location, f"{INTERNAL_ERROR} ({type(error).__name__})")
+                return None
             self.report.imported.append(session_id)
             return session_id
         self._problem(plan.location, _RACE)
@@ -401,10 +427,17 @@ class Writer:
         return not self._already_imported(key, location)
 
 
+INTERNAL_ERROR = (
+    "could not be imported because of an error in Motus; the server log has the details"
+)
 _RACE = "imported at the same time by another request; import the file again"
 
 
 def _chat_message(raw: object, location: str) -> ChatMessage:
+    if not isinstance(raw, dict):
+        raise Refused(location, f"expected a message object, got {kind(raw)}")
+    if not isinstance(raw.get("role"), str):
+        raise Refused(location, f"field 'role': expected a string, got {kind(raw.get('role'))}")
     try:
         return ChatMessage.from_dict(raw)
     except InvalidMessageError as error:
