@@ -9,8 +9,10 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page, Paginator
 from django.db.models import OuterRef, Subquery
 from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import ngettext
+from django.views import defaults
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
@@ -160,6 +162,20 @@ def _timeline(session: Session, page: Page[Message]) -> list[TimelineItem]:
         items.append(TimelineItem("message", message))
         items.extend(after[message.seq])
     return items
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 400, except for an upload whose multipart form cannot be read:
+    the import page then says why (a file name over about 1,000 bytes is the
+    usual cause: Django reads at most 1,024 bytes of a part's headers)."""
+    if isinstance(exception, MultiPartParserError):
+        reason = (
+            "The upload could not be read: its file name is too long or the form is damaged "
+            f"({exception}). Rename the file to a shorter name and try again."
+        )
+        context = {"form": ImportForm(), "upload_error": reason}
+        return render(request, "dashboard/import.html", context, status=400)
+    return defaults.bad_request(request, exception)
 
 
 @require_GET

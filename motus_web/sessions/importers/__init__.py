@@ -13,6 +13,7 @@ mark, CRLF line ends and blank lines.
 from __future__ import annotations
 
 import hashlib
+import logging
 import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePath
@@ -25,7 +26,7 @@ from .formats._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
 from .formats.claude_code import subagent_files
 from .parsers import EXPECTED, parse_json, parse_messages_jsonl, parse_motus_log, skip_bom
 from .sources import AgentSession, Found, Problem
-from .writer import ImportOptions, ImportReport, Skipped, Writer
+from .writer import INTERNAL_ERROR, ImportOptions, ImportReport, Skipped, Writer
 
 __all__ = [
     "Format",
@@ -36,6 +37,8 @@ __all__ = [
     "import_path",
     "import_stream",
 ]
+
+logger = logging.getLogger(__name__)
 
 # A damaged gzip stream (truncated, bad CRC) or a failing disk, met while reading.
 _UNREADABLE = (EOFError, OSError, zlib.error)
@@ -65,6 +68,12 @@ def import_stream(
     except _UNREADABLE as error:
         report = writer.report if writer is not None else ImportReport()
         report.problems.append(Problem(source, "", f"the file cannot be read to its end: {error}"))
+        return report
+    except Exception as error:
+        # A parser's bug must not fail the page: the rest of the file is not read.
+        logger.exception("reading %s failed", source)
+        report = writer.report if writer is not None else ImportReport()
+        report.problems.append(Problem(source, "", f"{INTERNAL_ERROR} ({type(error).__name__})"))
         return report
     return writer.report
 
