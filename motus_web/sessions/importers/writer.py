@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -436,8 +437,11 @@ _RACE = "imported at the same time by another request; import the file again"
 def _chat_message(raw: object, location: str) -> ChatMessage:
     if not isinstance(raw, dict):
         raise Refused(location, f"expected a message object, got {kind(raw)}")
-    if not isinstance(raw.get("role"), str):
-        raise Refused(location, f"field 'role': expected a string, got {kind(raw.get('role'))}")
+    role = raw.get("role")
+    if not isinstance(role, str):
+        raise Refused(location, f"field 'role': expected a string, got {kind(role)}")
+    # One "user" string for a million messages, not a million copies held by the context.
+    raw["role"] = sys.intern(role)
     try:
         return ChatMessage.from_dict(raw)
     except InvalidMessageError as error:
