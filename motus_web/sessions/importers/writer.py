@@ -317,6 +317,10 @@ class Writer:
             return
         self._save_log(upgraded, key, log_id, log)
 
+    @staticmethod
+    def _taken(public_id: str) -> bool:
+        return Session.objects.filter(public_id=public_id).exists()
+
     def _holder(self, log_id: str, found: list[dict[str, Any]]) -> str | None:
         """The owner's session that holds the log already, whole or as its start."""
         store = DatabaseLogStore()
@@ -330,7 +334,7 @@ class Writer:
     def _save_log(self, found: list[dict[str, Any]], key: str, log_id: str, log: MotusLog) -> None:
         for attempt in range(_ATTEMPTS):
             session_id = log_id
-            if attempt or Session.objects.filter(public_id=log_id).exists():
+            if attempt or self._taken(log_id):
                 session_id = uuid.uuid4().hex
             rows = [{**found[0], "session_id": session_id}, *found[1:]]
             try:
@@ -338,6 +342,11 @@ class Writer:
                     DatabaseLogStore(parents=self._owned()).extend(session_id, rows)
                     self._claim(session_id, key, "" if session_id == log_id else log_id)
             except LogCorruptError as error:
+                if error.line == 1 and self._taken(session_id):
+                    # Another import created the session after we found the id free.
+                    if self._already_imported(key, f"session {log_id}"):
+                        return
+                    continue
                 location = f"line {_line_of(log, error.line)}" if error.line is not None else ""
                 self._problem(location, str(error.__cause__ or error))
                 return
