@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from memory import ChatMessage, CompactionMemory
 from motus_web.sessions.importers import ImportOptions, ImportReport, import_path, import_stream
-from motus_web.sessions.importers.formats import parse_path
+from motus_web.sessions.importers.formats import ParsedSession, parse_path
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
 
@@ -47,6 +47,12 @@ def rows_of(session: Session) -> list[dict[str, Any]]:
     return found
 
 
+def only(path: Path) -> ParsedSession:
+    [parsed] = list(parse_path(path))
+    assert isinstance(parsed, ParsedSession)
+    return parsed
+
+
 def restored_context(session: Session) -> list[ChatMessage]:
     memory = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
     return memory.get_context()
@@ -75,7 +81,7 @@ def test_each_handed_file_imports_with_its_counts(
 def test_claude_codes_own_compaction_is_a_compaction_and_the_context_is_its_own(
     owner: User,
 ) -> None:
-    [parsed] = list(parse_path(COMPACTED))
+    parsed = only(COMPACTED)
     [tool_compaction] = parsed.compactions
 
     report = import_path(COMPACTED, ImportOptions(owner=owner))
@@ -156,7 +162,7 @@ def test_codex_developer_messages_are_refused_with_the_message_named(owner: User
 
 
 def test_chatgpt_branches_become_sessions_linked_to_the_conversation(owner: User) -> None:
-    [parsed] = list(parse_path(CHATGPT_EXPORT))
+    parsed = only(CHATGPT_EXPORT)
 
     report = import_path(CHATGPT_EXPORT, ImportOptions(owner=owner))
 

@@ -84,7 +84,9 @@ def import_path(path: Path, options: ImportOptions) -> ImportReport:
         files = subagent_files(path)
         handles = [child.open("rb") for child in files]
         try:
-            pairs = list(zip(handles, map(str, files), strict=True))
+            pairs: list[tuple[BinaryIO, str]] = [
+                (handle, str(file)) for handle, file in zip(handles, files, strict=True)
+            ]
             return import_stream(stream, str(path), options, pairs)
         finally:
             for handle in handles:

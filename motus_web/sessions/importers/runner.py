@@ -122,8 +122,9 @@ def with_provider_tokens(batch: list[LogRecord], tokens: Mapping[int, int]) -> l
         return batch
     out: list[LogRecord] = []
     for record in batch:
-        if isinstance(record, records.MessageRecord) and record.seq in tokens:
-            record = dataclasses.replace(record, provider_tokens=tokens[record.seq])
+        seq = record.seq if isinstance(record, records.MessageRecord) else None
+        if isinstance(record, records.MessageRecord) and seq is not None and seq in tokens:
+            record = dataclasses.replace(record, provider_tokens=tokens[seq])
         out.append(record)
     return out
 
