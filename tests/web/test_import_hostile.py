@@ -224,3 +224,27 @@ def test_an_upload_whose_file_name_django_cannot_read_gets_the_reason(owner: Use
     assert response.status_code == 400
     assert "its file name is too long" in response.content.decode()
     assert not Session.objects.exists()
+
+
+def test_an_imported_session_is_announced_once_after_its_commit(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from motus_web.sessions.signals import records_committed
+
+    heard: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def receiver(session_id: str, records: list[dict[str, Any]], **kwargs: Any) -> None:
+        heard.append((session_id, records))
+
+    records_committed.connect(receiver)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            report = run(json.dumps(HI * 600).encode())
+    finally:
+        records_committed.disconnect(receiver)
+
+    [public_id] = report.imported
+    [(session_id, records)] = heard
+    assert session_id == public_id
+    assert [r["type"] for r in records] == ["session_meta"]
+    assert Session.objects.get().message_count == 1200

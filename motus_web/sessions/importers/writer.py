@@ -38,6 +38,7 @@ from memory.log import InvalidSessionIdError, LogRecord, records, validate_sessi
 
 from ..log_store import DatabaseLogStore
 from ..models import Session
+from ..signals import announce
 from .formats import ParsedCompaction, ParsedSession
 from .formats._io import kind
 from .runner import Replayer, with_provider_tokens
@@ -400,22 +401,26 @@ class Writer:
         return None
 
     def _write_batches(self, session_id: str, plan: _Plan) -> None:
-        store = DatabaseLogStore(parents=self._owned())
-        started = False
+        # Announced once, after the commit, with the session_meta: a session
+        # written in many batches is not held in memory until then.
+        store = DatabaseLogStore(parents=self._owned(), announce=False)
+        meta: dict[str, Any] | None = None
         for batch in plan.batches(session_id):
             if not batch:
                 continue
-            if not started:
-                meta = batch[0]
-                assert isinstance(meta, records.SessionMeta)
+            if meta is None:
+                first = batch[0]
+                assert isinstance(first, records.SessionMeta)
                 batch[0] = dataclasses.replace(
-                    meta, title=clip(plan.title, 200), extra={**meta.extra, **plan.meta_extra}
+                    first, title=clip(plan.title, 200), extra={**first.extra, **plan.meta_extra}
                 )
-                started = True
+                meta = batch[0].to_dict()
             store.extend(session_id, batch)
-        if not started:
+        if meta is None:
             raise Refused(plan.location, "no messages besides a system prompt")
         self._claim(session_id, plan.key, plan.original_id)
+        announced = meta
+        transaction.on_commit(lambda: announce(session_id, [announced]))
 
     def _claim(self, session_id: str, key: str, original_id: str) -> None:
         Session.objects.filter(public_id=session_id).update(
