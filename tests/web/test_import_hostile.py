@@ -248,3 +248,18 @@ def test_an_imported_session_is_announced_once_after_its_commit(
     assert session_id == public_id
     assert [r["type"] for r in records] == ["session_meta"]
     assert Session.objects.get().message_count == 1200
+
+
+def test_a_custom_tool_call_the_library_would_change_is_refused_with_its_message() -> None:
+    call = {"id": "call_p1", "type": "custom", "custom": {"name": "apply_patch", "input": "x"}}
+    messages = [
+        {"role": "user", "content": "patch it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+
+    report = run(json.dumps(messages).encode())
+
+    [problem] = report.problems
+    assert problem.location == "message 2"
+    assert "'call_p1' is a custom (freeform) tool call" in problem.message
+    assert not Session.objects.exists()

@@ -457,11 +457,31 @@ def _chat_message(raw: object, location: str) -> ChatMessage:
     # One "user" string for a million messages, not a million copies held by the context.
     raw["role"] = sys.intern(role)
     try:
-        return ChatMessage.from_dict(raw)
+        message = ChatMessage.from_dict(raw)
     except InvalidMessageError as error:
         raise Refused(location, str(error)) from None
     except (TypeError, ValueError, AttributeError) as error:
         raise Refused(location, f"not a chat message: {error}") from None
+    _check_custom_calls(raw, message, location)
+    return message
+
+
+def _check_custom_calls(raw: dict[str, Any], message: ChatMessage, location: str) -> None:
+    """Refuse a custom (freeform) tool call that ``ChatMessage`` would not keep as it is.
+
+    Such a call (``{"type": "custom", "custom": {"name", "input"}}``, GPT-5, Codex)
+    would be sent as an empty function; once ``ChatMessage`` keeps it, it imports.
+    """
+    calls = raw.get("tool_calls")
+    if not isinstance(calls, list) or not message.tool_calls:
+        return
+    for call, kept in zip(calls, message.tool_calls, strict=False):
+        if isinstance(call, dict) and call.get("type") == "custom" and kept.to_dict() != call:
+            raise Refused(
+                location,
+                f"tool call {clip(str(call.get('id')), 80)!r} is a custom (freeform) tool call, "
+                "which this version cannot import yet",
+            )
 
 
 def _batched(messages: Iterable[ChatMessage]) -> Iterator[list[ChatMessage]]:
