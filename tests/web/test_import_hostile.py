@@ -263,3 +263,16 @@ def test_a_custom_tool_call_the_library_would_change_is_refused_with_its_message
     assert problem.location == "message 2"
     assert "'call_p1' is a custom (freeform) tool call" in problem.message
     assert not Session.objects.exists()
+
+
+def test_each_log_of_a_file_of_concatenated_motus_logs_imports_on_its_own() -> None:
+    broken = motus_log({}, "run-2").replace(b'"content": "hi"', b'"content": 7')
+    data = motus_log({}, "run-1") + broken + motus_log({}, "run-3")
+
+    report = run(data, "runs.jsonl")
+
+    assert sorted(report.imported) == ["run-1", "run-3"]
+    [problem] = report.problems
+    assert problem.location == "line 4"
+    assert sorted(Session.objects.values_list("public_id", flat=True)) == ["run-1", "run-3"]
+    assert run(data, "runs.jsonl").imported == []

@@ -35,27 +35,39 @@ def skip_bom(stream: BinaryIO) -> BinaryIO:
 
 
 def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
-    """One Motus log is one session: any bad line refuses all of it."""
+    """Each ``session_meta`` line starts a log (files of several runs are concatenated
+    logs); a bad line refuses its own log whole, and the others still import."""
     found: list[dict[str, Any]] = []
     lines: list[int] = []
     problems: list[Problem] = []
+    index = 0
     last = _LastLine(stream)
     for number, item in parse_lines(last):
         if isinstance(item, LogProblem):
-            if not _is_utf8(last.raw):
-                problems.append(Problem(source, f"line {number}", NOT_UTF8))
-                continue
             detail = f"{item.error} (a torn last line)" if item.torn else item.error
-            problems.append(Problem(source, f"line {number}", detail))
+            problems.append(
+                Problem(source, f"line {number}", detail if _is_utf8(last.raw) else NOT_UTF8)
+            )
             continue
+        if item["type"] == records.SESSION_META and (found or problems):
+            index += 1
+            yield from _motus_log(found, lines, problems, source, index)
+            found, lines, problems = [], [], []
         found.append(item)
         lines.append(number)
+    index += 1
+    yield from _motus_log(found, lines, problems, source, index)
+
+
+def _motus_log(
+    found: list[dict[str, Any]], lines: list[int], problems: list[Problem], source: str, index: int
+) -> Iterator[Found]:
     if found and found[0]["type"] != records.SESSION_META:
         problems.append(Problem(source, f"line {lines[0]}", "a Motus log starts with session_meta"))
     if problems:
         yield from problems
     elif found:
-        yield MotusLog(found, lines)
+        yield MotusLog(found, lines, index)
 
 
 class _LastLine:

@@ -71,6 +71,7 @@ class MotusLog:
 
     records: list[dict[str, Any]]
     lines: list[int]
+    index: int = 1  # the log's place in a file of concatenated logs; part of the dedup key
 
 
 @dataclass(frozen=True, slots=True)

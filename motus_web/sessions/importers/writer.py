@@ -283,7 +283,7 @@ class Writer:
         except InvalidSessionIdError as error:
             self._problem(location, f"field 'session_id': {error}")
             return
-        key = self._key("1")
+        key = self._key(str(log.index))
         if self._already_imported(key, f"session {log_id}"):
             return
         problems: list[LogProblem] = []
