@@ -104,12 +104,13 @@ class Replayer:
         self.memory.record_external_compaction(summary, **fields)
         return self._buffer.drain()
 
-    def context_seqs(self) -> list[tuple[int, ChatMessage]]:
-        """The seq and message of every logged message now in the context."""
+    def context_seqs(self) -> list[tuple[int, dict[str, Any]]]:
+        """The seq and chat dict of every logged message now in the context."""
+        state = self.memory.get_session_state()
         return [
-            (meta.seq, message)
-            for message, meta in zip(self.memory._messages, self.memory._meta, strict=True)
-            if meta.seq is not None
+            (seq, message)
+            for seq, message in zip(state.seqs, state.messages, strict=True)
+            if seq is not None
         ]
 
     def close(self) -> None:

@@ -543,7 +543,7 @@ def _external(compaction: ParsedCompaction, replayer: Replayer) -> dict[str, Any
         extra["replacement_history"] = compaction.replacement
         by_content: dict[tuple[str, bytes], list[int]] = {}
         for seq, message in replayer.context_seqs():
-            by_content.setdefault(_content_key(message.to_dict()), []).append(seq)
+            by_content.setdefault(_content_key(message), []).append(seq)
         unmatched: list[int] = []
         for number, item in enumerate(compaction.replacement):
             text = item.get("content")
