@@ -11,14 +11,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import sys
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
@@ -27,7 +25,6 @@ from django.db.models import Q, QuerySet
 from memory import (
     ChatMessage,
     ConfigurationError,
-    InvalidMessageError,
     LogCorruptError,
     LogError,
     LogProblem,
@@ -39,14 +36,14 @@ from memory.log import InvalidSessionIdError, LogRecord, records, validate_sessi
 from ..log_store import DatabaseLogStore
 from ..models import Session
 from ..signals import announce
-from .formats import ParsedCompaction, ParsedSession
+from .agents import agent_batches, seq_of_call
+from .formats import ParsedSession
 from .formats._io import kind
-from .runner import Replayer, with_provider_tokens
+from .ingest import batched, chat_message
+from .runner import Replayer
 from .sources import AgentSession, Found, MotusLog, Problem, Refused, Transcript, clip
 
 logger = logging.getLogger(__name__)
-
-BATCH = 500  # messages run through the memory, then written, at a time
 _ATTEMPTS = 3  # a new id per attempt when another import takes the id first
 
 
@@ -180,12 +177,12 @@ class Writer:
             for number, raw in enumerate(transcript.messages, start=1):
                 location = f"{where}message {number}"
                 self._count(location)
-                yield _chat_message(raw, location)
+                yield chat_message(raw, location)
 
         def batches(session_id: str) -> Iterator[list[LogRecord]]:
             replayer = self._replayer(session_id)
             try:
-                for batch in _batched(messages()):
+                for batch in batched(messages()):
                     yield replayer.add(batch)
             finally:
                 replayer.close()
@@ -228,7 +225,7 @@ class Writer:
                 session_id, system_prompt=parsed.system_prompt or "", parent=parent
             )
             try:
-                yield from _agent_batches(parsed, replayer, seqs, location, self._count)
+                yield from agent_batches(parsed, replayer, seqs, location, self._count)
             finally:
                 replayer.close()
 
@@ -250,7 +247,7 @@ class Writer:
                 child,
                 f"{index}.c{number}",
                 f"{location}, subagent {number}",
-                (session_id, _seq_of_call(parsed, seqs, call)),
+                (session_id, seq_of_call(parsed, seqs, call)),
                 child.title or f"{name} · subagent {number}",
             )
         forks = parsed.extra.get("branch_forks")
@@ -352,10 +349,12 @@ class Writer:
                 self._problem(location, str(error.__cause__ or error))
                 return
             except (IntegrityError, LogError) as error:
-                if self._raced(error, key, f"session {log_id}"):
-                    continue
-                self._problem("", str(error))
-                return
+                if not _conflict(error):
+                    self._problem("", str(error))
+                    return
+                if self._already_imported(key, f"session {log_id}"):
+                    return
+                continue  # the id was taken meanwhile: try a new one
             self.report.imported.append(session_id)
             if session_id != log_id:
                 self.report.renamed[log_id] = session_id
@@ -365,40 +364,42 @@ class Writer:
     # -- the one write path -------------------------------------------------------------
 
     def _write(self, plan: _Plan) -> str | None:
-        """Write one session in one transaction; its public id, or ``None`` if refused."""
-        for _ in range(_ATTEMPTS):
-            session_id = uuid.uuid4().hex
-            try:
-                with transaction.atomic():
-                    self._write_batches(session_id, plan)
-            except _CapReached as error:
-                self.report.stopped = True
-                self._problem(error.location, str(error))
-                return None
-            except Refused as error:
-                self._problem(error.location, str(error))
-                return None
-            except LogCorruptError as error:
-                self._problem(plan.location, str(error.__cause__ or error))
-                return None
-            except (IntegrityError, LogError) as error:
-                if self._raced(error, plan.key, plan.location):
-                    continue
+        """Write one session in one transaction; its public id, or ``None`` if refused.
+
+        Tried once: the id is new (a UUID), and the messages may be a stream that
+        cannot be read twice. A conflict is another import of the same file.
+        """
+        session_id = uuid.uuid4().hex
+        try:
+            with transaction.atomic():
+                self._write_batches(session_id, plan)
+        except _CapReached as error:
+            self.report.stopped = True
+            self._problem(error.location, str(error))
+            return None
+        except Refused as error:
+            self._problem(error.location, str(error))
+            return None
+        except LogCorruptError as error:
+            self._problem(plan.location, str(error.__cause__ or error))
+            return None
+        except (IntegrityError, LogError) as error:
+            if not _conflict(error):
                 self._problem(plan.location, str(error))
-                return None
-            except MotusMemoryError as error:
-                self._problem(plan.location, f"the memory refused the messages: {error}")
-                return None
-            except Exception as error:
-                # A bug met by one session must not fail the others, nor the page: the
-                # session is refused (its transaction rolled back) and the trace logged.
-                logger.exception("importing %s, %s failed", self.source, plan.location)
-                self._problem(plan.location, f"{INTERNAL_ERROR} ({type(error).__name__})")
-                return None
-            self.report.imported.append(session_id)
-            return session_id
-        self._problem(plan.location, _RACE)
-        return None
+            elif not self._already_imported(plan.key, plan.location):
+                self._problem(plan.location, _RACE)
+            return None
+        except MotusMemoryError as error:
+            self._problem(plan.location, f"the memory refused the messages: {error}")
+            return None
+        except Exception as error:
+            # A bug met by one session must not fail the others, nor the page: the
+            # session is refused (its transaction rolled back) and the trace logged.
+            logger.exception("importing %s, %s failed", self.source, plan.location)
+            self._problem(plan.location, f"{INTERNAL_ERROR} ({type(error).__name__})")
+            return None
+        self.report.imported.append(session_id)
+        return session_id
 
     def _write_batches(self, session_id: str, plan: _Plan) -> None:
         # Announced once, after the commit, with the session_meta: a session
@@ -430,159 +431,16 @@ class Writer:
             original_id=original_id,
         )
 
-    def _raced(self, error: Exception, key: str, location: str) -> bool:
-        """Whether ``error`` is another import's write of the same id or file.
 
-        The same file (``key``) is then reported as already there; a session
-        id taken in the meantime is retried under a new one.
-        """
-        race = isinstance(error, IntegrityError) or isinstance(error.__cause__, IntegrityError)
-        if not race:
-            return False
-        return not self._already_imported(key, location)
+def _conflict(error: Exception) -> bool:
+    """Whether ``error`` is another transaction's write of the same row (a unique key)."""
+    return isinstance(error, IntegrityError) or isinstance(error.__cause__, IntegrityError)
 
 
 INTERNAL_ERROR = (
     "could not be imported because of an error in Motus; the server log has the details"
 )
 _RACE = "imported at the same time by another request; import the file again"
-
-
-def _chat_message(raw: object, location: str) -> ChatMessage:
-    if not isinstance(raw, dict):
-        raise Refused(location, f"expected a message object, got {kind(raw)}")
-    role = raw.get("role")
-    if not isinstance(role, str):
-        raise Refused(location, f"field 'role': expected a string, got {kind(role)}")
-    # One "user" string for a million messages, not a million copies held by the context.
-    raw["role"] = sys.intern(role)
-    try:
-        message = ChatMessage.from_dict(raw)
-    except InvalidMessageError as error:
-        raise Refused(location, str(error)) from None
-    except (TypeError, ValueError, AttributeError) as error:
-        raise Refused(location, f"not a chat message: {error}") from None
-    _check_custom_calls(raw, message, location)
-    return message
-
-
-def _check_custom_calls(raw: dict[str, Any], message: ChatMessage, location: str) -> None:
-    """Refuse a custom (freeform) tool call that ``ChatMessage`` would not keep as it is.
-
-    Such a call (``{"type": "custom", "custom": {"name", "input"}}``, GPT-5, Codex)
-    would be sent as an empty function; once ``ChatMessage`` keeps it, it imports.
-    """
-    calls = raw.get("tool_calls")
-    if not isinstance(calls, list) or not message.tool_calls:
-        return
-    for call, kept in zip(calls, message.tool_calls, strict=False):
-        if isinstance(call, dict) and call.get("type") == "custom" and kept.to_dict() != call:
-            raise Refused(
-                location,
-                f"tool call {clip(str(call.get('id')), 80)!r} is a custom (freeform) tool call, "
-                "which this version cannot import yet",
-            )
-
-
-def _batched(messages: Iterable[ChatMessage]) -> Iterator[list[ChatMessage]]:
-    iterator = iter(messages)
-    while batch := list(itertools.islice(iterator, BATCH)):
-        yield batch
-
-
-def _agent_batches(
-    parsed: ParsedSession,
-    replayer: Replayer,
-    seqs: dict[int, int],
-    location: str,
-    count: Callable[[str], None],
-) -> Iterator[list[LogRecord]]:
-    """The records of an agent's session: its messages, with its own compactions in place."""
-    compactions = sorted(parsed.compactions, key=lambda c: c.at)
-    pending: list[ChatMessage] = []
-    tokens: dict[int, int] = {}
-    next_seq = 0
-
-    def flush() -> list[LogRecord]:
-        batch = with_provider_tokens(replayer.add(pending), tokens)
-        pending.clear()
-        return batch
-
-    for index, raw in enumerate([*parsed.messages, None]):
-        while compactions and compactions[0].at <= index:
-            yield flush()
-            yield replayer.compaction(**_external(compactions.pop(0), replayer))
-        if raw is None:
-            break
-        where = f"{location}, message {index + 1}"
-        count(where)
-        message = _chat_message(raw, where)
-        if message.role != "system":
-            seqs[index] = next_seq
-            if index in parsed.provider_input_tokens:
-                tokens[next_seq] = parsed.provider_input_tokens[index]
-            next_seq += 1
-        pending.append(message)
-        if len(pending) >= BATCH:
-            yield flush()
-    yield flush()
-
-
-def _external(compaction: ParsedCompaction, replayer: Replayer) -> dict[str, Any]:
-    """``record_external_compaction`` arguments for a tool's own compaction.
-
-    Claude Code keeps nothing but its summary message (``messages[at:]`` come
-    after). Codex rebuilds the context from ``replacement``: its items that are
-    messages of the context are kept (``replayed_seqs``), the one that holds
-    the summary is the continuation, and the whole history stays on the record.
-    """
-    extra: dict[str, Any] = {"source_compaction": compaction.extra} if compaction.extra else {}
-    continuation = compaction.summary
-    replayed: list[int] = []
-    if compaction.replacement is not None:
-        extra["replacement_history"] = compaction.replacement
-        by_content: dict[tuple[str, bytes], list[int]] = {}
-        for seq, message in replayer.context_seqs():
-            by_content.setdefault(_content_key(message), []).append(seq)
-        unmatched: list[int] = []
-        for number, item in enumerate(compaction.replacement):
-            text = item.get("content")
-            if compaction.summary and isinstance(text, str) and compaction.summary in text:
-                continuation = text
-                continue
-            found = by_content.get(_content_key(item))
-            if found:
-                replayed.append(found.pop())
-            else:
-                unmatched.append(number)
-        if unmatched:
-            extra["unmatched_replacement"] = unmatched
-    return {
-        "summary": compaction.summary,
-        "continuation": continuation,
-        "replayed_seqs": replayed,
-        "trigger": compaction.trigger,
-        "tokens_before": compaction.tokens_before,
-        "extra": extra,
-    }
-
-
-def _content_key(message: dict[str, Any]) -> tuple[str, bytes]:
-    content = orjson.dumps(message.get("content"), option=orjson.OPT_SORT_KEYS)
-    return str(message.get("role")), content
-
-
-def _seq_of_call(parsed: ParsedSession, seqs: dict[int, int], call: object) -> int | None:
-    """The seq of the assistant message that made tool call ``call``."""
-    if not isinstance(call, str):
-        return None
-    for index, message in enumerate(parsed.messages):
-        calls = message.get("tool_calls")
-        if isinstance(calls, list) and any(
-            isinstance(c, dict) and c.get("id") == call for c in calls
-        ):
-            return seqs.get(index)
-    return None
 
 
 def _line_of(log: MotusLog, record_number: int | None) -> int:
