@@ -169,7 +169,8 @@ def mutated_files(draw: st.DrawFn) -> tuple[str, bytes]:
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         path = draw(st.sampled_from(_paths(document)))
         action = draw(st.sampled_from(["replace", "delete", "add"]))
-        document = _mutate(document, path, action, draw(HOSTILE))
+        value = json.loads(json.dumps(draw(HOSTILE)))  # a fresh copy: mutations nest in it
+        document = _mutate(document, path, action, value)
     data = _encode(kind, document)
     if draw(st.booleans()) and draw(st.booleans()):
         data = data[: draw(st.integers(min_value=0, max_value=len(data)))]
