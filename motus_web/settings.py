@@ -117,23 +117,20 @@ TEMPLATES = [
     },
 ]
 
+# IMMEDIATE takes the write lock at BEGIN, so two appends to one session queue
+# up instead of both reading the same record_count; WAL lets pages read while an
+# import writes. Every SQLite database gets them, however it is configured.
+_SQLITE_OPTIONS = {"transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
 _DATABASE_URL = env_url("DATABASE_URL", frozenset({"postgres", "postgresql", "sqlite"}))
 if _DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(_DATABASE_URL, conn_max_age=60)}
 else:
     VAR_DIR.mkdir(exist_ok=True)  # SQLite creates the file, not its folder
     DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(VAR_DIR / "db.sqlite3"),
-            # IMMEDIATE takes the write lock at BEGIN, so two appends to one
-            # session queue up instead of both reading the same record_count.
-            "OPTIONS": {
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL;",
-            },
-        }
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(VAR_DIR / "db.sqlite3")}
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _REDIS_URL = env_url("REDIS_URL", frozenset({"redis", "rediss", "unix"}))
@@ -186,6 +183,9 @@ MOTUS_UPLOAD_MAX_BYTES = env_int("MOTUS_UPLOAD_MAX_BYTES", default=20 * 1024 * 1
 # Any request body over this is refused with 413 before it is read (motus_web/body_limit.py):
 # the largest upload plus room for the multipart envelope and the form's other fields.
 MOTUS_REQUEST_MAX_BYTES = MOTUS_UPLOAD_MAX_BYTES + 64 * 1024
+# The most messages one upload may hold; bigger files go through `import_sessions`
+# on the server, so that a request never holds a worker for minutes.
+MOTUS_UPLOAD_MAX_MESSAGES = env_int("MOTUS_UPLOAD_MAX_MESSAGES", default=50_000, minimum=1)
 MOTUS_REPLAY_THRESHOLD = env_int("MOTUS_REPLAY_THRESHOLD", default=3000, minimum=100)
 MOTUS_MODEL_NAME = env_str("MOTUS_MODEL_NAME", default="gpt-4o")
 # The live chat's models: MOTUS_CHAT_MODELS and MOTUS_CHAT_<NAME>_* (motus_web/chat/providers.py).

@@ -9,3 +9,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
+
+# An unreadable upload (a 1,000-character file name) gets the import page with its reason.
+handler400 = "motus_web.dashboard.views.bad_request"

@@ -10,6 +10,7 @@ request, truncated tool results and placeholder results included.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -19,12 +20,13 @@ from ..clients.base import ChatClient
 from ..config import CompactionMemoryConfig
 from ..log.jsonl import JSONLLogStore
 from ..log.recorder import Recorder
-from ..log.records import FORMAT_VERSION, SessionMeta, now_iso
+from ..log.records import FORMAT_VERSION, Compaction, SessionMeta, now_iso
 from ..log.store import LogProblem, LogStore
+from ..messages import ChatMessage
 from ..session_state import CompactionSessionState
 from . import replay
 from .base import CompactionBase, OnCompact
-from .summarize import CompactFn
+from .summarize import CompactFn, continuation_message
 from .tools import build_memory_tools
 
 
@@ -118,6 +120,63 @@ class CompactionMemory(CompactionBase):
                 if v is None
             },
         )
+
+    # -- compactions made elsewhere ---------------------------------------------
+
+    def record_external_compaction(
+        self,
+        summary: str,
+        *,
+        continuation: str | None = None,
+        replayed_seqs: list[int] | tuple[int, ...] = (),
+        trigger: str | None = None,
+        tokens_before: int | None = None,
+        model: str | None = None,
+        extra: dict[str, object] | None = None,
+    ) -> Compaction:
+        """Apply and log a compaction another program made (an imported agent's own).
+
+        The context becomes ``[continuation, *kept]``: ``continuation`` is the
+        exact text of the summary message that program put in its context
+        (``None``: this library's template around ``summary``), and the kept
+        messages are those of the context whose seq ``replayed_seqs`` lists.
+        ``tokens_before`` is that program's own figure (tokens) when it has
+        one, else this memory's estimate. ``extra`` is kept on the record.
+        Goes through ``_apply_compaction``, like a live compaction and a
+        restore, so a restore rebuilds the same context. Returns the record.
+        Raises ``CompactionError`` when a replayed seq is not in the context.
+        """
+        wanted = set(replayed_seqs)
+        entries = self._entries()
+        folded = [m.seq for _, m, _ in entries if m.seq is not None and m.seq not in wanted]
+        before = self.estimate_context_tokens()
+        message = (
+            ChatMessage.user(continuation)
+            if continuation is not None
+            else continuation_message(summary)
+        )
+        record = Compaction(
+            ts=now_iso(),
+            compaction_number=self._compaction_count + 1,
+            status="ok",
+            trigger=trigger,
+            through_seq=self._next_seq - 1,
+            summarized_seqs=[min(folded), max(folded)] if folded else None,
+            replayed_seqs=sorted(wanted),
+            messages_compacted=len(entries) - len(wanted),
+            messages_replayed=len(wanted),
+            summary=summary,
+            summary_tokens=self.estimate_message_tokens(message),
+            tokens_before=before if tokens_before is None else tokens_before,
+            model=model,
+            continuation=continuation,
+            extra=dict(extra or {}),
+        )
+        self._apply_compaction(record)
+        # Known only once applied; the context does not depend on it.
+        record = dataclasses.replace(record, tokens_after=self.estimate_context_tokens())
+        self._recorder.record(record)
+        return record
 
     # -- restore, state and forks (memory.compaction.replay) -------------------
 

@@ -3,14 +3,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.cache import patch_vary_headers
 from django.utils.translation import ngettext
+from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
@@ -228,17 +231,40 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
     options = ImportOptions(
         owner=request.user if request.user.is_authenticated else None,
         replay_threshold=form.cleaned_data["threshold"] if form.cleaned_data["replay"] else None,
+        max_messages=settings.MOTUS_UPLOAD_MAX_MESSAGES,
     )
-    report = import_stream(upload, upload.name or "upload", options)
+    name = _upload_name(upload.name)
+    report = import_stream(upload, name, options)
     if report.problems:
-        context = {"form": ImportForm(), "report": report}
+        imported = Session.objects.filter(public_id__in=report.imported).order_by("pk")
+        context = {"form": ImportForm(), "report": report, "imported": imported}
         return render(request, "dashboard/import.html", context, status=400)
-    messages.success(request, _import_notice(report, upload.name or "the file"))
+    messages.success(request, _import_notice(report, name))
     if len(report.imported) == 1:
         return redirect("dashboard:session_detail", public_id=report.imported[0])
     if not report.imported and len(report.skipped) == 1:
         return redirect("dashboard:session_detail", public_id=report.skipped[0].public_id)
     return redirect("dashboard:session_list")
+
+
+def _upload_name(name: str | None) -> str:
+    """The uploaded file's name as pages show it: no folders, at most 120 characters."""
+    name = (name or "upload").replace("\\", "/").rsplit("/", 1)[-1] or "upload"
+    return name if len(name) <= 120 else name[:60] + "…" + name[-59:]
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 400, except for an upload whose multipart form cannot be read:
+    the import page then says why (a file name over about 1,000 bytes is the
+    usual cause: Django reads at most 1,024 bytes of a part's headers)."""
+    if isinstance(exception, MultiPartParserError):
+        reason = (
+            "The upload could not be read: its file name is too long or the form is damaged "
+            f"({exception}). Rename the file to a shorter name and try again."
+        )
+        context = {"form": ImportForm(), "upload_error": reason}
+        return render(request, "dashboard/import.html", context, status=400)
+    return defaults.bad_request(request, exception)
 
 
 # -- what the model sees now -------------------------------------------------

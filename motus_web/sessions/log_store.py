@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
 
 from memory import LogCorruptError, LogError, SessionNotFoundError
@@ -54,10 +54,16 @@ class DatabaseLogStore:
     name (by public id, else by the id it had in an imported log): all of them
     by default; the importer passes the importing owner's. A parent outside
     them leaves the link empty; the record keeps its ``parent_session_id``.
+
+    ``announce=False`` leaves the announcement to the caller: an importer that
+    writes a big session in many ``extend`` calls inside its own transaction
+    would otherwise keep every record until the commit; it announces the
+    session once, after that commit.
     """
 
-    def __init__(self, *, parents: QuerySet[Session] | None = None) -> None:
+    def __init__(self, *, parents: QuerySet[Session] | None = None, announce: bool = True) -> None:
         self.parents = parents
+        self.announce = announce
 
     def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         self.extend(session_id, [record])
@@ -83,9 +89,18 @@ class DatabaseLogStore:
                         writer.add(data)
                     except rows.RecordError as error:
                         raise LogCorruptError(str(error), line=index) from error
-                    written.append(data)
+                    if self.announce:
+                        written.append(data)
                 writer.finish()
-                transaction.on_commit(lambda: announce(session_id, written))
+                if self.announce:
+                    transaction.on_commit(lambda: announce(session_id, written))
+        except IntegrityError as error:
+            # Another transaction wrote the same session or row first: a conflict the
+            # caller resolves (the importer retries under a new id), not a server fault.
+            logger.info("session %r was written by another transaction first", session_id)
+            raise LogError(
+                f"session {session_id!r} was written by another request at the same time"
+            ) from error
         except DatabaseError as error:
             # The driver's message may quote SQL and data: it goes to the server log only.
             logger.exception("could not write session %r", session_id)

@@ -577,8 +577,6 @@ def test_any_conversation_gives_a_summary_within_the_budget_quoting_it(
                 assert word in flat or word.endswith("...")
 
 
-
-
 def test_tau_bench_runs_keep_the_ids_their_tasks_act_on(counter: TokenCounter) -> None:
     if not TAU_BENCH.exists():
         pytest.skip("tau-bench demo data not available")

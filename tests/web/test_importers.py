@@ -218,7 +218,8 @@ def test_a_json_syntax_error_names_its_line() -> None:
 def test_json_that_holds_no_messages_is_explained() -> None:
     report = run(as_json({"answer": 42}), "other.json")
 
-    assert "expected chat messages" in str(report.problems[0])
+    assert "Unrecognised format. Supported formats: Claude Code" in str(report.problems[0])
+    assert "OpenAI chat messages" in str(report.problems[0])
 
 
 def test_a_transcript_with_only_a_system_prompt_is_refused() -> None:

@@ -125,3 +125,21 @@ def test_a_database_url_of_an_unsupported_kind_is_refused() -> None:
     result = load_settings(DATABASE_URL="mysql://localhost/motus")
 
     assert "DATABASE_URL must start with one of" in result.stderr
+
+
+def test_a_sqlite_database_url_gets_the_same_transaction_mode_and_wal(tmp_path: Path) -> None:
+    code = "import motus_web.settings as s; print(s.DATABASES['default']['OPTIONS'])"
+    clean = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    for env in ({"DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}, {}):
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env={**clean, **env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+        assert result.returncode == 0, result.stderr
+        assert "'transaction_mode': 'IMMEDIATE'" in result.stdout
+        assert "PRAGMA journal_mode=WAL;" in result.stdout

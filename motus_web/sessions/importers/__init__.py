@@ -1,21 +1,32 @@
 """Import conversation files into the dashboard.
 
-Formats, detected from the content (see ``detect.py``): Motus JSONL logs
+Formats, detected from the content (``formats.detect``): Motus JSONL logs
 (including the reference implementation's older ones), OpenAI chat messages
 as JSON (a list of messages, an object with ``messages``/``traj``/``history``,
-or a list of such runs) and JSONL with one ``{"messages": [...]}`` per line.
+or a list of such runs) and JSONL with one ``{"messages": [...]}`` per line,
+read here; Claude Code, Codex CLI, ChatGPT, Claude.ai, Gemini CLI and
+Anthropic Messages files, read by ``formats``. Any of them may be
+gzip-compressed (by extension or magic bytes) and carry a UTF-8 byte order
+mark, CRLF line ends and blank lines.
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import logging
+import zlib
+from collections.abc import Iterator
+from pathlib import Path, PurePath
 from typing import BinaryIO
 
+from . import formats
 from .detect import Format, detect_format
-from .parsers import parse_json, parse_messages_jsonl, parse_motus_log
-from .sources import Problem
-from .writer import ImportOptions, ImportReport, Skipped, Writer
+from .formats import FormatProblem
+from .formats._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
+from .formats.claude_code import subagent_files
+from .parsers import EXPECTED, parse_json, parse_messages_jsonl, parse_motus_log, skip_bom
+from .sources import AgentSession, Found, Problem
+from .writer import INTERNAL_ERROR, ImportOptions, ImportReport, Skipped, Writer
 
 __all__ = [
     "Format",
@@ -27,33 +38,107 @@ __all__ = [
     "import_stream",
 ]
 
+logger = logging.getLogger(__name__)
 
-def import_stream(stream: BinaryIO, source: str, options: ImportOptions) -> ImportReport:
+# A damaged gzip stream (truncated, bad CRC) or a failing disk, met while reading.
+_UNREADABLE = (EOFError, OSError, zlib.error)
+
+
+def import_stream(
+    stream: BinaryIO,
+    source: str,
+    options: ImportOptions,
+    subagents: list[tuple[BinaryIO, str]] | None = None,
+) -> ImportReport:
     """Import every session in ``stream`` (binary, seekable); ``source`` names it in messages.
 
     Each session is written in its own transaction; problems are reported
-    with their line (JSONL) or record (JSON) and never leave half a session.
-    Call from sync code: chat transcripts run through a memory under
-    ``asyncio.run``.
+    with the file's name, the line or record, and the field, and never leave
+    half a session. ``subagents`` are a Claude Code session's subagent
+    transcripts. Call from sync code (not inside a running event loop).
     """
-    digest = _digest(stream)
-    stem = Path(source).stem
-    match detect_format(stream):
-        case Format.MOTUS_LOG:
-            found = parse_motus_log(stream, source)
-        case Format.MESSAGES_JSONL:
-            found = parse_messages_jsonl(stream, source, stem)
-        case Format.JSON:
-            found = parse_json(stream, source, stem)
-    writer = Writer(source, digest, options)
-    for item in found:
-        writer.take(item)
+    writer: Writer | None = None
+    try:
+        digest = _digest(stream)
+        writer = Writer(source, digest, options)
+        for found in _found(stream, source, subagents or []):
+            writer.take(found)
+            if writer.report.stopped:
+                break
+    except _UNREADABLE as error:
+        report = writer.report if writer is not None else ImportReport()
+        report.problems.append(Problem(source, "", f"the file cannot be read to its end: {error}"))
+        return report
+    except Exception as error:
+        # A parser's bug must not fail the page: the rest of the file is not read.
+        logger.exception("reading %s failed", source)
+        report = writer.report if writer is not None else ImportReport()
+        report.problems.append(Problem(source, "", f"{INTERNAL_ERROR} ({type(error).__name__})"))
+        return report
     return writer.report
 
 
 def import_path(path: Path, options: ImportOptions) -> ImportReport:
+    """``import_stream`` a file on disk, with a Claude Code session's subagent files."""
     with path.open("rb") as stream:
-        return import_stream(stream, str(path), options)
+        files = subagent_files(path)
+        handles = [child.open("rb") for child in files]
+        try:
+            pairs: list[tuple[BinaryIO, str]] = [
+                (handle, str(file)) for handle, file in zip(handles, files, strict=True)
+            ]
+            return import_stream(stream, str(path), options, pairs)
+        finally:
+            for handle in handles:
+                handle.close()
+
+
+def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -> Iterator[Found]:
+    plain = open_plain(stream)
+    head = plain_head(plain.read(HEAD_SIZE))
+    plain.seek(0)
+    if problem := encoding_problem(head):
+        yield Problem(name, "", problem)
+        return
+    format_ = formats.detect(head, name)
+    if format_ == "motus-log":
+        yield from parse_motus_log(skip_bom(plain), name)
+    elif format_ == "openai-chat":
+        plain = skip_bom(plain)
+        if detect_format(plain) == Format.MESSAGES_JSONL:
+            yield from parse_messages_jsonl(skip_bom(plain), name, _stem(name))
+        else:
+            yield from parse_json(skip_bom(plain), name, _stem(name))
+    elif format_ is None and not _reason(head):
+        # JSON whose messages lie past the head (an SWE-agent trajectory): look for them.
+        for found in parse_json(skip_bom(plain), name, _stem(name)):
+            unknown = (
+                isinstance(found, Problem) and found.message == EXPECTED and not found.location
+            )
+            yield _problem(formats.unrecognised(name)) if unknown else found
+    elif format_ is None:
+        yield _problem(formats.unrecognised(name, _reason(head)))
+    else:
+        stream.seek(0)
+        for index, item in enumerate(formats.parse(stream, name, subagents), start=1):
+            yield _problem(item) if isinstance(item, FormatProblem) else AgentSession(index, item)
+
+
+def _problem(problem: FormatProblem) -> Problem:
+    what = f"field {problem.field!r}: {problem.message}" if problem.field else problem.message
+    return Problem(problem.source, problem.location, what)
+
+
+def _reason(head: bytes) -> str | None:
+    if not head.strip():
+        return "The file is empty"
+    if head.lstrip()[:1] not in (b"{", b"["):
+        return "The file is not JSON or JSONL"
+    return None
+
+
+def _stem(name: str) -> str:
+    return PurePath(PurePath(name).name.removesuffix(".gz")).stem
 
 
 def _digest(stream: BinaryIO) -> str:

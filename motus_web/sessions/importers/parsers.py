@@ -1,43 +1,96 @@
-"""Parsers, one per format: each yields transcripts or logs, and problems with their place.
+"""Parsers of the Motus formats: each yields transcripts or logs, and problems with their place.
 
-JSONL is read line by line, so a large file never sits in memory whole; a JSON
-document has to be loaded at once.
+Every parser takes the file's plain bytes (gzip already undone, see
+``formats._io.open_plain``), positioned after any UTF-8 byte order mark.
+JSONL is read line by line and a JSON list of messages is streamed with
+``ijson``, so a large file never sits in memory whole: what is held at once is
+one session (a run of a list of runs, a line of JSONL, a Motus log).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
+import ijson
 import orjson
 
-from memory.json_values import loads  # reads escaped lone surrogates, as U+FFFD
+from memory.json_values import loads
 from memory.log import LogProblem, parse_lines, records
 
-from .sources import Found, MotusLog, Problem, Transcript
+from .formats._io import BOM
+from .formats._json import has_lone_surrogate_escape
+from .sources import Found, MotusLog, Problem, Refused, Transcript
 
 # Where runs keep their messages: OpenAI-style exports, tau-bench, SWE-agent.
 MESSAGE_KEYS = ("messages", "traj", "history")
+_TITLE_KEYS = ("title", "task_id", "trial")
+NOT_UTF8 = "the file is not UTF-8 text: save it as UTF-8"
+
+
+def skip_bom(stream: BinaryIO) -> BinaryIO:
+    """``stream`` rewound to its start, past a UTF-8 byte order mark if it has one."""
+    stream.seek(0)
+    if stream.read(len(BOM)) != BOM:
+        stream.seek(0)
+    return stream
 
 
 def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
-    """One Motus log is one session: any bad line refuses all of it."""
+    """Each ``session_meta`` line starts a log (files of several runs are concatenated
+    logs); a bad line refuses its own log whole, and the others still import."""
     found: list[dict[str, Any]] = []
     lines: list[int] = []
     problems: list[Problem] = []
-    for number, item in parse_lines(stream):
+    index = 0
+    last = _LastLine(stream)
+    for number, item in parse_lines(last):
         if isinstance(item, LogProblem):
             detail = f"{item.error} (a torn last line)" if item.torn else item.error
-            problems.append(Problem(source, f"line {number}", detail))
+            problems.append(
+                Problem(source, f"line {number}", detail if _is_utf8(last.raw) else NOT_UTF8)
+            )
             continue
+        if item["type"] == records.SESSION_META and (found or problems):
+            index += 1
+            yield from _motus_log(found, lines, problems, source, index)
+            found, lines, problems = [], [], []
         found.append(item)
         lines.append(number)
+    index += 1
+    yield from _motus_log(found, lines, problems, source, index)
+
+
+def _motus_log(
+    found: list[dict[str, Any]], lines: list[int], problems: list[Problem], source: str, index: int
+) -> Iterator[Found]:
     if found and found[0]["type"] != records.SESSION_META:
         problems.append(Problem(source, f"line {lines[0]}", "a Motus log starts with session_meta"))
     if problems:
         yield from problems
     elif found:
-        yield MotusLog(found, lines)
+        yield MotusLog(found, lines, index)
+
+
+class _LastLine:
+    """Iterates the lines of a stream and remembers the last one (to explain a bad line)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.raw = b""
+
+    def __iter__(self) -> Iterator[bytes]:
+        for raw in self.stream:
+            self.raw = raw
+            yield raw
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def parse_messages_jsonl(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
@@ -49,7 +102,8 @@ def parse_messages_jsonl(stream: BinaryIO, source: str, stem: str) -> Iterator[F
         try:
             item = loads(raw)
         except orjson.JSONDecodeError as error:
-            yield Problem(source, location, f"invalid JSON: {error.msg}")
+            why = f"invalid JSON: {error.msg}" if _is_utf8(raw) else NOT_UTF8
+            yield Problem(source, location, why)
             continue
         messages = item.get("messages") if isinstance(item, dict) else None
         if not isinstance(messages, list):
@@ -59,34 +113,141 @@ def parse_messages_jsonl(stream: BinaryIO, source: str, stem: str) -> Iterator[F
 
 
 def parse_json(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
-    """A list of messages, an object with messages, or a list of such objects (runs)."""
+    """A list of messages, an object with messages, or a list of such objects (runs).
+
+    A list of messages and the messages of an object are streamed; each run of
+    a list of runs is read whole (it is one session).
+    """
+    start = stream.tell()
+    head = stream.read(4096).lstrip()
+    stream.seek(start)
+    if has_lone_surrogate_escape(stream):
+        # ijson cannot decode such an escape: read the document whole (the
+        # upload limit bounds it) with the parser that turns them into U+FFFD.
+        yield from _json_document(stream, source, stem)
+    elif head.startswith(b"["):
+        yield from _json_list(stream, source, stem)
+    elif head.startswith(b"{"):
+        yield from _json_object(stream, source, stem, start)
+    else:
+        yield Problem(source, "", EXPECTED)
+
+
+def _json_document(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
     try:
         document = loads(stream.read())
     except orjson.JSONDecodeError as error:
-        where = f"line {error.lineno} column {error.colno}"
-        yield Problem(source, where, f"invalid JSON: {error.msg}")
+        yield Problem(source, f"line {error.lineno} column {error.colno}", _json_error(error))
         return
     if isinstance(document, list) and document and _looks_like_message(document[0]):
         yield Transcript(1, "", stem, document)
-    elif isinstance(document, dict):
-        messages = _messages_of(document)
-        if messages is None:
-            yield Problem(source, "", _EXPECTED)
-        else:
-            yield Transcript(1, "", _title(document, stem, None), messages)
     elif isinstance(document, list) and document:
-        for index, run in enumerate(document, start=1):
+        yield from _runs(document, source, stem)
+    elif isinstance(document, dict) and (messages := _messages_of(document)) is not None:
+        yield Transcript(1, "", _title(document, stem, None), messages)
+    else:
+        yield Problem(source, "", EXPECTED)
+
+
+def _json_list(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
+    items = _items(stream, "item", stream.tell())
+    try:
+        first = next(items, None)
+    except Refused as error:
+        yield Problem(source, error.location, str(error))
+        return
+    if first is None:
+        yield Problem(source, "", EXPECTED)
+    elif _looks_like_message(first):
+        yield Transcript(1, "", stem, _chain(first, items))
+    else:
+        yield from _runs(_chain(first, items), source, stem)
+
+
+def _runs(runs: Iterable[Any], source: str, stem: str) -> Iterator[Found]:
+    index = 0
+    try:
+        for index, run in enumerate(runs, start=1):
             location = f"record {index}"
             messages = _messages_of(run) if isinstance(run, dict) else None
             if messages is None:
-                yield Problem(source, location, _EXPECTED)
+                yield Problem(source, location, EXPECTED)
             else:
                 yield Transcript(index, location, _title(run, stem, index), messages)
-    else:
-        yield Problem(source, "", _EXPECTED)
+    except Refused as error:
+        yield Problem(source, error.location or f"record {index + 1}", str(error))
 
 
-_EXPECTED = (
+def _json_object(stream: BinaryIO, source: str, stem: str, start: int) -> Iterator[Found]:
+    """Two passes: the object's top-level keys and short values, then its messages, streamed."""
+    keys: list[str] = []
+    scalars: dict[str, Any] = {}
+    try:
+        for prefix, event, value in ijson.parse(stream, use_float=True):
+            if prefix == "" and event == "map_key":
+                keys.append(value)
+            elif prefix in _TITLE_KEYS and event in ("string", "number", "integer"):
+                scalars[prefix] = value
+    except ijson.JSONError as error:
+        location, message = _locate(stream, start)
+        yield Problem(source, location, message or _json_error(error))
+        return
+    key = next((k for k in MESSAGE_KEYS if k in keys), None)
+    if key is None:
+        yield Problem(source, "", EXPECTED)
+        return
+    stream.seek(start)
+    messages = _items(stream, f"{key}.item", start)
+    yield Transcript(1, "", _title(scalars, stem, None), messages)
+
+
+def _items(stream: BinaryIO, prefix: str, start: int) -> Iterator[Any]:
+    """The values at ``prefix``, one at a time; raises ``Refused`` where the JSON breaks."""
+    try:
+        yield from ijson.items(stream, prefix, use_float=True)
+    except ijson.JSONError as error:
+        location, message = _locate(stream, start)
+        raise Refused(location, message or _json_error(error)) from None
+    except UnicodeDecodeError:
+        raise Refused("", NOT_UTF8) from None
+
+
+_LOCATE_MAX_BYTES = 32 * 1024 * 1024
+
+
+def _locate(stream: BinaryIO, start: int) -> tuple[str, str | None]:
+    """Line and column of a JSON error, read again with orjson, which says them.
+
+    Only for files up to ``_LOCATE_MAX_BYTES`` (every upload): past that the
+    problem says what broke without where.
+    """
+    stream.seek(start)
+    data = stream.read(_LOCATE_MAX_BYTES + 1)
+    if len(data) > _LOCATE_MAX_BYTES:
+        return "", None
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        if not _is_utf8(data):
+            return "", NOT_UTF8
+        return f"line {error.lineno} column {error.colno}", f"invalid JSON: {error.msg}"
+    return "", None
+
+
+def _json_error(error: Exception) -> str:
+    text = str(error)
+    if "invalid bytes in UTF8" in text or "invalid UTF-8" in text:
+        return NOT_UTF8
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return f"invalid JSON: {first}"
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+EXPECTED = (
     "expected chat messages: a list of messages, an object with a "
     + ", ".join(repr(k) for k in MESSAGE_KEYS)
     + " list, or a list of such objects"
@@ -108,9 +269,9 @@ def _title(run: dict[str, Any], stem: str, index: int | None) -> str:
     """The run's own title, else the file name with task and trial (tau-bench) or index."""
     title = run.get("title")
     if isinstance(title, str) and title.strip():
-        return title.strip()
-    parts = [stem]
+        return title.strip()[:200]
+    parts = [stem[:120]]
     parts += [f"{key.replace('_id', '')} {run[key]}" for key in ("task_id", "trial") if key in run]
     if len(parts) == 1 and index is not None:
         parts.append(f"#{index}")
-    return " · ".join(parts)
+    return " · ".join(parts)[:200]

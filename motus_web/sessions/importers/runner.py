@@ -2,18 +2,133 @@
 
 The memory, not the importer, decides tokens, turn units, truncation and
 compaction, so an imported session is exactly what a live one would have
-logged. It runs against an ``InMemoryLogStore`` under its own event loop; the
-caller copies the records into the database afterwards, in sync code,
-because the ORM must not be called inside a running event loop.
+logged. It logs into a ``_Buffer`` that the importer drains after every batch
+of messages and writes to the database; the memory runs in this module's own
+event loop between those writes, because the ORM must not be called while a
+loop is running. Memory use is the memory's live context plus one batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
-from memory.messages import InstructionRole
+from memory import (
+    ChatMessage,
+    CompactionMemory,
+    CompactionMemoryConfig,
+    SessionNotFoundError,
+)
+from memory.log import LogProblem, LogRecord, records
+
+
+class _Buffer:
+    """A ``LogStore`` that holds records until ``drain``; a memory logs into it."""
+
+    def __init__(self) -> None:
+        self.records: list[LogRecord] = []
+
+    def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
+        self.records.append(records.as_record(record))
+
+    def read(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        raise SessionNotFoundError(session_id, "an import buffer")
+
+    def exists(self, session_id: str) -> bool:
+        return False
+
+    def list_sessions(self) -> list[str]:
+        return []
+
+    def drain(self) -> list[LogRecord]:
+        drained, self.records = self.records, []
+        return drained
+
+
+class Replayer:
+    """One session's memory, fed in batches; ``close()`` it when done.
+
+    ``threshold`` turns auto-compaction on at that many tokens (with the
+    offline summariser: no model is called); ``None`` leaves it off. The
+    memory's own errors (``MotusMemoryError`` subclasses, ``InvalidMessageError``
+    for a message it refuses) reach the caller.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        system_prompt: str,
+        model_name: str | None,
+        threshold: int | None,
+        parent_session_id: str | None = None,
+        parent_seq: int | None = None,
+    ) -> None:
+        self._buffer = _Buffer()
+        config = CompactionMemoryConfig(
+            session_id=session_id, token_threshold=threshold, auto_compact=threshold is not None
+        )
+        self.memory = CompactionMemory(
+            config=config,
+            log_store=self._buffer,
+            model_name=model_name,
+            parent_session_id=parent_session_id,
+            parent_seq=parent_seq,
+        )
+        self.memory.set_system_prompt(system_prompt)
+        self._loop = asyncio.new_event_loop()
+
+    def add(self, messages: Iterable[ChatMessage]) -> list[LogRecord]:
+        """Add ``messages`` in order; returns the records logged since the last call.
+
+        A leading ``system`` or ``developer`` message is the session's
+        instructions (kept with its role); one after the first message is a
+        change of them (a ``system_prompt`` record), as a live session logs it.
+        """
+
+        async def feed() -> None:
+            for message in messages:
+                if message.role == "system" or message.role == "developer":
+                    self.memory.set_system_prompt(message.text, role=message.role)
+                else:
+                    await self.memory.add_message(message)
+
+        self._loop.run_until_complete(feed())
+        return self._buffer.drain()
+
+    def compaction(self, summary: str, **fields: Any) -> list[LogRecord]:
+        """Apply another program's compaction (``record_external_compaction``)."""
+        self.memory.record_external_compaction(summary, **fields)
+        return self._buffer.drain()
+
+    def context_seqs(self) -> list[tuple[int, dict[str, Any]]]:
+        """The seq and chat dict of every logged message now in the context."""
+        state = self.memory.get_session_state()
+        return [
+            (seq, message)
+            for seq, message in zip(state.seqs, state.messages, strict=True)
+            if seq is not None
+        ]
+
+    def close(self) -> None:
+        self._loop.close()
+
+
+def with_provider_tokens(batch: list[LogRecord], tokens: Mapping[int, int]) -> list[LogRecord]:
+    """``batch`` with each message record's ``provider_tokens`` (by seq) filled in."""
+    if not tokens:
+        return batch
+    out: list[LogRecord] = []
+    for record in batch:
+        seq = record.seq if isinstance(record, records.MessageRecord) else None
+        if isinstance(record, records.MessageRecord) and seq is not None and seq in tokens:
+            record = dataclasses.replace(record, provider_tokens=tokens[seq])
+        out.append(record)
+    return out
 
 
 def log_records(
@@ -21,28 +136,14 @@ def log_records(
     messages: list[ChatMessage],
     *,
     system_prompt: str,
-    system_role: InstructionRole = "system",
     model_name: str | None,
     threshold: int | None,
 ) -> list[dict[str, Any]]:
-    """The records a memory logs for ``messages``.
-
-    ``system_role`` is the role of the instructions (``"system"`` or
-    ``"developer"``), kept in the log. ``threshold`` turns auto-compaction
-    on at that many tokens (with the offline summariser: no model is
-    called); ``None`` leaves it off.
-    Raises ``MotusMemoryError`` subclasses for messages the memory refuses.
-    """
-    store = InMemoryLogStore()
-    config = CompactionMemoryConfig(
-        session_id=session_id, token_threshold=threshold, auto_compact=threshold is not None
+    """Every record a memory logs for ``messages``, as dicts (for small sessions and tests)."""
+    replayer = Replayer(
+        session_id, system_prompt=system_prompt, model_name=model_name, threshold=threshold
     )
-    memory = CompactionMemory(config=config, log_store=store, model_name=model_name)
-    memory.set_system_prompt(system_prompt, role=system_role)
-
-    async def feed() -> None:
-        for message in messages:
-            await memory.add_message(message)
-
-    asyncio.run(feed())
-    return list(store.read(session_id))
+    try:
+        return [record.to_dict() for record in replayer.add(messages)]
+    finally:
+        replayer.close()

@@ -6,6 +6,7 @@ is loaded whole; lists of conversations are streamed by their own parsers.
 
 from __future__ import annotations
 
+import re
 from typing import Any, BinaryIO
 
 import orjson
@@ -27,3 +28,37 @@ def load(stream: BinaryIO) -> Any:
         raise FormatError(
             f"line {error.lineno} column {error.colno}", f"invalid JSON: {error.msg}"
         ) from None
+
+
+# An escaped UTF-16 surrogate, as Python's json.dumps writes any character past
+# U+FFFF ("\ud83d\ude00") and a lone one ("\ud83d") alike.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# One that is not half of a pair: ijson's C backend cannot decode it (it raises
+# UnicodeDecodeError on an otherwise valid file), orjson refuses it.
+_LONE_SURROGATE_ESCAPE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+_CHUNK = 1 << 20
+
+
+def without_surrogate_escapes(data: bytes) -> bytes:
+    """``data`` with every escaped surrogate written as U+FFFD: for looking at a
+    file's first bytes only (a pair becomes two replacement characters)."""
+    return _SURROGATE_ESCAPE.sub(rb"\\ufffd", data)
+
+
+def has_lone_surrogate_escape(stream: BinaryIO) -> bool:
+    """Whether ``stream`` holds an escaped lone surrogate; read in chunks, then rewound."""
+    start = stream.tell()
+    tail = b""
+    try:
+        while chunk := stream.read(_CHUNK):
+            window = tail + chunk
+            # The last 6 bytes may be a high half whose low half is in the next chunk.
+            if _LONE_SURROGATE_ESCAPE.search(window[:-6]):
+                return True
+            tail = window[-12:]
+        return bool(_LONE_SURROGATE_ESCAPE.search(tail))
+    finally:
+        stream.seek(start)

@@ -19,6 +19,7 @@ import ijson
 
 from . import anthropic, chatgpt, claude_code, codex, gemini_cli
 from ._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
+from ._json import without_surrogate_escapes
 from .model import FormatProblem, ParsedSession
 
 # Format name -> what it is and where it lives on disk (shown when a file is not recognised).
@@ -78,7 +79,7 @@ def detect(head: bytes, name: str) -> str | None:
     head = plain_head(head)
     if encoding_problem(head):
         return None
-    events = _events(head)
+    events = _events(without_surrogate_escapes(head))
     if not events:
         return None
     shape = _Shape(events)

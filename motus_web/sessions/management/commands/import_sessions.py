@@ -14,8 +14,10 @@ from motus_web.sessions.limits import validate_replay_threshold
 
 class Command(BaseCommand):
     help = (
-        "Import conversation files (Motus JSONL logs, OpenAI chat messages as JSON or JSONL). "
-        "Importing a file again adds nothing."
+        "Import conversation files: Claude Code, Codex CLI, ChatGPT, Claude.ai, Gemini CLI and "
+        "Anthropic Messages files, Motus JSONL logs, OpenAI chat messages as JSON or JSONL "
+        "(gzip-compressed or not). Importing a file again adds nothing. No cap on the number "
+        "of messages: use it for files too big for the Import page."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
