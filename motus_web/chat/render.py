@@ -16,6 +16,7 @@ from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from memory import CompactionMemory, CompactionMemoryConfig, ConfigurationError
+from motus_web.dashboard.rendering import encodable
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
 
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
@@ -61,19 +62,19 @@ def _frame(session: Session, row: Message | CompactionEvent | ContextChange) -> 
             "seq": row.seq,
             "role": row.role,
             "context_tokens": row.context_tokens,
-            "html": render_to_string("dashboard/_message.html", context),
+            "html": encodable(render_to_string("dashboard/_message.html", context)),
         }
     elif isinstance(row, CompactionEvent):
         frame |= {
             "kind": "compaction",
             "event": row.kind,
             "context_tokens": row.tokens_after,
-            "html": render_to_string("dashboard/_compaction_event.html", {"event": row}),
+            "html": encodable(render_to_string("dashboard/_compaction_event.html", {"event": row})),
         }
     else:
         frame |= {
             "kind": "change",
-            "html": render_to_string("dashboard/_context_change.html", {"change": row}),
+            "html": encodable(render_to_string("dashboard/_context_change.html", {"change": row})),
         }
     return frame
 
@@ -85,10 +86,11 @@ def last_position(session: Session) -> int:
 
 
 class RecordPublisher:
-    """A memory listener that publishes each record its memory stores, in order.
+    """Publishes the session's records stored since the last ones it published, in order.
 
-    It runs after the store has the record and before ``add_message`` returns,
-    so the record frames of a turn go out in order with its live frames.
+    A turn calls ``catch_up`` when the agent's stream says a record was stored
+    (a message added, a compaction done or failed): in the stream's own order,
+    so a record never overtakes the text deltas that came before it.
     """
 
     def __init__(self, session: Session, after_pos: int, publish: Publish) -> None:
@@ -96,8 +98,7 @@ class RecordPublisher:
         self.published = after_pos
         self.publish = publish
 
-    async def on_record(self, record: object) -> None:
-        """The listener (a coroutine function, so the recorder awaits it)."""
+    async def catch_up(self) -> None:
         frames = await database_sync_to_async(record_frames)(self.session, self.published)
         for frame in frames:
             await self.publish(frame)

@@ -142,7 +142,7 @@ class ReplayRun:
             self.session, self.original_id, client, model
         )
         after = await database_sync_to_async(last_position)(self.session)
-        memory.add_listener(RecordPublisher(self.session, after, self.publish).on_record)
+        publisher = RecordPublisher(self.session, after, self.publish)
         total = memory.next_seq + len(pending)
         await self.publish(
             {"type": "replay", "phase": "started", "done": memory.next_seq, "total": total}
@@ -157,6 +157,7 @@ class ReplayRun:
                 # A record half written would be written twice by the next run.
                 await asyncio.wait([adding])
                 raise
+            await publisher.catch_up()
             await self.publish(
                 {"type": "replay", "phase": "progress", "done": memory.next_seq, "total": total}
             )

@@ -29,6 +29,7 @@ from memory import (
     CompactionMemoryConfig,
     CompactionStarted,
     LogError,
+    MessageAdded,
     ProviderError,
     ReActAgent,
     ThinkingDelta,
@@ -96,7 +97,8 @@ class ChatTurn:
         try:
             memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
             after = await database_sync_to_async(last_position)(self.session)
-            memory.add_listener(RecordPublisher(self.session, after, self.publish).on_record)
+            deltas = DeltaBatcher(self.publish)
+            publisher = RecordPublisher(self.session, after, deltas.publish)
             self.agent = ReActAgent(
                 client=client,
                 model_name=self.model.model,
@@ -106,12 +108,15 @@ class ChatTurn:
             if self.stop_requested:
                 await self.publish({"type": "finished", "reason": "interrupted", "steps": 0})
                 return
-            deltas = DeltaBatcher(self.publish)
             async with aclosing(self.agent.stream(text)) as events:
                 async for event in events:
+                    if isinstance(event, TurnFinished):
+                        await publisher.catch_up()  # what else the turn stored, before its end
                     frame = event_frame(event, self.session)
                     if frame is not None:
                         await deltas.publish(frame)
+                    if isinstance(event, STORED):
+                        await publisher.catch_up()
             await deltas.flush()
         except LogError as error:
             await self.publish(error_frame(error))
@@ -120,6 +125,10 @@ class ChatTurn:
             aclose = getattr(client, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+
+# Agent events that follow a record the store now has.
+STORED = MessageAdded | CompactionFinished | CompactionFailed
 
 
 class DeltaBatcher:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
 from memory import CompactionMemoryConfig, ConfigurationError
+from motus_web.dashboard.access import visible_session
+from motus_web.dashboard.rendering import render
 from motus_web.sessions.models import Session
 
 from .curve import token_curves
@@ -21,17 +23,12 @@ from .sessions import create_session
 SHOWN_RECORDS = 100  # the latest records the page renders; the socket sends the rest
 
 
-def _visible_session(request: HttpRequest, public_id: str) -> Session:
-    sessions = Session.objects.visible_to(request.user).select_related("owner", "parent")
-    return get_object_or_404(sessions, public_id=public_id)
-
-
 def _can_write(request: HttpRequest, session: Session) -> bool:
     user = request.user
     return bool(user.is_staff or (user.is_authenticated and session.owner_id == user.pk))
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def chat_new(request: HttpRequest) -> HttpResponse:
     """A form for a new chat session; without configured models, how to configure one."""
@@ -56,11 +53,11 @@ def chat_new(request: HttpRequest) -> HttpResponse:
     return render(request, "chat/new.html", {"form": form}, status=400 if form.errors else 200)
 
 
-@require_http_methods(["GET"])
+@require_safe
 @login_required
 def chat(request: HttpRequest, public_id: str) -> HttpResponse:
     """The live chat of a session: its latest records, then the socket's stream."""
-    session = _visible_session(request, public_id)
+    session = visible_session(request, public_id)
     frames = record_frames(session, max(-1, session.record_count - 1 - SHOWN_RECORDS))
     original_id = replay_of(session)
     original = None
@@ -81,11 +78,11 @@ def chat(request: HttpRequest, public_id: str) -> HttpResponse:
     return render(request, "chat/chat.html", context)
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def replay_new(request: HttpRequest, public_id: str) -> HttpResponse:
     """Choose memory settings and replay the session into a new one."""
-    original = _visible_session(request, public_id)
+    original = visible_session(request, public_id)
     if not original.message_count:
         raise Http404("this session has no messages to replay")
     initial = {"model_name": original.model_name or settings.MOTUS_MODEL_NAME}

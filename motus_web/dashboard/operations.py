@@ -39,11 +39,15 @@ def undo_latest_compaction(session: Session, reason: str) -> int:
     Raises ``CompactionError`` when there is none to revert (none yet, or
     already reverted).
     """
-    memory = restore(session)
-    number = memory.compaction_count
-    memory.revert_last_compaction(reason)
-    # The database store is an AsyncLogStore: the memory queues the record for flush().
-    async_to_sync(memory.flush)()
+    # One undo at a time per session: the row lock makes a second request wait,
+    # then restore the log with the revert in it and find nothing left to revert.
+    with transaction.atomic():
+        Session.objects.select_for_update().filter(pk=session.pk).exists()
+        memory = restore(session)
+        number = memory.compaction_count
+        memory.revert_last_compaction(reason)
+        # The database store is an AsyncLogStore: the memory queues the record for flush().
+        async_to_sync(memory.flush)()
     return number
 
 

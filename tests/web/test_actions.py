@@ -268,3 +268,39 @@ def test_the_restore_form_is_a_page(owner: User) -> None:
 
     assert page.status_code == 200
     assert 'enctype="multipart/form-data"' in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_four_undos_at_once_append_one_revert(owner: User) -> None:
+    import threading
+
+    from django.db import connection, connections
+
+    from memory import CompactionError
+    from motus_web.dashboard.operations import undo_latest_compaction
+
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent writers need PostgreSQL (DATABASE_URL)")
+    session = make_session(owner, turns=6, filler=80, threshold=600)
+    before = len(log_of(session.public_id))
+    start = threading.Barrier(4)
+    outcomes: list[str] = []
+
+    def undo() -> None:
+        try:
+            start.wait()
+            undo_latest_compaction(Session.objects.get(pk=session.pk), "at once")
+            outcomes.append("reverted")
+        except CompactionError:
+            outcomes.append("nothing left to revert")
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=undo) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == ["nothing left to revert"] * 3 + ["reverted"]
+    assert [r["type"] for r in log_of(session.public_id)[before:]] == ["compaction_revert"]

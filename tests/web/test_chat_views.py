@@ -182,3 +182,17 @@ def test_the_chat_page_costs_the_same_few_queries_however_long_the_session(
     for session in (short, long):
         with django_assert_max_num_queries(6):  # type: ignore[operator]
             assert client.get(f"/sessions/{session.public_id}/chat/").status_code == 200
+
+
+def test_the_chat_pages_answer_head_like_get(owner: User) -> None:
+    from django.test import Client
+
+    session = make_session(owner)
+    urls = [
+        "/chat/new/",
+        f"/sessions/{session.public_id}/chat/",
+        f"/sessions/{session.public_id}/replay/",
+    ]
+    for url in urls:
+        assert logged_in(owner).head(url).status_code == 200, url
+        assert Client().head(url).status_code == 302, url  # to the login page

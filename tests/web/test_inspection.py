@@ -462,6 +462,10 @@ def test_hostile_content_is_escaped_on_every_page(owner: User, text: str) -> Non
         assert "<script>alert" not in html, page
         assert "<img src=x" not in html, page
         assert 'href="javascript:' not in html, page
+        # A right-to-left override cannot reorder the page: it is written out.
+        assert "\u202e" not in html, page
+        if text.startswith("\u202e"):
+            assert "⟨U+202E⟩txt.exe" in html, page
 
 
 def test_an_offline_summary_right_after_a_failure_is_named_the_fallback(owner: User) -> None:
