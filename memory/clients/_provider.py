@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import (
     AuthenticationError,
@@ -225,3 +225,26 @@ def _describe(exc: BaseException) -> str:
     if cause is not None and str(cause) and str(cause) not in text:
         text = f"{text} ({type(cause).__name__}: {cause})"
     return text
+
+
+class OwnedHttpClient:
+    """The lifecycle both provider clients share: the ``httpx2.AsyncClient``
+    they built themselves (when not given one) is closed by ``aclose()`` or
+    by leaving ``async with``; one given to them stays the caller's to close."""
+
+    _http_client: httpx2.AsyncClient | None
+    _owns_http_client: bool
+    _sdk: Any
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this client built it."""
+        if self._owns_http_client and self._http_client is not None:
+            await self._http_client.aclose()
+            self._http_client = None
+            self._sdk = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

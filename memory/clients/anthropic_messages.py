@@ -30,6 +30,7 @@ from ..messages import ChatMessage, ToolCall
 from ._provider import (
     DEFAULT_TIMEOUT_S,
     MAX_RETRY_WAIT_S,
+    OwnedHttpClient,
     bounded_retry_class,
     default_http_client,
     map_sdk_error,
@@ -66,7 +67,7 @@ _FINISH_REASONS = {
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
 
-class AnthropicClient:
+class AnthropicClient(OwnedHttpClient):
     """A ``StreamingChatClient`` for the Anthropic Messages API.
 
     ``api_key``: ``None`` reads ``ANTHROPIC_API_KEY``; required (raises
@@ -129,19 +130,6 @@ class AnthropicClient:
             sdk.max_retry_wait_s = self.max_retry_wait_s
             self._sdk = sdk
         return self._sdk
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this client built it."""
-        if self._owns_http_client and self._http_client is not None:
-            await self._http_client.aclose()
-            self._http_client = None
-            self._sdk = None
-
-    async def __aenter__(self) -> AnthropicClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def request_body(
         self,

@@ -25,6 +25,7 @@ from ..messages import ChatMessage, ToolCall
 from ._provider import (
     DEFAULT_TIMEOUT_S,
     MAX_RETRY_WAIT_S,
+    OwnedHttpClient,
     bounded_retry_class,
     default_http_client,
     map_sdk_error,
@@ -52,7 +53,7 @@ LOCAL_PLACEHOLDER_KEY = "no-key"
 ReasoningPolicy = Literal["tool_calls", "always", "never"]
 
 
-class OpenAIChatClient:
+class OpenAIChatClient(OwnedHttpClient):
     """A ``StreamingChatClient`` for the OpenAI chat-completions API.
 
     ``base_url``: the API root (``"http://127.0.0.1:11434/v1"`` for Ollama);
@@ -131,19 +132,6 @@ class OpenAIChatClient:
             sdk.max_retry_wait_s = self.max_retry_wait_s
             self._sdk = sdk
         return self._sdk
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this client built it."""
-        if self._owns_http_client and self._http_client is not None:
-            await self._http_client.aclose()
-            self._http_client = None
-            self._sdk = None
-
-    async def __aenter__(self) -> OpenAIChatClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def request_body(
         self,
