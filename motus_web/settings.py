@@ -47,6 +47,15 @@ SECURE_COOKIES = env_bool("SECURE_COOKIES", default=False)
 SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Production behind HTTPS: redirect plain HTTP, and tell browsers to use HTTPS
+# only (HSTS) for SECURE_HSTS_SECONDS. Behind a proxy that ends TLS, set
+# SECURE_PROXY_SSL_HEADER=1 so the X-Forwarded-Proto header says the request was HTTPS.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+if env_bool("SECURE_PROXY_SSL_HEADER", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 # django-csp: no inline script or style anywhere (htmx comes from static/, its

@@ -652,3 +652,17 @@ async def test_summary_max_tokens_caps_the_budget() -> None:
     assert compactions
     counter = memory.token_counter
     assert all(counter.count(stats["summary"]) <= 100 for stats in compactions)
+
+
+def test_an_assistants_reasoning_is_summarised_like_what_it_said(counter: TokenCounter) -> None:
+    thinking = ChatMessage(
+        role="assistant",
+        content="I will book the morning flight.",
+        reasoning_content="The user said the meeting in Tacoma starts at 14:30, so HAT083 fits.",
+    )
+    summary = offline_summary(
+        [ChatMessage.user("Book me a flight to Seattle."), thinking],
+        budget_tokens=400,
+        counter=counter,
+    )
+    assert "assistant reasoning: The user said the meeting in Tacoma starts at 14:30" in summary

@@ -143,3 +143,30 @@ def test_a_sqlite_database_url_gets_the_same_transaction_mode_and_wal(tmp_path: 
         assert result.returncode == 0, result.stderr
         assert "'transaction_mode': 'IMMEDIATE'" in result.stdout
         assert "PRAGMA journal_mode=WAL;" in result.stdout
+
+
+def test_a_production_configuration_passes_the_deploy_check(tmp_path: Path) -> None:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG"}}
+    env = {
+        **clean,
+        "DEBUG": "0",
+        "ALLOWED_HOSTS": "motus.example.com",
+        "SECRET_KEY": "k" * 20 + "-production-key-0123456789abcdef",
+        "SECURE_COOKIES": "1",
+        "SECURE_SSL_REDIRECT": "1",
+        "SECURE_HSTS_SECONDS": "31536000",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+        "SECURE_HSTS_PRELOAD": "1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout

@@ -336,6 +336,11 @@ def _items_of(
         return out
     if role == "system":
         return out
+    reasoning = message.reasoning_text
+    if reasoning:  # what a thinking model worked out is summarised like what it said
+        thought, gap = split(reasoning, structured=False)
+        if thought:
+            out.append(_item(ACTIONS, "assistant reasoning", date, thought, gap, order, role))
     texts, gap = split(text, structured=False)
     if texts:
         section = REQUESTS if role == "user" else ACTIONS
