@@ -7,6 +7,7 @@ stored message, however large, is loaded whole for this.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,9 +42,18 @@ def texts(messages: QuerySet[Message]) -> list[Text]:
         .values_list("seq", "role", "start", "calls")[:FOLDED_LIMIT]
     )
     return [
-        Text(seq, role, "\n".join(filter(None, [preview(start) or start, calls])))
+        Text(seq, role, "\n".join(filter(None, [preview(start) or start, _without_ids(calls)])))
         for seq, role, start, calls in rows
     ]
+
+
+# A call's own id is the API's bookkeeping, not something the conversation
+# named: the summary need not keep it (as the LLM compactor's check does not).
+_CALL_ID = re.compile(r'"id"\s*:\s*"(?:[^"\\]|\\.)*"')
+
+
+def _without_ids(calls: str | None) -> str | None:
+    return _CALL_ID.sub("", calls) if calls else calls
 
 
 @dataclass(frozen=True, slots=True)

@@ -290,20 +290,27 @@ def test_a_failed_compaction_shows_its_error_and_that_nothing_changed(compacted:
 
 
 def test_lost_identifiers_are_counted_and_a_lost_user_name_is_flagged(owner: User) -> None:
+    call = {
+        "id": "call_Xy12Ab",
+        "type": "function",
+        "function": {"name": "rebook", "arguments": '{"flight": "LH-4411"}'},
+    }
     log = [
         meta("lossy"),
         message(0, "user", "Rebook Mia Chen on flight LH-4411 to /srv/bookings/mia.json"),
-        message(1, "assistant", "Done."),
+        message(1, "assistant", None, tool_calls=[call]),
+        message(2, "tool", "rebooked", tool_call_id="call_Xy12Ab"),
+        message(3, "assistant", "Done."),
         {
             "type": records.COMPACTION,
             "ts": records.now_iso(),
             "compaction_number": 1,
             "status": "ok",
             "trigger": "manual",
-            "through_seq": 1,
-            "summarized_seqs": [0, 1],
+            "through_seq": 3,
+            "summarized_seqs": [0, 3],
             "replayed_seqs": [],
-            "messages_compacted": 2,
+            "messages_compacted": 4,
             "messages_replayed": 0,
             "summary": "Mia Chen asked for a rebooking; it was done.",
             "tokens_before": 50,
@@ -319,7 +326,8 @@ def test_lost_identifiers_are_counted_and_a_lost_user_name_is_flagged(owner: Use
     page = client.get(url("compaction_detail", "lossy", event.position)).content.decode()
     detail = client.get(url("session_detail", "lossy")).content.decode()
 
-    assert "Identifiers: 1 of 3 kept" in page
+    assert "Identifiers: 1 of 3 kept" in page  # the call's own id is not one of them
+    assert "call_Xy12Ab</code>" not in page.split("Before:")[0]
     assert '<li class="kept"><span class="mark">kept</span> <code>Mia Chen</code>' in page
     assert '<li class="lost"><span class="mark">lost</span> <code>LH-4411</code>' in page
     assert "lost 2 user-named identifiers: LH-4411, /srv/bookings/mia.json" in detail
