@@ -171,7 +171,7 @@ def restore_upload(request: HttpRequest) -> HttpResponse:
             _owner(request),  # type: ignore[arg-type]
             f"Restored from {name}",
         )
-    except (MotusMemoryError, operations.NothingToForkError) as error:
+    except (MotusMemoryError, operations.NothingToForkError, operations.NotALogError) as error:
         form.add_error("file", f"{name} could not be restored: {error}")
         return render(request, "dashboard/restore_upload.html", {"form": form}, status=400)
     for problem in problems[:20]:

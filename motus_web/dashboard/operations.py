@@ -89,15 +89,32 @@ def restore_from_file(
         return session, list(memory.restore_problems)
 
 
+class NotALogError(ValueError):
+    """The upload is not a Motus JSONL conversation log."""
+
+
 def _log_session_id(path: Path) -> str:
-    """The session id the log's first line names, else a stand-in."""
+    """The session id the log's first line names, else a stand-in.
+
+    Raises ``NotALogError`` when the first line is not a ``session_meta``
+    record: a chat transcript, another tool's session or a binary file would
+    otherwise restore to nothing and be refused for a reason that misleads.
+    """
     with path.open("rb") as lines:
-        first = lines.readline(1 << 20)
+        first = lines.readline(1 << 20).removeprefix(b"\xef\xbb\xbf")
     try:
         meta = json.loads(first)
-        candidate = meta.get("session_id") if isinstance(meta, dict) else None
-        return validate_session_id(candidate)
-    except (ValueError, InvalidSessionIdError):
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("type") != "session_meta":
+        raise NotALogError(
+            "this is not a Motus JSONL conversation log (its first line is not a "
+            "session_meta record); to bring in a transcript or another tool's session, "
+            "use Import instead"
+        )
+    try:
+        return validate_session_id(meta.get("session_id"))
+    except InvalidSessionIdError:
         return "upload"
 
 

@@ -167,13 +167,19 @@ def test_restore_from_a_log_file_gives_the_librarys_context(owner: User, tmp_pat
     assert "run.jsonl: torn last line" in html  # reported, not silently dropped
 
 
-def test_a_file_that_is_not_a_log_is_refused_with_a_reason(owner: User) -> None:
-    upload = SimpleUploadedFile("notes.txt", b"hello\nworld\n")
+@pytest.mark.parametrize(
+    "content",
+    [b"hello\nworld\n", b'[{"role": "user", "content": "hi"}]', b"\x00\x01binary"],
+    ids=["text", "a chat transcript", "binary"],
+)
+def test_a_file_that_is_not_a_log_is_refused_with_a_reason(owner: User, content: bytes) -> None:
+    upload = SimpleUploadedFile("notes.txt", content)
 
     response = logged_in(owner).post(url("restore_upload"), {"file": upload})
 
     assert response.status_code == 400
-    assert "notes.txt could not be restored" in response.content.decode()
+    html = response.content.decode()
+    assert "notes.txt could not be restored: this is not a Motus JSONL conversation log" in html
     assert not Session.objects.exists()
 
 

@@ -207,3 +207,13 @@ def test_ensure_local_admin_takes_the_password_from_the_environment(
 
     assert User.objects.get(username="admin").check_password("from-the-env-123")
     assert not (tmp_path / "admin_password").exists()
+
+
+def test_import_sessions_checks_every_path_before_it_imports_any(tmp_path: Path) -> None:
+    with pytest.raises(CommandError) as refused:
+        call_command("import_sessions", str(SWE_AGENT), str(tmp_path), str(tmp_path / "typo.json"))
+
+    message = str(refused.value)
+    assert f"{tmp_path}: is a folder: give the files in it" in message
+    assert f"{tmp_path / 'typo.json'}: no such file" in message
+    assert not Session.objects.exists()  # the good first file was not imported either

@@ -58,10 +58,13 @@ class Command(BaseCommand):
             replay_threshold=options["threshold"] if options["replay"] else None,
             model_name=options["model"],
         )
+        # Every path is checked before anything is imported: a typo in the last
+        # one must not leave the first ones imported and the command failed.
+        unreadable = [f"{path}: {why}" for path in options["paths"] if (why := _unreadable(path))]
+        if unreadable:
+            raise CommandError("; ".join(unreadable))
         failed = 0
         for path in options["paths"]:
-            if not path.is_file():
-                raise CommandError(f"{path}: no such file")
             report = import_path(path, import_options)
             problems = len(report.problems)
             self.stdout.write(
@@ -85,3 +88,14 @@ class Command(BaseCommand):
                 )
                 % failed
             )
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why ``path`` cannot be imported, or ``None``."""
+    if path.is_dir():
+        return "is a folder: give the files in it (for example folder/*.jsonl)"
+    if not path.exists():
+        return "no such file"
+    if not path.is_file():
+        return "not a regular file (a pipe or a device cannot be read twice; save it to a file)"
+    return None
