@@ -254,6 +254,8 @@ class ChatMessage:
             )
         if isinstance(content, list) and not all(isinstance(p, Mapping) for p in content):
             raise InvalidMessageError("every content part must be an object")
+        if isinstance(content, list) and not all(_typed_part(p) for p in content):
+            raise InvalidMessageError("a content part's 'type' must be a string")
         raw_calls = data.get("tool_calls") or ()
         if not isinstance(raw_calls, list | tuple):
             raise InvalidMessageError("'tool_calls' must be a list")
@@ -401,3 +403,8 @@ def answered_call_ids(role: object, tool_call_id: object, tool_call_ids: object)
     if isinstance(tool_call_ids, list) and tool_call_ids:
         return tuple(str(i) for i in tool_call_ids)
     return (tool_call_id,) if isinstance(tool_call_id, str) else ()
+
+
+def _typed_part(part: Mapping[str, Any]) -> bool:
+    kind = part.get("type")
+    return kind is None or isinstance(kind, str)

@@ -312,6 +312,8 @@ class TokenCounter:
     def part_tokens(self, part: Mapping[str, Any]) -> int:
         """Tokens of one content part: text is tokenised, media follow the provider's rule."""
         kind = part.get("type")
+        if not isinstance(kind, str):  # not a part any provider knows: count what it holds
+            return self.count(json.dumps(part, ensure_ascii=False, default=str))
         if kind in TEXT_PART_TYPES:
             text = part.get("text")
             return self.count(text) if isinstance(text, str) else 0

@@ -89,8 +89,10 @@ class RecordPublisher:
     """Publishes the session's records stored since the last ones it published, in order.
 
     A turn calls ``catch_up`` when the agent's stream says a record was stored
-    (a message added, a compaction done or failed): in the stream's own order,
-    so a record never overtakes the text deltas that came before it.
+    (a message added, a compaction done or failed), in the stream's own order:
+    so a record never overtakes the text deltas that came before it. The agent
+    may already have stored more by then; ``through_seq`` stops at the message
+    the event is about (and the compaction records that follow it).
     """
 
     def __init__(self, session: Session, after_pos: int, publish: Publish) -> None:
@@ -98,8 +100,11 @@ class RecordPublisher:
         self.published = after_pos
         self.publish = publish
 
-    async def catch_up(self) -> None:
+    async def catch_up(self, through_seq: int | None = None) -> None:
         frames = await database_sync_to_async(record_frames)(self.session, self.published)
         for frame in frames:
+            later = frame["kind"] == "message" and through_seq is not None
+            if later and frame["seq"] > through_seq:
+                return  # its own event is still on its way
             await self.publish(frame)
             self.published = frame["pos"]

@@ -109,14 +109,17 @@ class ChatTurn:
                 await self.publish({"type": "finished", "reason": "interrupted", "steps": 0})
                 return
             async with aclosing(self.agent.stream(text)) as events:
+                seen = -1  # the newest message seq the stream has announced
                 async for event in events:
                     if isinstance(event, TurnFinished):
                         await publisher.catch_up()  # what else the turn stored, before its end
                     frame = event_frame(event, self.session)
                     if frame is not None:
                         await deltas.publish(frame)
+                    if isinstance(event, MessageAdded):
+                        seen = max(seen, event.seq)
                     if isinstance(event, STORED):
-                        await publisher.catch_up()
+                        await publisher.catch_up(through_seq=seen)
             await deltas.flush()
         except LogError as error:
             await self.publish(error_frame(error))

@@ -534,3 +534,10 @@ async def test_an_agent_whose_server_sends_empty_call_ids_gets_both_results_back
         ("call_motus_1_0", "sku 1: 3 left"),
         ("call_motus_1_1", "sku 2: 2 left"),
     ]
+
+
+def test_a_content_part_whose_type_is_not_a_string_is_refused_clearly() -> None:
+    from memory import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError, match="'type' must be a string"):
+        ChatMessage.from_dict({"role": "user", "content": [{"type": [], "text": "x"}]})

@@ -25,6 +25,7 @@ from .test_agent_formats import (
     CHATGPT_EXPORT,
     CODEX_SMALL,
     COMPACTED,
+    DATA,
     GEMINI,
     SHORT,
     SIMONW,
@@ -33,7 +34,12 @@ from .test_agent_formats import (
     lines_of,
 )
 
-pytestmark = pytest.mark.django_db
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(
+        not DATA.is_dir(), reason=f"the shared agent-session files are not at {DATA}"
+    ),
+]
 
 
 def run(data: bytes, name: str, **options: Any) -> ImportReport:

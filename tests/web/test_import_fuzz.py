@@ -26,7 +26,7 @@ from motus_web.sessions.importers.writer import INTERNAL_ERROR
 from motus_web.sessions.models import Session
 
 from .helpers import logged_in
-from .test_agent_formats import CHATGPT_EXPORT, GEMINI, SHORT, lines_of
+from .test_agent_formats import CHATGPT_EXPORT, DATA, GEMINI, SHORT, lines_of
 from .test_importers import CHAT, OLD_MOTUS_LOG
 
 pytestmark = pytest.mark.django_db
@@ -96,12 +96,15 @@ SEEDS: list[tuple[str, str, Any]] = [
     ("runs.json", "json", [{"messages": CHAT}, {"messages": CHAT[1:3]}]),
     ("chat.jsonl", "jsonl", [{"messages": CHAT}, {"messages": CHAT[1:]}]),
     ("motus.jsonl", "jsonl", [json.loads(line) for line in lines_of(OLD_MOTUS_LOG)]),
-    ("claude.jsonl", "jsonl", [json.loads(line) for line in lines_of(SHORT)]),
     ("codex.jsonl", "jsonl", CODEX),
-    ("conversations.json", "json", json.loads(CHATGPT_EXPORT.read_bytes())),
-    ("gemini.json", "json", json.loads(GEMINI.read_bytes())),
     ("anthropic.json", "json", ANTHROPIC_REQUEST),
 ]
+if DATA.is_dir():  # real files of other tools, read beside the checkout (not shipped)
+    SEEDS += [
+        ("claude.jsonl", "jsonl", [json.loads(line) for line in lines_of(SHORT)]),
+        ("conversations.json", "json", json.loads(CHATGPT_EXPORT.read_bytes())),
+        ("gemini.json", "json", json.loads(GEMINI.read_bytes())),
+    ]
 
 HOSTILE = st.one_of(
     st.none(),
