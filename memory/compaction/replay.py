@@ -86,12 +86,15 @@ class Replay:
         for number, raw in enumerate(records, start=1):
             self._number = number
             try:
-                record = (
-                    raw if isinstance(raw, LogRecord) else record_from_dict(raw, exact=self.upgrade)
-                )
-                self.apply(record)
+                self.apply(raw if isinstance(raw, LogRecord) else self._typed(raw))
             except (MotusMemoryError, KeyError, TypeError, ValueError) as exc:
                 self.problems.append(LogProblem(number, f"record {number} unusable: {exc}"))
+
+    def _typed(self, raw: Mapping[str, Any]) -> LogRecord:
+        # A restore reads what a store parsed from JSON (clean, and never written
+        # back); an upgrade may be handed any dicts, and writes them again.
+        upgrade = self.upgrade
+        return record_from_dict(raw, exact=upgrade, parsed_json=not upgrade)
 
     def apply(self, record: LogRecord) -> None:
         self._apply(record)

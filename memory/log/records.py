@@ -73,6 +73,7 @@ Any other ``type`` reads as an ``UnknownRecord`` that keeps all its fields.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import types
 from collections.abc import Callable, Mapping
@@ -152,6 +153,8 @@ class LogRecord:
     def __post_init__(self) -> None:
         # Messages clean themselves; other values may be anything a caller
         # passed, which the store refuses (LogError) if JSON cannot hold it.
+        if _PARSED_JSON.get():
+            return  # parsed from JSON text: no lone surrogate can be in it
         for name in ("ts", "extra", *(name for name, _ in self._fields)):
             value = getattr(self, name)
             if value is not None and not isinstance(value, ChatMessage):
@@ -349,15 +352,32 @@ RECORD_TYPES: frozenset[str] = frozenset(_RECORD_TYPES)
 """The record types this library writes and understands."""
 
 
-def record_from_dict(data: Mapping[str, Any], *, exact: bool = True) -> LogRecord:
+# Set while records are built from what a JSON parser gave back: orjson refuses
+# lone surrogates and ``memory.json_values.loads`` cleans them, so such values
+# need no second cleaning (a restore builds one record per log line).
+_PARSED_JSON: contextvars.ContextVar[bool] = contextvars.ContextVar("parsed_json", default=False)
+
+
+def record_from_dict(
+    data: Mapping[str, Any], *, exact: bool = True, parsed_json: bool = False
+) -> LogRecord:
     """The typed record of a log line's object.
 
     ``record_from_dict(d).to_dict() == d``; ``exact=False`` gives that up for
     messages that do not write back as read (no ``content`` key...), to read
     a long log faster when nothing will be written back. Raises
     ``LogCorruptError`` when ``data`` is not an object with a string ``type``,
-    or when a message record's message is not a chat message.
+    or when a message record's message is not a chat message. ``parsed_json``:
+    ``data`` is a JSON parser's output (a store's ``read``), clean already.
     """
+    token = _PARSED_JSON.set(parsed_json)
+    try:
+        return _record_from_dict(data, exact)
+    finally:
+        _PARSED_JSON.reset(token)
+
+
+def _record_from_dict(data: Mapping[str, Any], exact: bool) -> LogRecord:
     if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
         raise LogCorruptError("not a log record (no 'type')")
     cls = _RECORD_TYPES.get(data["type"])
