@@ -39,6 +39,7 @@ from .clients import (
     stream_completion,
 )
 from .compaction.base import CompactionBase
+from .compaction.identifiers import Identifier, find_identifiers, kept_in, lost_identifiers
 from .compaction.memory import CompactionMemory
 from .compaction.offline import offline_summary
 from .compaction.replay import upgrade_records
@@ -64,14 +65,23 @@ from .errors import (
     UnsupportedMemoryTypeError,
 )
 from .factory import create_memory
+from .json_values import clean_text
+from .json_values import loads as load_json
 from .log import InMemoryLogStore, JSONLLogStore, LogProblem, LogStore
-from .messages import ChatMessage, InvalidMessageError, ToolCall, answered_call_ids
+from .messages import (
+    INSTRUCTION_ROLES,
+    ChatMessage,
+    InvalidMessageError,
+    ToolCall,
+    answered_call_ids,
+)
 from .session_state import CompactionSessionState, SessionState
 from .tokens import TokenCounter, count_tokens
 from .tokens.calibration import TokenCalibration
 from .tokens.model_limits import ModelLimits, get_model_limits
 
 __all__ = [
+    "INSTRUCTION_ROLES",
     "AgentBusyError",
     "AgentEvent",
     "AnswerDelta",
@@ -95,6 +105,7 @@ __all__ = [
     "CompletionDone",
     "ConfigurationError",
     "ContextLengthExceededError",
+    "Identifier",
     "InMemoryLogStore",
     "InvalidMessageError",
     "JSONLLogStore",
@@ -137,10 +148,15 @@ __all__ = [
     "UsageReported",
     "answered_call_ids",
     "calculator",
+    "clean_text",
     "count_tokens",
     "create_memory",
     "current_time",
+    "find_identifiers",
     "get_model_limits",
+    "kept_in",
+    "load_json",
+    "lost_identifiers",
     "offline_summary",
     "stream_completion",
     "upgrade_records",

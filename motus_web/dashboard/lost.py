@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast, Substr
 
-from memory.compaction.identifiers import Identifier, find_identifiers, kept_in
+from memory import Identifier, find_identifiers, kept_in
 from motus_web.sessions.models import CompactionEvent, Message
 
 from .session_list import preview

@@ -34,7 +34,7 @@ def test_the_public_names_are_exactly_those_listed() -> None:
         "TokenCounter",
     ]:
         assert name in memory.__all__
-    assert sorted(memory.__all__) == memory.__all__
+    assert len(set(memory.__all__)) == len(memory.__all__)  # ruff (RUF022) keeps it sorted
     assert all(hasattr(memory, name) for name in memory.__all__)
 
 
@@ -115,3 +115,21 @@ async def test_a_subclass_implementing_only_compact_and_reset_works() -> None:
     assert mine.get_memory_trace()["total_events"] == 3
     assert mine.reset() == {"messages": 1}
     assert mine.estimate_context_tokens() == mine.token_counter.context_tokens(mine.get_context())
+
+
+def test_the_web_app_imports_only_the_librarys_public_packages() -> None:
+    import ast
+    from pathlib import Path
+
+    public = {"memory", "memory.log", "memory.tokens", "memory.clients", "memory.agent"}
+    web = Path(__file__).resolve().parents[2] / "motus_web"
+    private = sorted(
+        f"{path.relative_to(web.parent)}: {node.module}"
+        for path in web.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and node.level == 0
+        and (node.module or "").split(".")[0] == "memory"
+        and node.module not in public
+    )
+    assert private == []

@@ -7,9 +7,8 @@ from typing import Any
 
 import orjson
 
-from memory import ChatMessage
+from memory import INSTRUCTION_ROLES, ChatMessage
 from memory.log import LogRecord
-from memory.messages import INSTRUCTION_ROLES
 
 from .formats import ParsedCompaction, ParsedSession
 from .ingest import BATCH, chat_message

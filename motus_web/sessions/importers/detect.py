@@ -7,7 +7,7 @@ from typing import BinaryIO
 
 import orjson
 
-from memory.json_values import loads
+from memory import load_json as loads
 from memory.log import records
 
 

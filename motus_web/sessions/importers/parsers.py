@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import ijson
 import orjson
 
-from memory.json_values import loads
+from memory import load_json as loads
 from memory.log import LogProblem, parse_lines, records
 
 from .formats._io import BOM

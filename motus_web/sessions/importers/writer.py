@@ -29,9 +29,9 @@ from memory import (
     LogError,
     LogProblem,
     MotusMemoryError,
+    clean_text,
     upgrade_records,
 )
-from memory.json_values import clean_text
 from memory.log import InvalidSessionIdError, LogRecord, records, validate_session_id
 
 from ..log_store import DatabaseLogStore
