@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser, User
 from django.test import Client
 
 from memory import ChatMessage
-from motus_web.sessions.importers.runner import log_records
+from motus_web.sessions.importers.runner import Replayer
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 
@@ -44,6 +44,24 @@ def chat(turns: int, *, filler: int = 0) -> list[ChatMessage]:
             {"role": "assistant", "content": f"Booking B{turn} flies to city {turn}."},
         ]
     return [ChatMessage.from_dict(m) for m in messages]
+
+
+def log_records(
+    session_id: str,
+    messages: list[ChatMessage],
+    *,
+    system_prompt: str,
+    model_name: str | None,
+    threshold: int | None,
+) -> list[dict[str, Any]]:
+    """Every record the importer's memory logs for ``messages``, as dicts."""
+    replayer = Replayer(
+        session_id, system_prompt=system_prompt, model_name=model_name, threshold=threshold
+    )
+    try:
+        return [record.to_dict() for record in replayer.add(messages)]
+    finally:
+        replayer.close()
 
 
 def make_session(

@@ -129,21 +129,3 @@ def with_provider_tokens(batch: list[LogRecord], tokens: Mapping[int, int]) -> l
             record = dataclasses.replace(record, provider_tokens=tokens[seq])
         out.append(record)
     return out
-
-
-def log_records(
-    session_id: str,
-    messages: list[ChatMessage],
-    *,
-    system_prompt: str,
-    model_name: str | None,
-    threshold: int | None,
-) -> list[dict[str, Any]]:
-    """Every record a memory logs for ``messages``, as dicts (for small sessions and tests)."""
-    replayer = Replayer(
-        session_id, system_prompt=system_prompt, model_name=model_name, threshold=threshold
-    )
-    try:
-        return [record.to_dict() for record in replayer.add(messages)]
-    finally:
-        replayer.close()
