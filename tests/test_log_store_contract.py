@@ -21,7 +21,7 @@ from memory import (
     LogStore,
     SessionNotFoundError,
 )
-from memory.log import AsyncLogStore, records
+from memory.log import AsyncLogStore, ReversibleLogStore, records
 from motus_web.sessions.log_store import DatabaseLogStore
 from tests.memory import variants
 from tests.memory.test_invariants import assert_restores_exactly, conversations, run
@@ -131,6 +131,17 @@ def test_it_reads_back_every_record_in_the_order_appended(store: LogStore) -> No
         store.append("s1", record)
 
     assert list(store.read("s1")) == log
+
+
+def test_it_reads_the_records_back_newest_first(store: LogStore) -> None:
+    log = a_log("s1")
+    for record in log:
+        store.append("s1", record)
+
+    assert isinstance(store, ReversibleLogStore)
+    assert list(store.read_reversed("s1")) == log[::-1]
+    with pytest.raises(SessionNotFoundError):
+        store.read_reversed("never-written")
 
 
 def test_it_keeps_fields_and_record_types_it_does_not_know(store: LogStore) -> None:

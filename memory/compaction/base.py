@@ -47,6 +47,7 @@ from ..messages import ChatMessage
 from ..tokens import REPLY_PRIMING_TOKENS
 from ..tokens.model_limits import compaction_threshold, get_model_limits
 from . import policy
+from .checkpoint import Checkpoint
 from .offline import offline_summary
 from .summarize import (
     CompactFn,
@@ -323,6 +324,7 @@ class CompactionBase(BaseMemory):
             model=summary.model,
             chunks=summary.chunks,
             duration_s=round(time.monotonic() - started, 4),
+            checkpoint=Checkpoint.capture(self).to_dict(),
             # How many identifiers the model left out and the compactor appended.
             extra=(
                 {"identifiers_appended": summary.identifiers_appended}

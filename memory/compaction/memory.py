@@ -26,6 +26,7 @@ from ..messages import ChatMessage
 from ..session_state import CompactionSessionState
 from . import replay
 from .base import CompactionBase, OnCompact
+from .checkpoint import Checkpoint
 from .summarize import CompactFn, continuation_message
 from .tools import build_memory_tools
 
@@ -170,6 +171,7 @@ class CompactionMemory(CompactionBase):
             tokens_before=before if tokens_before is None else tokens_before,
             model=model,
             continuation=continuation,
+            checkpoint=Checkpoint.capture(self).to_dict(),
             extra=dict(extra or {}),
         )
         self._apply_compaction(record)
@@ -193,6 +195,7 @@ class CompactionMemory(CompactionBase):
         compact_fn: CompactFn | None = None,
         on_compact: OnCompact | None = None,
         system_prompt: str | None = None,
+        full_replay: bool = False,
     ) -> Self:
         """Rebuild the memory of ``session_id`` from its log; it keeps appending there.
 
@@ -201,6 +204,14 @@ class CompactionMemory(CompactionBase):
         crash, a corrupt line) are skipped and listed in ``restore_problems``
         and the trace, with their line numbers. Raises ``SessionNotFoundError``
         when the session has no log, ``ConfigurationError`` for a bad id.
+
+        The log is read from its end back to the checkpoint of its
+        second-latest compaction (``memory.compaction.checkpoint``) and only
+        the records after it are replayed, so the time follows the live
+        context, not the log's length; undoing the latest compaction still
+        works. ``full_replay=True`` replays every record from the first, as
+        logs without checkpoints always are, and reports the problems of the
+        whole log rather than of the records read; both give the same memory.
         """
         if log_store is None:
             base = log_base_path or (config.log_base_path if config else None) or "."
@@ -215,6 +226,7 @@ class CompactionMemory(CompactionBase):
             compact_fn=compact_fn,
             on_compact=on_compact,
             system_prompt=system_prompt,
+            full_replay=full_replay,
         )
 
     def get_session_state(self) -> CompactionSessionState:

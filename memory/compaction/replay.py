@@ -24,10 +24,11 @@ reported too, at the record that follows the gap.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..clients.base import ChatClient
@@ -50,10 +51,11 @@ from ..log.records import (
     now_iso,
     record_from_dict,
 )
-from ..log.store import LogProblem, LogStore
+from ..log.store import LogProblem, LogStore, ReversibleLogStore
 from ..messages import ChatMessage
 from ..session_state import CompactionSessionState
 from ..units import TurnTracker
+from . import checkpoint
 from .base import EntryMeta, OnCompact
 from .reference import reference_cut
 from .summarize import CompactFn
@@ -211,6 +213,7 @@ class Replay:
             tokens_after=memory.estimate_context_tokens(),
             summary_tokens=memory._tokens[0],
             continuation=applied.continuation,
+            checkpoint=checkpoint.Checkpoint.capture(memory).to_dict() if self.upgrade else None,
         )
 
     def _rewrite(self, original: LogRecord, computed: LogRecord) -> None:
@@ -245,16 +248,103 @@ def restore_from_log(
     compact_fn: CompactFn | None,
     on_compact: OnCompact | None,
     system_prompt: str | None,
+    full_replay: bool = False,
 ) -> M:
-    """See ``CompactionMemory.restore_from_log``."""
+    """See ``CompactionMemory.restore_from_log``.
+
+    A ``ReversibleLogStore`` is read from its end to the latest checkpoint
+    (``memory.compaction.checkpoint``) and the records after it are replayed;
+    any other store, a log without a usable checkpoint, a tail that does not
+    replay cleanly and ``full_replay`` replay the whole log from its start.
+    """
+
+    build = functools.partial(
+        _new_memory,
+        cls,
+        session_id,
+        log_store=log_store,
+        config=config,
+        client=client,
+        model_name=model_name,
+        compact_fn=compact_fn,
+        on_compact=on_compact,
+    )
+    memory = None
+    if not full_replay and isinstance(log_store, ReversibleLogStore):
+        memory = _restore_from_tail(session_id, log_store, build)
+    if memory is None:
+        problems: list[LogProblem] = []
+        records = log_store.read(session_id, problems)
+        first = next(records, None)
+        memory = build(first, problems)
+        replay = Replay(memory)
+        replay.run(itertools.chain([first] if first is not None else [], records))
+        _restored(memory, session_id, [*replay.problems, *problems], None)
+    if system_prompt is not None:
+        memory.set_system_prompt(system_prompt)
+    return memory
+
+
+def _restore_from_tail(
+    session_id: str,
+    log_store: ReversibleLogStore,
+    build: Callable[[Mapping[str, Any] | None, list[LogProblem]], M],
+) -> M | None:
+    """The memory rebuilt from the end of its log, or ``None`` when the log
+    must be replayed from its start (no usable checkpoint, or a problem in
+    the records after it, which a full replay reports in its own words)."""
     problems: list[LogProblem] = []
-    records = log_store.read(session_id, problems)
-    first = next(records, None)
+    head = log_store.read(session_id)
+    first = next(head, None)
+    getattr(head, "close", lambda: None)()  # a generator holding a file or a cursor
+    tail = checkpoint.read_tail(log_store.read_reversed(session_id, problems))
+    if tail is None:
+        return None
+    problems.sort(key=lambda problem: problem.line)  # found backwards
+    records = tail.records
+    memory = build(first, problems)
+    if tail.start is not None:
+        checkpoint.start_at(memory, tail)
+    replay = Replay(memory)
+    if tail.start is not None:
+        replay._stated_tokens = tail.start.tokens_after
+    replay.run(records)
+    if replay.problems and tail.start is not None:
+        return None
+    start = tail.start.compaction_number if tail.start is not None else None
+    _restored(memory, session_id, [*replay.problems, *problems], start)
+    return memory
+
+
+def _meta(
+    first: Mapping[str, Any] | None, session_id: str, problems: list[LogProblem]
+) -> Mapping[str, Any]:
+    """The log's ``session_meta`` (``{}`` when it has none, which is reported)."""
     meta = first if first is not None and first.get("type") == "session_meta" else {}
     if first is not None and not meta:
         problems.append(LogProblem(1, "the log does not start with a session_meta record"))
     elif meta.get("session_id") not in (None, session_id):
         problems.append(LogProblem(1, f"session_meta names session {meta.get('session_id')!r}"))
+    return meta
+
+
+def _new_memory(
+    cls: type[M],
+    session_id: str,
+    first: Mapping[str, Any] | None,
+    problems: list[LogProblem],
+    *,
+    log_store: LogStore,
+    config: CompactionMemoryConfig | None,
+    client: ChatClient | None,
+    model_name: str | None,
+    compact_fn: CompactFn | None,
+    on_compact: OnCompact | None,
+) -> M:
+    """A memory set up from the log's first record, its ``session_meta``,
+    that appends to ``session_id``'s log (what in it cannot be used is added
+    to ``problems``)."""
+    meta = _meta(first, session_id, problems)
     if config is None:
         stored_config = meta.get("config") or {}
         if not isinstance(stored_config, dict):
@@ -277,22 +367,27 @@ def restore_from_log(
     memory._recorder.session_id = session_id
     memory._recorder.started = first is not None
     memory._apply_system_prompt(str(meta.get("system_prompt") or ""), _role(meta, problems))
-    replay = Replay(memory)
-    replay.run(itertools.chain([first] if first is not None else [], records))
-    memory.restore_problems.extend([*replay.problems, *problems])
+    return memory
+
+
+def _restored(
+    memory: CompactionMemory, session_id: str, problems: list[LogProblem], start: int | None
+) -> None:
+    """Report ``problems`` (``restore_problems``, the trace, the logger) and
+    trace the restore; ``start`` is the compaction whose checkpoint it started
+    at (``None``: the log's first record)."""
+    memory.restore_problems.extend(problems)
     memory._trace.add(
         "restored",
         session_id=session_id,
         messages=memory.next_seq,
         compactions=memory.compaction_count,
-        problems=len(memory.restore_problems),
+        problems=len(problems),
+        from_compaction=start,
     )
-    for problem in memory.restore_problems:
+    for problem in problems:
         memory._trace.add("log_problem", line=problem.line, detail=str(problem))
         logger.warning("session %s: %s", session_id, problem)
-    if system_prompt is not None:
-        memory.set_system_prompt(system_prompt)
-    return memory
 
 
 def _role(meta: Mapping[str, Any], problems: list[LogProblem] | None) -> str | None:
@@ -384,6 +479,7 @@ def fork(parent: M, *, session_id: str | None) -> M:
             messages_replayed=0,
             summary=parent.summary,
             summary_tokens=entries[0][2],
+            checkpoint=checkpoint.Checkpoint.capture(child).to_dict(),
             extra={"summarized_seqs": None},
         )
         child._apply_compaction(seed)

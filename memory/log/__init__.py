@@ -2,7 +2,8 @@
 
 - ``records``: one frozen dataclass per record type, and their serializer pair;
 - ``recorder``: ``Recorder``, which writes a memory's records and tells its listeners;
-- ``store``: the ``LogStore`` interface, session-id rules and ``LogProblem``;
+- ``store``: the ``LogStore`` interface (and ``ReversibleLogStore``, read from the end),
+  session-id rules and ``LogProblem``;
 - ``jsonl``: ``JSONLLogStore`` (one crash-safe JSONL file per session) and ``parse_lines``;
 - ``in_memory``: ``InMemoryLogStore``.
 """
@@ -18,6 +19,7 @@ from .store import (
     InvalidSessionIdError,
     LogProblem,
     LogStore,
+    ReversibleLogStore,
     validate_session_id,
 )
 
@@ -32,6 +34,7 @@ __all__ = [
     "LogRecord",
     "LogStore",
     "Recorder",
+    "ReversibleLogStore",
     "parse_lines",
     "record_from_dict",
     "record_from_json",

@@ -37,6 +37,13 @@ class InMemoryLogStore:
             raise SessionNotFoundError(session_id, "memory")
         return (orjson.loads(data) for data in list(self._logs[session_id]))
 
+    def read_reversed(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        if validate_session_id(session_id) not in self._logs:
+            raise SessionNotFoundError(session_id, "memory")
+        return (orjson.loads(data) for data in reversed(list(self._logs[session_id])))
+
     def exists(self, session_id: str) -> bool:
         return validate_session_id(session_id) in self._logs
 

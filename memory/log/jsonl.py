@@ -77,6 +77,25 @@ class JSONLLogStore:
             raise LogError(f"cannot read {path}: {exc}") from exc
         return self._records(handle, problems)
 
+    def read_reversed(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the records of ``session_id`` from the file's end to its start.
+
+        The file is read backwards in blocks, so stopping early reads only its
+        end. Problems are reported as ``read`` reports them, line numbers
+        included (counted for the lines that need one). Raises
+        ``SessionNotFoundError`` as ``read`` does.
+        """
+        path = self.path_for(session_id)
+        try:
+            handle = path.open("rb")
+        except FileNotFoundError:
+            raise SessionNotFoundError(session_id, str(self.base_path)) from None
+        except OSError as exc:
+            raise LogError(f"cannot read {path}: {exc}") from exc
+        return self._records_reversed(handle, problems)
+
     @staticmethod
     def _records(handle: Any, problems: list[LogProblem] | None) -> Iterator[dict[str, Any]]:
         with handle:
@@ -86,6 +105,21 @@ class JSONLLogStore:
                         problems.append(item)
                 else:
                     yield item
+
+    @staticmethod
+    def _records_reversed(
+        handle: Any, problems: list[LogProblem] | None
+    ) -> Iterator[dict[str, Any]]:
+        with handle:
+            for offset, raw in _lines_backward(handle):
+                if not raw.strip():
+                    continue
+                item = parse_line(0, raw)
+                if not isinstance(item, LogProblem):
+                    yield item
+                elif problems is not None:
+                    line = _line_number(handle, offset)
+                    problems.append(LogProblem(line, item.error, item.torn))
 
     def exists(self, session_id: str) -> bool:
         return self.path_for(session_id).is_file()
@@ -103,17 +137,61 @@ def parse_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, dict[str, Any] | 
     Blank lines are skipped. A last line without its newline that does not
     parse is marked ``torn`` (a write cut short by a crash)."""
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        if raw.strip():
+            yield number, parse_line(number, raw)
+
+
+def parse_line(number: int, raw: bytes) -> dict[str, Any] | LogProblem:
+    """The record on line ``number`` (its bytes ``raw``, newline included when
+    it has one), or the problem that makes it unreadable."""
+    try:
+        record = loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return LogProblem(number, f"invalid JSON ({exc})", torn=not raw.endswith(b"\n"))
+    if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+        return LogProblem(number, "not a log record (no 'type')")
+    return record
+
+
+_BLOCK = 1 << 16
+
+
+def _lines_backward(handle: Any) -> Iterator[tuple[int, bytes]]:
+    """``(byte offset, line)`` of a binary file's lines, last first; each line
+    keeps its newline, so the last one lacks it only when the file does."""
+    end = handle.seek(0, os.SEEK_END)
+    start = end  # the file offset of buf[0]
+    buf = b""
+    stop = 0  # buf[:stop] is still to be split into lines
+    while True:
+        cut = buf.rfind(b"\n", 0, stop - 1) if stop > 1 else -1
+        if cut >= 0:
+            yield start + cut + 1, buf[cut + 1 : stop]
+            stop = cut + 1
             continue
-        try:
-            record = loads(raw)
-        except orjson.JSONDecodeError as exc:
-            yield number, LogProblem(number, f"invalid JSON ({exc})", torn=not raw.endswith(b"\n"))
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            yield number, LogProblem(number, "not a log record (no 'type')")
-            continue
-        yield number, record
+        if start == 0:
+            if stop:
+                yield 0, buf[:stop]
+            return
+        # At least as much again as is held: a long line costs linear time.
+        size = min(max(_BLOCK, stop), start)
+        start -= size
+        handle.seek(start)
+        buf = handle.read(size) + buf[:stop]
+        stop = len(buf)
+
+
+def _line_number(handle: Any, offset: int) -> int:
+    """The 1-based number of the line that starts at byte ``offset``."""
+    handle.seek(0)
+    newlines = 0
+    while offset > 0:
+        chunk = handle.read(min(_BLOCK * 16, offset))
+        if not chunk:
+            break
+        newlines += chunk.count(b"\n")
+        offset -= len(chunk)
+    return newlines + 1
 
 
 def _ends_mid_line(fd: int) -> bool:

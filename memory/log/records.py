@@ -50,7 +50,8 @@ hold whatever the memory writes.
     ``summary_tokens``, ``model``, ``duration_s``, ``chunks``, ``continuation``
     (the exact text of the continuation message when it is not this library's
     template around ``summary``: logs of the reference implementation and of
-    other tools).
+    other tools), ``checkpoint`` (what a restore needs to start at this
+    record instead of at the log's first: ``memory.compaction.checkpoint``).
 ``compaction_failed`` (``CompactionFailed``)
     ``trigger``, ``through_seq``, ``error``, ``tokens_before``, ``model``,
     ``duration_s``. The context did not change.
@@ -294,6 +295,7 @@ class Compaction(LogRecord):
     chunks: int | None = None
     duration_s: float | None = None
     continuation: str | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 @_record(COMPACTION_FAILED)

@@ -92,6 +92,26 @@ class LogStore(Protocol):
 
 
 @runtime_checkable
+class ReversibleLogStore(LogStore, Protocol):
+    """A store that can also read a session's log from its end.
+
+    A restore reads such a store backwards and stops at the latest
+    checkpoint (``memory.compaction.checkpoint``), so its time follows the
+    live context, not the log's length. Every store shipped here is one.
+    """
+
+    def read_reversed(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the session's records newest first, ``session_meta`` last.
+
+        As ``read``: unreadable records go to ``problems`` with their line
+        number; raises ``SessionNotFoundError`` when the session has no log.
+        """
+        ...
+
+
+@runtime_checkable
 class AsyncLogStore(LogStore, Protocol):
     """A store whose writes must be awaited (a database driven from an event loop).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -117,6 +118,16 @@ class DatabaseLogStore:
             raise SessionNotFoundError(session_id, "the database")
         return self._records(session)
 
+    def read_reversed(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The records newest first (a ``ReversibleLogStore``): three streamed
+        queries, whose rows a restore stops reading at its checkpoint."""
+        session = Session.objects.filter(public_id=session_id).first()
+        if session is None:
+            raise SessionNotFoundError(session_id, "the database")
+        return self._records_reversed(session)
+
     def exists(self, session_id: str) -> bool:
         return Session.objects.filter(public_id=session_id).exists()
 
@@ -135,6 +146,17 @@ class DatabaseLogStore:
         messages = session.messages.order_by("seq").iterator(chunk_size=_BATCH)
         for row in heapq.merge(messages, events, key=lambda row: row.position):
             yield rows.record_of(row)
+
+    @staticmethod
+    def _records_reversed(session: Session) -> Iterator[dict[str, Any]]:
+        newest_first: list[Iterator[Message | CompactionEvent | ContextChange]] = [
+            related.order_by("-position").iterator(chunk_size=_BATCH)
+            for related in (session.messages, session.compaction_events, session.context_changes)
+        ]
+        position = operator.attrgetter("position")
+        for row in heapq.merge(*newest_first, key=position, reverse=True):
+            yield rows.record_of(row)
+        yield rows.meta_of(session)
 
 
 class _Writer:

@@ -1,0 +1,240 @@
+"""Restore from checkpoints (issue 13): the same memory as a full replay, from the log's end.
+
+Hypothesis drives a ``CompactionMemory`` through conversations with
+compactions (auto and manual, some failing), reverts, resets, cleared
+messages, system-prompt changes and provider usage, then restores the log
+both ways: from its latest checkpoints (the default) and by replaying every
+record (``full_replay=True``). Both must equal the live memory in everything
+a continuation depends on, torn last lines included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, Usage
+from memory.errors import CompactionError
+from memory.log import InMemoryLogStore, JSONLLogStore, LogStore
+
+from .conftest import answer, calls, result, user
+from .test_invariants import conversations
+
+MODEL = "gpt-4o"
+
+
+def state(memory: CompactionMemory) -> dict[str, Any]:
+    """Everything a continuation of ``memory`` depends on."""
+    out = memory.get_session_state().to_dict()
+    out.pop("log_base_path")
+    out["config"].pop("log_base_path", None)  # the live memory was given a store, not a folder
+    out["calibration"] = memory.calibration.to_dict()
+    out["context_tokens"] = memory.estimate_context_tokens()
+    out["context"] = [m.to_dict() for m in memory.get_context()]
+    return out
+
+
+async def undo_outcome(memory: CompactionMemory) -> dict[str, Any] | str:
+    """What undoing the latest compaction gives (on a copy of the log's memory)."""
+    try:
+        memory.revert_last_compaction("check")
+    except CompactionError as error:
+        return f"refused: {error}"
+    await memory.flush()
+    return state(memory)
+
+
+async def drive(
+    store: LogStore, session_id: str, steps: Sequence[tuple[str, Any]], threshold: int
+) -> CompactionMemory:
+    failing = {"on": False}
+
+    async def summarise(messages: list[ChatMessage], system_prompt: str) -> str:
+        if failing["on"]:
+            raise RuntimeError("the summariser is down")
+        return f"Summary of {len(messages)} messages; first: {messages[0].text[:30]!r}"
+
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id=session_id, token_threshold=threshold),
+        log_store=store,
+        model_name=MODEL,
+        compact_fn=summarise,
+    )
+    memory.set_system_prompt("You are a careful agent.")
+    for kind, value in steps:
+        if kind == "message":
+            message = ChatMessage.coerce(value)
+            usage = None
+            if message.role == "assistant" and value.get("content") == "usage":
+                usage = Usage(input_tokens=int(memory.estimate_context_tokens() * 1.3))
+            await memory.add_message(message, usage=usage)
+        elif kind == "compact":
+            await memory.compact()
+        elif kind == "revert":
+            with contextlib.suppress(CompactionError):
+                memory.revert_last_compaction("test")
+        elif kind == "fail":
+            failing["on"] = value
+        elif kind == "prompt":
+            memory.set_system_prompt(value, role="developer" if len(value) % 2 else "system")
+        elif kind == "clear":
+            memory.clear_messages()
+        elif kind == "reset":
+            memory.reset()
+        await memory.flush()
+    return memory
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    steps: list[tuple[str, Any]] = []
+    for message in draw(conversations()):
+        steps.append(("message", message))
+        operation = draw(
+            st.sampled_from(["none"] * 12 + ["compact", "revert", "fail", "prompt", "clear"])
+        )
+        if operation == "fail":
+            steps.append(("fail", draw(st.booleans())))
+        elif operation == "prompt":
+            steps.append(("prompt", draw(st.sampled_from(["Be brief.", "Be thorough now."]))))
+        elif operation != "none":
+            steps.append((operation, None))
+        if draw(st.integers(0, 60)) == 0:
+            steps.append(("reset", None))
+    return steps
+
+
+async def both_restores(
+    store: LogStore, session_id: str
+) -> tuple[CompactionMemory, CompactionMemory]:
+    fast = CompactionMemory.restore_from_log(session_id, log_store=store, compact_fn=None)
+    full = CompactionMemory.restore_from_log(session_id, log_store=store, full_replay=True)
+    return fast, full
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(steps=sessions(), threshold=st.sampled_from([250, 600]), torn=st.booleans())
+def test_a_restore_from_checkpoints_equals_a_full_replay_and_the_live_memory(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[tuple[str, Any]],
+    threshold: int,
+    torn: bool,
+) -> None:
+    folder = tmp_path_factory.mktemp("logs")
+    store = JSONLLogStore(folder)
+    live = asyncio.run(drive(store, "s", steps, threshold))
+    if torn:  # a crash mid-write: half of one more record
+        with (folder / "s.jsonl").open("ab") as log:
+            log.write(b'{"type": "message", "seq": 99999, "mess')
+    fast, full = asyncio.run(both_restores(store, "s"))
+    assert state(fast) == state(full) == state(live)
+    assert [str(p) for p in fast.restore_problems] == [str(p) for p in full.restore_problems]
+    assert bool(fast.restore_problems) == torn
+    # Undoing the latest compaction works (or is refused) the same way.
+    assert asyncio.run(undo_outcome(fast)) == asyncio.run(undo_outcome(full))
+
+
+async def long_session(store: LogStore, session_id: str, turns: int) -> CompactionMemory:
+    steps: list[tuple[str, Any]] = []
+    for turn in range(turns):
+        steps += [
+            ("message", user(f"Question {turn}: where is order #{1000 + turn}?")),
+            ("message", calls(f"call_{turn}")),
+            ("message", result(f"call_{turn}", f"order #{1000 + turn} is in Lyon " * 20)),
+            ("message", answer(f"It is in Lyon (turn {turn}).")),
+        ]
+    return await drive(store, session_id, steps, threshold=900)
+
+
+def _restored_event(memory: CompactionMemory) -> dict[str, Any]:
+    return next(e for e in memory.get_memory_trace()["events"] if e["type"] == "restored")
+
+
+async def test_a_restore_reads_only_the_end_of_the_log(tmp_path: Path) -> None:
+    """Garbage in the first half of a long log changes nothing for a restore
+    from checkpoints (it never reads there); a full replay reports it."""
+    store = JSONLLogStore(tmp_path)
+    live = await long_session(store, "long", turns=60)
+    assert live.compaction_count >= 6
+    path = tmp_path / "long.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[3] = b"#" * (len(lines[3]) - 1) + b"\n"  # an early message, now unreadable
+    path.write_bytes(b"".join(lines))
+
+    fast = CompactionMemory.restore_from_log("long", log_store=store)
+    assert state(fast) == state(live)
+    assert fast.restore_problems == []
+    assert _restored_event(fast)["from_compaction"] == live.compaction_count - 1
+    full = CompactionMemory.restore_from_log("long", log_store=store, full_replay=True)
+    # The unreadable line, and the message seq missing after it.
+    assert {p.line for p in full.restore_problems} == {4}
+    assert state(full) == state(live)
+
+
+async def test_the_restore_starts_before_the_latest_compaction_so_it_can_be_undone(
+    tmp_path: Path,
+) -> None:
+    store = JSONLLogStore(tmp_path)
+    live = await long_session(store, "undo", turns=30)
+    before_undo = state(live)
+    live.revert_last_compaction("bad summary")
+    restored = CompactionMemory.restore_from_log("undo", log_store=store)
+    assert state(restored) == state(live) != before_undo
+    # The reverted compaction cannot be a starting point: the one before it is.
+    assert _restored_event(restored)["from_compaction"] == live.compaction_count - 1
+    with pytest.raises(CompactionError):
+        restored.revert_last_compaction()
+
+
+async def test_a_log_written_before_checkpoints_is_replayed_whole(tmp_path: Path) -> None:
+    store = JSONLLogStore(tmp_path)
+    live = await long_session(store, "old", turns=30)
+    path = tmp_path / "old.jsonl"
+    old = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    for record in old:
+        record.pop("checkpoint", None)
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in old))
+    restored = CompactionMemory.restore_from_log("old", log_store=store)
+    assert state(restored) == state(live)
+    assert _restored_event(restored)["from_compaction"] is None
+
+
+async def test_a_checkpoint_of_an_unknown_version_is_not_trusted(tmp_path: Path) -> None:
+    store = InMemoryLogStore()
+    live = await long_session(store, "v", turns=30)
+    records = list(store.read("v"))
+    for record in records:
+        if "checkpoint" in record:
+            record["checkpoint"] = {**record["checkpoint"], "version": 99, "next_seq": -5}
+    rewritten = InMemoryLogStore()
+    for record in records:
+        rewritten.append("v", record)
+    restored = CompactionMemory.restore_from_log("v", log_store=rewritten)
+    assert state(restored) == state(live)
+    assert _restored_event(restored)["from_compaction"] is None
+
+
+async def test_a_log_without_compactions_is_read_once_backwards(tmp_path: Path) -> None:
+    store = JSONLLogStore(tmp_path)
+    live = await drive(
+        store, "short", [("message", user("hi")), ("message", answer("hello"))], 10_000
+    )
+    with (tmp_path / "short.jsonl").open("ab") as log:
+        log.write(b"not json\n")
+        os.fsync(log.fileno())
+    restored = CompactionMemory.restore_from_log("short", log_store=store)
+    assert state(restored) == state(live)
+    assert [(p.line, p.torn) for p in restored.restore_problems] == [(4, False)]

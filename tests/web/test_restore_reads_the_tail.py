@@ -1,0 +1,80 @@
+"""A restore from the database reads the rows after the latest checkpoints only (issue 13)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memory import CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+from motus_web.sessions import rows
+from motus_web.sessions.log_store import DatabaseLogStore
+from tests.memory.conftest import answer, calls, result, user
+
+pytestmark = pytest.mark.django_db
+
+
+def stored_session(session_id: str, turns: int) -> CompactionMemory:
+    """A session of ``turns`` tool-using turns, compacting every few, stored in the database."""
+    staging = InMemoryLogStore()
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id=session_id, token_threshold=900),
+        log_store=staging,
+        model_name="gpt-4o",
+    )
+
+    async def feed() -> None:
+        for turn in range(turns):
+            for message in (
+                user(f"Where is order #{1000 + turn}?"),
+                calls(f"call_{turn}"),
+                result(f"call_{turn}", f"order #{1000 + turn} is in Lyon " * 20),
+                answer(f"In Lyon (turn {turn})."),
+            ):
+                await memory.add_message(message)
+
+    asyncio.run(feed())
+    DatabaseLogStore().extend(session_id, staging.read(session_id))
+    return memory
+
+
+def measured_restore(
+    session_id: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[CompactionMemory, int, int]:
+    """The restored memory, the queries it ran and the rows it turned into records."""
+    read = {"rows": 0}
+    record_of = rows.record_of
+
+    def counting(row: Any) -> dict[str, Any]:
+        read["rows"] += 1
+        return record_of(row)
+
+    monkeypatch.setattr(rows, "record_of", counting)
+    with CaptureQueriesContext(connection) as queries:
+        memory = CompactionMemory.restore_from_log(session_id, log_store=DatabaseLogStore())
+    monkeypatch.setattr(rows, "record_of", record_of)
+    return memory, len(queries), read["rows"]
+
+
+def test_restore_reads_the_same_rows_and_queries_however_long_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    short_live = stored_session("short", turns=40)
+    long_live = stored_session("long", turns=320)
+    assert long_live.compaction_count > 4 * short_live.compaction_count > 0
+
+    short, short_queries, short_rows = measured_restore("short", monkeypatch)
+    long, long_queries, long_rows = measured_restore("long", monkeypatch)
+
+    assert long_queries == short_queries
+    assert long_rows < 4 * 40  # the session has 4 * 320 message rows
+    assert abs(long_rows - short_rows) <= 8  # the same two compactions' worth
+    for restored, live in ((short, short_live), (long, long_live)):
+        assert restored.get_session_state().to_dict() == live.get_session_state().to_dict()
+        full = CompactionMemory.restore_from_log(
+            live.session_id, log_store=DatabaseLogStore(), full_replay=True
+        )
+        assert restored.get_context() == full.get_context() == live.get_context()
