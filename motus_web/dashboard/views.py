@@ -29,6 +29,8 @@ from .rendering import render
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 50
+# The session page lists the latest compaction events; the trace has them all.
+COMPACTIONS_LISTED = 20
 TRACE_PER_PAGE = 50
 FOLDED_SHOWN = 200  # messages a compaction page lists in full; the rest are counted
 
@@ -94,11 +96,13 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     if _wants_fragment(request):
         return _render(request, "dashboard/session_detail.html", "timeline", context)
     compactions = [e for e in events if isinstance(e, CompactionEvent)]
+    listed = compactions[-COMPACTIONS_LISTED:]
     context.update(
         gauge=charts.gauge(session.context_tokens, session.config, session.model_name),
         provider=_provider_reading(session),
         chart=_token_chart(session, compactions),
-        compactions=_with_lost_identifiers(session, compactions),
+        compactions=_with_lost_identifiers(session, listed),
+        compactions_total=len(compactions),
         undoable=timeline.undoable(compactions),
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
@@ -121,14 +125,20 @@ def _in_context_from(session: Session, active: list[timeline.Fold]) -> int:
 def _with_lost_identifiers(
     session: Session, compactions: list[CompactionEvent]
 ) -> list[tuple[CompactionEvent, list[str]]]:
-    """Each compaction with the identifiers from user messages its summary lost."""
-    folded_up_to = max(
-        (e.summarized_last_seq for e in compactions if e.summarized_last_seq is not None),
-        default=None,
-    )
-    if folded_up_to is None:
+    """Each compaction with the identifiers from user messages its summary lost
+    (reading only the user messages those compactions folded)."""
+    ranges = [
+        (e.summarized_first_seq, e.summarized_last_seq)
+        for e in compactions
+        if e.summarized_first_seq is not None and e.summarized_last_seq is not None
+    ]
+    if not ranges:
         return [(event, []) for event in compactions]
-    users = session.messages.filter(role=Message.Role.USER, seq__lte=folded_up_to)
+    users = session.messages.filter(
+        role=Message.Role.USER,
+        seq__gte=min(first for first, _ in ranges),
+        seq__lte=max(last for _, last in ranges),
+    )
     flags = lost.lost_user_identifiers(compactions, lost.texts(users))
     return [(event, flags.get(event.position, [])) for event in compactions]
 

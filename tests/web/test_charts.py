@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from motus_web.dashboard import charts
 from motus_web.dashboard.charts import EventMark, Point
 
@@ -64,6 +66,25 @@ def test_a_long_session_is_bucketed_under_the_limit_and_keeps_every_drop() -> No
         assert Point(event.seq, 5, True) in line
     assert max(p.tokens for p in line) == 9990  # the peaks survive bucketing
     assert [p.seq for p in line] == sorted(p.seq for p in line)
+
+
+def test_thinning_a_long_session_first_draws_the_same_chart_shape() -> None:
+    messages = [(seq, 10 * (seq % 1000) + seq % 7) for seq in range(50_000)]
+    events = [drop(key, seq, 9996, 5) for key, seq in enumerate(range(999, 50_000, 1000))]
+
+    thinned = charts.thin(messages, (e.seq for e in events), charts.MAX_POINTS)
+    chart = charts.token_chart(messages, events, 9000)
+
+    assert len(thinned) <= 3 * charts.MAX_POINTS
+    assert [seq for seq, _ in thinned] == sorted({seq for seq, _ in thinned})
+    assert {e.seq for e in events} <= {seq for seq, _ in thinned}  # every drop's message
+    assert max(t for _, t in thinned) == max(t for _, t in messages)  # peaks and troughs
+    assert min(t for _, t in thinned) == min(t for _, t in messages)
+    assert chart.point_count <= charts.MAX_POINTS
+    assert len(chart.markers) == len(events)
+    drawn = [tuple(map(float, pair.split(","))) for pair in chart.points.split()]
+    peak = charts.CHART_HEIGHT * (1 - 9996 / chart.y_max)
+    assert min(y for _, y in drawn) == pytest.approx(peak, abs=0.1)
 
 
 def test_too_many_drops_for_the_limit_still_give_at_most_the_limit() -> None:
