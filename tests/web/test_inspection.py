@@ -18,6 +18,7 @@ from pytest_django import DjangoAssertNumQueries
 from memory import CompactionMemory
 from memory.log import records
 from motus_web.dashboard.charts import MAX_POINTS
+from motus_web.dashboard.views import COMPACTIONS_LISTED
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, Session
 from tests.test_log_store_contract import message, meta
@@ -534,3 +535,19 @@ def test_a_long_context_lists_its_latest_messages_and_counts_them_all(owner: Use
     assert "60 earlier messages of the context are counted above" in html
     assert "note 259" in html
     assert "note 10<" not in html
+
+
+def test_a_session_with_many_compactions_lists_the_latest_and_links_to_all(owner: User) -> None:
+    session = make_session(owner, turns=60, filler=60, threshold=500)
+    compactions = list(session.compaction_events.order_by("position"))
+    assert len(compactions) > COMPACTIONS_LISTED
+
+    response = logged_in(owner).get(url("session_detail", session.public_id))
+
+    listed = [event for event, _ in response.context["compactions"]]
+    assert listed == compactions[-COMPACTIONS_LISTED:]
+    html = response.content.decode()
+    assert f"The latest {COMPACTIONS_LISTED} of {len(compactions)} compaction events" in html
+    assert url("session_trace", session.public_id) + "?kind=compaction" in html
+    # The chart still marks every one of them.
+    assert len(response.context["chart"].markers) == len(compactions)
