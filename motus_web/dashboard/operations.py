@@ -8,11 +8,10 @@ restored memory, written through ``DatabaseLogStore`` and linked to its parent.
 
 from __future__ import annotations
 
-import itertools
 import json
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,12 +19,10 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from memory import CompactionMemory, InMemoryLogStore, JSONLLogStore, LogProblem
-from memory.log import InvalidSessionIdError, validate_session_id
+from memory import CompactionMemory, InMemoryLogStore, JSONLLogStore, LogError, LogProblem
+from memory.log import InvalidSessionIdError, LogRecord, validate_session_id
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
-
-Record = dict[str, Any]
 
 
 def restore(session: Session) -> CompactionMemory:
@@ -51,19 +48,48 @@ def undo_latest_compaction(session: Session, reason: str) -> int:
     return number
 
 
-def _prefix(records: Iterable[Record], stop: int) -> Iterator[Record]:
-    """Records before log position ``stop`` (the session_meta is position 0)."""
-    return itertools.islice(records, stop)
+class _LogPrefix(InMemoryLogStore):
+    """The first ``stop`` records of one session's database log, read-only,
+    and an in-memory scratch store for every other session id: a memory
+    restored from the prefix forks into the scratch store, whose records are
+    then written as a new session. Reads go to the database as a restore asks
+    (newest first, to its checkpoint), so a fork costs the same wherever it is
+    taken from."""
+
+    def __init__(self, session_id: str, stop: int) -> None:
+        super().__init__()
+        self.source_id = session_id
+        self.stop = stop
+        self.database = DatabaseLogStore()
+
+    def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
+        if session_id == self.source_id:
+            raise LogError("the session a fork is taken from is not written to")
+        super().append(session_id, record)
+
+    def read(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        if session_id == self.source_id:
+            return self.database.read(session_id, problems, before=self.stop)
+        return super().read(session_id, problems)
+
+    def read_reversed(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        if session_id == self.source_id:
+            return self.database.read_reversed(session_id, problems, before=self.stop)
+        return super().read_reversed(session_id, problems)
+
+    def exists(self, session_id: str) -> bool:
+        return session_id == self.source_id or super().exists(session_id)
 
 
 def fork_at(session: Session, stop: int, owner: AbstractBaseUser | None, title: str) -> Session:
     """A new session that starts from the context the library restores from
     the first ``stop`` records of ``session``'s log (its log positions
     ``0 .. stop - 1``), linked to ``session``."""
-    records = _prefix(DatabaseLogStore().read(session.public_id), stop)
-    store = InMemoryLogStore()
-    for record in records:
-        store.append(session.public_id, record)
+    store = _LogPrefix(session.public_id, stop)
     memory = CompactionMemory.restore_from_log(session.public_id, log_store=store)
     return _save_fork(memory, owner, title, parents=Session.objects.filter(pk=session.pk))
 

@@ -111,22 +111,34 @@ class DatabaseLogStore:
             ) from error
 
     def read(
-        self, session_id: str, problems: list[LogProblem] | None = None
+        self,
+        session_id: str,
+        problems: list[LogProblem] | None = None,
+        *,
+        before: int | None = None,
     ) -> Iterator[dict[str, Any]]:
-        session = Session.objects.filter(public_id=session_id).first()
-        if session is None:
-            raise SessionNotFoundError(session_id, "the database")
-        return self._records(session)
+        """The session's records in order; with ``before``, only those at log
+        positions below it (the ``session_meta`` is position 0)."""
+        return self._records(self._session(session_id), before)
 
     def read_reversed(
-        self, session_id: str, problems: list[LogProblem] | None = None
+        self,
+        session_id: str,
+        problems: list[LogProblem] | None = None,
+        *,
+        before: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The records newest first (a ``ReversibleLogStore``): three streamed
-        queries, whose rows a restore stops reading at its checkpoint."""
+        queries, whose rows a restore stops reading at its checkpoint.
+        ``before`` as in ``read``."""
+        return self._records_reversed(self._session(session_id), before)
+
+    @staticmethod
+    def _session(session_id: str) -> Session:
         session = Session.objects.filter(public_id=session_id).first()
         if session is None:
             raise SessionNotFoundError(session_id, "the database")
-        return self._records_reversed(session)
+        return session
 
     def exists(self, session_id: str) -> bool:
         return Session.objects.filter(public_id=session_id).exists()
@@ -135,22 +147,28 @@ class DatabaseLogStore:
         return sorted(Session.objects.values_list("public_id", flat=True))
 
     @staticmethod
-    def _records(session: Session) -> Iterator[dict[str, Any]]:
+    def _records(session: Session, before: int | None) -> Iterator[dict[str, Any]]:
+        if before is not None and before <= 0:
+            return
         yield rows.meta_of(session)
+        bound = {} if before is None else {"position__lt": before}
         # Few events, many messages: list the first, stream the second.
         events: list[CompactionEvent | ContextChange] = [
-            *session.compaction_events.order_by("position"),
-            *session.context_changes.order_by("position"),
+            *session.compaction_events.filter(**bound).order_by("position"),
+            *session.context_changes.filter(**bound).order_by("position"),
         ]
         events.sort(key=lambda row: row.position)
-        messages = session.messages.order_by("seq").iterator(chunk_size=_BATCH)
+        messages = session.messages.filter(**bound).order_by("seq").iterator(chunk_size=_BATCH)
         for row in heapq.merge(messages, events, key=lambda row: row.position):
             yield rows.record_of(row)
 
     @staticmethod
-    def _records_reversed(session: Session) -> Iterator[dict[str, Any]]:
+    def _records_reversed(session: Session, before: int | None) -> Iterator[dict[str, Any]]:
+        if before is not None and before <= 0:
+            return
+        bound = {} if before is None else {"position__lt": before}
         newest_first: list[Iterator[Message | CompactionEvent | ContextChange]] = [
-            related.order_by("-position").iterator(chunk_size=_BATCH)
+            related.filter(**bound).order_by("-position").iterator(chunk_size=_BATCH)
             for related in (session.messages, session.compaction_events, session.context_changes)
         ]
         position = operator.attrgetter("position")

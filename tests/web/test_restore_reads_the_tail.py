@@ -1,4 +1,4 @@
-"""A restore from the database reads the rows after the latest checkpoints only (issue 13)."""
+"""A restore (and a fork) from the database reads the rows after the latest checkpoints only."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory import CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+from motus_web.dashboard import operations
 from motus_web.sessions import rows
 from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import Session
 from tests.memory.conftest import answer, calls, result, user
 
 pytestmark = pytest.mark.django_db
@@ -78,3 +80,31 @@ def test_restore_reads_the_same_rows_and_queries_however_long_the_session(
             live.session_id, log_store=DatabaseLogStore(), full_replay=True
         )
         assert restored.get_context() == full.get_context() == live.get_context()
+
+
+def test_a_fork_late_in_a_long_session_reads_only_the_end_of_its_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    live = stored_session("parent", turns=320)
+    session = Session.objects.get(public_id="parent")
+    message = session.messages.get(seq=4 * 300 + 3)  # the answer closing turn 300
+    read = {"rows": 0}
+    record_of = rows.record_of
+
+    def counting(row: Any) -> dict[str, Any]:
+        read["rows"] += 1
+        return record_of(row)
+
+    monkeypatch.setattr(rows, "record_of", counting)
+    child = operations.fork_at(session, message.position + 1, None, "fork")
+    monkeypatch.setattr(rows, "record_of", record_of)
+
+    assert read["rows"] < 4 * 40
+    prefix = InMemoryLogStore()
+    for record in DatabaseLogStore().read("parent", before=message.position + 1):
+        prefix.append("parent", record)
+    expected = CompactionMemory.restore_from_log("parent", log_store=prefix, full_replay=True)
+    forked = CompactionMemory.restore_from_log(child.public_id, log_store=DatabaseLogStore())
+    assert forked.get_context() == expected.get_context()
+    assert child.parent == session
+    assert live.next_seq > expected.next_seq  # the fork stopped where it was asked
