@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from django.template.defaultfilters import filesizeformat
+from django.template.loader import render_to_string
 
 # The shapes django-stubs gives ASGIHandler (asgiref.typing's TypedDicts do not match it).
 Scope = dict[str, Any]
@@ -40,7 +41,7 @@ class RequestBodyLimit:
             return
         length = _content_length(scope["headers"])
         if length is not None and length > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
 
         received = 0
@@ -66,19 +67,25 @@ class RequestBodyLimit:
 
         await self.app(scope, limited_receive, watched_send)
         if over and not started:
-            await self._refuse(send)
+            await self._refuse(scope, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = (
-            f"Request body too large: this server accepts at most "
-            f"{filesizeformat(self.max_bytes)} ({self.max_bytes} bytes) per request.\n"
-        ).encode()
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        """413, as a page for a browser (it asked for HTML), else as one line of text."""
+        if _accepts_html(scope["headers"]):
+            kind = b"text/html; charset=utf-8"
+            body = render_to_string("errors/413.html", {"limit": self.max_bytes}).encode()
+        else:
+            kind = b"text/plain; charset=utf-8"
+            body = (
+                f"Request body too large: this server accepts at most "
+                f"{filesizeformat(self.max_bytes)} ({self.max_bytes} bytes) per request.\n"
+            ).encode()
         await send(
             {
                 "type": "http.response.start",
                 "status": 413,
                 "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-type", kind),
                     (b"content-length", str(len(body)).encode()),
                     # The rest of the body was never read: the connection cannot be reused.
                     (b"connection", b"close"),
@@ -87,6 +94,10 @@ class RequestBodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _accepts_html(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    return any(name.lower() == b"accept" and b"text/html" in value for name, value in headers)
 
 
 def _content_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:

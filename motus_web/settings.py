@@ -171,6 +171,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 # Its start-up banner on every manage.py command is noise; lockouts are still logged.
 AXES_VERBOSE = False
+AXES_LOCKOUT_TEMPLATE = "registration/lockout.html"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:session_list"

@@ -139,6 +139,10 @@ def test_fork_from_a_message_starts_from_the_context_right_after_it(compacted: S
     assert "fork at #20" in child.title
     html = owner_client(compacted).get(url("session_detail", child.public_id)).content.decode()
     assert "Forked from" in html
+    # Seq 20 is past a compaction: the fork starts from its parent's summary, and says so.
+    assert expected.summary is not None
+    assert "The summary this session started from" in html
+    assert "Folded 0 messages" not in html
 
 
 def test_the_fork_page_asks_first(compacted: Session) -> None:

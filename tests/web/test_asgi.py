@@ -103,6 +103,22 @@ async def test_a_body_declared_over_the_limit_is_refused_before_a_byte_is_read()
     assert str(settings.MOTUS_REQUEST_MAX_BYTES).encode() in body["body"]
 
 
+async def test_a_browser_is_told_in_a_page_what_to_do_with_a_file_too_large() -> None:
+    too_long = str(settings.MOTUS_REQUEST_MAX_BYTES + 1)
+    scope = http_scope(content_length=too_long, accept="text/html,application/xhtml+xml")
+    communicator = ApplicationCommunicator(application, scope)
+
+    start = await communicator.receive_output(timeout=10)
+    body = (await communicator.receive_output())["body"].decode()
+    await communicator.wait()
+
+    assert start["status"] == 413
+    assert (b"content-type", b"text/html; charset=utf-8") in start["headers"]
+    assert "That file is too large to upload" in body
+    assert "import_sessions" in body
+    assert 'href="/import/"' in body
+
+
 async def test_a_streamed_body_is_cut_off_with_413_at_the_chunk_past_the_limit() -> None:
     limited = RequestBodyLimit(django_asgi_app, max_bytes=1000)
     communicator = ApplicationCommunicator(limited, http_scope())

@@ -73,6 +73,7 @@ def test_logins_are_locked_after_repeated_failures_for_that_account_and_address(
     locked = client.post(reverse("login"), {"username": "olivia", "password": "owner-pass-1234"})
 
     assert locked.status_code == 429
+    assert "Try again in 15 minutes" in locked.content.decode()
     other_address = Client(REMOTE_ADDR="10.1.2.3")
     ok = other_address.post(reverse("login"), {"username": "olivia", "password": "owner-pass-1234"})
     assert ok.status_code == 302

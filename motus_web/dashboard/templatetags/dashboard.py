@@ -1,5 +1,6 @@
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django import template
@@ -134,3 +135,12 @@ def gauge_of(session: Any) -> Any:
 @register.filter
 def get_item(mapping: Any, key: str) -> Any:
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def minutes(duration: object) -> str:
+    """A ``timedelta`` in whole minutes, for people ("15 minutes"); "" for anything else."""
+    if not isinstance(duration, timedelta):
+        return ""
+    count = max(1, round(duration.total_seconds() / 60))
+    return f"{count} minute{'s' if count != 1 else ''}"
