@@ -24,7 +24,6 @@ reported too, at the record that follows the gap.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import logging
 import uuid
@@ -242,13 +241,9 @@ def restore_from_log(
     session_id: str,
     *,
     log_store: LogStore,
-    config: CompactionMemoryConfig | None,
-    client: ChatClient | None,
-    model_name: str | None,
-    compact_fn: CompactFn | None,
-    on_compact: OnCompact | None,
     system_prompt: str | None,
     full_replay: bool = False,
+    **options: Any,
 ) -> M:
     """See ``CompactionMemory.restore_from_log``.
 
@@ -256,19 +251,12 @@ def restore_from_log(
     (``memory.compaction.checkpoint``) and the records after it are replayed;
     any other store, a log without a usable checkpoint, a tail that does not
     replay cleanly and ``full_replay`` replay the whole log from its start.
+    ``options`` are ``_new_memory``'s.
     """
 
-    build = functools.partial(
-        _new_memory,
-        cls,
-        session_id,
-        log_store=log_store,
-        config=config,
-        client=client,
-        model_name=model_name,
-        compact_fn=compact_fn,
-        on_compact=on_compact,
-    )
+    def build(first: Mapping[str, Any] | None, problems: list[LogProblem]) -> M:
+        return _new_memory(cls, session_id, first, problems, log_store=log_store, **options)
+
     memory = None
     if not full_replay and isinstance(log_store, ReversibleLogStore):
         memory = _restore_from_tail(session_id, log_store, build)

@@ -68,14 +68,7 @@ class JSONLLogStore:
         Raises ``SessionNotFoundError`` (before the first record is yielded)
         when the file does not exist; unreadable lines go to ``problems``.
         """
-        path = self.path_for(session_id)
-        try:
-            handle = path.open("rb")
-        except FileNotFoundError:
-            raise SessionNotFoundError(session_id, str(self.base_path)) from None
-        except OSError as exc:
-            raise LogError(f"cannot read {path}: {exc}") from exc
-        return self._records(handle, problems)
+        return self._records(self._open(session_id), problems)
 
     def read_reversed(
         self, session_id: str, problems: list[LogProblem] | None = None
@@ -87,14 +80,17 @@ class JSONLLogStore:
         included (counted for the lines that need one). Raises
         ``SessionNotFoundError`` as ``read`` does.
         """
+        return self._records_reversed(self._open(session_id), problems)
+
+    def _open(self, session_id: str) -> Any:
+        """The log file of ``session_id``, open for binary reading."""
         path = self.path_for(session_id)
         try:
-            handle = path.open("rb")
+            return path.open("rb")
         except FileNotFoundError:
             raise SessionNotFoundError(session_id, str(self.base_path)) from None
         except OSError as exc:
             raise LogError(f"cannot read {path}: {exc}") from exc
-        return self._records_reversed(handle, problems)
 
     @staticmethod
     def _records(handle: Any, problems: list[LogProblem] | None) -> Iterator[dict[str, Any]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -43,22 +45,28 @@ def stored_session(session_id: str, turns: int) -> CompactionMemory:
     return memory
 
 
+@contextlib.contextmanager
+def rows_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts the rows the database store turns into records inside the block."""
+    read = [0]
+    record_of = rows.record_of
+
+    def counting(row: Any) -> dict[str, Any]:
+        read[0] += 1
+        return record_of(row)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rows, "record_of", counting)
+        yield read
+
+
 def measured_restore(
     session_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[CompactionMemory, int, int]:
     """The restored memory, the queries it ran and the rows it turned into records."""
-    read = {"rows": 0}
-    record_of = rows.record_of
-
-    def counting(row: Any) -> dict[str, Any]:
-        read["rows"] += 1
-        return record_of(row)
-
-    monkeypatch.setattr(rows, "record_of", counting)
-    with CaptureQueriesContext(connection) as queries:
+    with rows_read(monkeypatch) as read, CaptureQueriesContext(connection) as queries:
         memory = CompactionMemory.restore_from_log(session_id, log_store=DatabaseLogStore())
-    monkeypatch.setattr(rows, "record_of", record_of)
-    return memory, len(queries), read["rows"]
+    return memory, len(queries), read[0]
 
 
 def test_restore_reads_the_same_rows_and_queries_however_long_the_session(
@@ -88,18 +96,10 @@ def test_a_fork_late_in_a_long_session_reads_only_the_end_of_its_prefix(
     live = stored_session("parent", turns=320)
     session = Session.objects.get(public_id="parent")
     message = session.messages.get(seq=4 * 300 + 3)  # the answer closing turn 300
-    read = {"rows": 0}
-    record_of = rows.record_of
+    with rows_read(monkeypatch) as read:
+        child = operations.fork_at(session, message.position + 1, None, "fork")
 
-    def counting(row: Any) -> dict[str, Any]:
-        read["rows"] += 1
-        return record_of(row)
-
-    monkeypatch.setattr(rows, "record_of", counting)
-    child = operations.fork_at(session, message.position + 1, None, "fork")
-    monkeypatch.setattr(rows, "record_of", record_of)
-
-    assert read["rows"] < 4 * 40
+    assert read[0] < 4 * 40
     prefix = InMemoryLogStore()
     for record in DatabaseLogStore().read("parent", before=message.position + 1):
         prefix.append("parent", record)
