@@ -285,7 +285,10 @@ def import_job(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
         "report": report,
         "imported": imported[:IMPORTED_SHOWN],
         "imported_hidden": max(len(report.imported) - IMPORTED_SHOWN, 0),
-        "notice": _import_notice(report, job.file_name) if job.finished else "",
+        # As the page said before jobs: a notice when all went well, else the problems.
+        "notice": _import_notice(report, job.file_name)
+        if job.status == ImportJob.Status.DONE and not report.problems
+        else "",
         "can_retry": job.status == ImportJob.Status.INTERRUPTED and jobs.spool_path(job).is_file(),
     }
     return _render(request, "dashboard/import_job.html", "job-status", context)
