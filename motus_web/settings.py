@@ -194,8 +194,8 @@ MOTUS_UPLOAD_MAX_BYTES = env_int("MOTUS_UPLOAD_MAX_BYTES", default=20 * 1024 * 1
 # Any request body over this is refused with 413 before it is read (motus_web/body_limit.py):
 # the largest upload plus room for the multipart envelope and the form's other fields.
 MOTUS_REQUEST_MAX_BYTES = MOTUS_UPLOAD_MAX_BYTES + 64 * 1024
-# The most messages one upload may hold; bigger files go through `import_sessions`
-# on the server, so that a request never holds a worker for minutes.
+# The most messages one upload may hold (its import job stops there); bigger files
+# go through `import_sessions` on the server.
 MOTUS_UPLOAD_MAX_MESSAGES = env_int("MOTUS_UPLOAD_MAX_MESSAGES", default=50_000, minimum=1)
 # An upload is kept in this folder until its import job ends (motus_web/sessions/jobs.py).
 MOTUS_IMPORT_SPOOL_DIR = Path(env_str("MOTUS_IMPORT_SPOOL_DIR") or VAR_DIR / "imports")
