@@ -123,13 +123,14 @@ def first_problem(stream: BinaryIO, source: str) -> Problem | None:
         return None
     finally:
         stream.seek(0)
-    return _head_problem(head, source)
+    return _head_problem(head, source, formats.detect(head, source))
 
 
-def _head_problem(head: bytes, name: str) -> Problem | None:
+def _head_problem(head: bytes, name: str, format_: str | None) -> Problem | None:
+    """What the head (decompressed) of a file in ``format_`` says is wrong, if anything."""
     if problem := encoding_problem(head):
         return Problem(name, "", problem)
-    if formats.detect(head, name) is None and (reason := _reason(head)):
+    if format_ is None and (reason := _reason(head)):
         return _problem(formats.unrecognised(name, reason))
     return None
 
@@ -138,10 +139,10 @@ def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -
     plain = open_plain(stream)
     head = plain_head(plain.read(HEAD_SIZE))
     plain.seek(0)
-    if problem := _head_problem(head, name):
+    format_ = formats.detect(head, name)
+    if problem := _head_problem(head, name, format_):
         yield problem
         return
-    format_ = formats.detect(head, name)
     if format_ == "motus-log":
         yield from parse_motus_log(skip_bom(plain), name)
     elif format_ == "openai-chat":
