@@ -195,9 +195,16 @@ MOTUS_UPLOAD_MAX_BYTES = env_int("MOTUS_UPLOAD_MAX_BYTES", default=20 * 1024 * 1
 # Any request body over this is refused with 413 before it is read (motus_web/body_limit.py):
 # the largest upload plus room for the multipart envelope and the form's other fields.
 MOTUS_REQUEST_MAX_BYTES = MOTUS_UPLOAD_MAX_BYTES + 64 * 1024
-# The most messages one upload may hold; bigger files go through `import_sessions`
-# on the server, so that a request never holds a worker for minutes.
+# The most messages one upload may hold (its import job stops there); bigger files
+# go through `import_sessions` on the server.
 MOTUS_UPLOAD_MAX_MESSAGES = env_int("MOTUS_UPLOAD_MAX_MESSAGES", default=50_000, minimum=1)
+# An upload is kept in this folder until its import job ends (motus_web/sessions/jobs.py).
+MOTUS_IMPORT_SPOOL_DIR = Path(env_str("MOTUS_IMPORT_SPOOL_DIR") or VAR_DIR / "imports")
+# Run import jobs in a thread of the web process. Off: run `manage.py run_import_jobs`.
+MOTUS_IMPORT_THREAD = env_bool("MOTUS_IMPORT_THREAD", default=True)
+# A job running on another host whose runner has written nothing for this long is
+# taken as dead (interrupted); on this host a dead runner is seen at once by its pid.
+MOTUS_IMPORT_STALE_SECONDS = env_int("MOTUS_IMPORT_STALE_SECONDS", default=900, minimum=60)
 MOTUS_REPLAY_THRESHOLD = env_int("MOTUS_REPLAY_THRESHOLD", default=3000, minimum=100)
 MOTUS_MODEL_NAME = env_str("MOTUS_MODEL_NAME", default="gpt-4o")
 # The live chat's models: MOTUS_CHAT_MODELS and MOTUS_CHAT_<NAME>_* (motus_web/chat/providers.py).

@@ -1,11 +1,13 @@
-"""Who may see a session: its owner and staff. Everyone else gets 404."""
+"""Who may see a session or an import job: its owner and staff. Everyone else gets 404."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+import uuid
+
+from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 
-from motus_web.sessions.models import Session
+from motus_web.sessions.models import ImportJob, Session
 
 
 def visible_session(request: HttpRequest, public_id: str) -> Session:
@@ -18,3 +20,11 @@ def visible_parent(request: HttpRequest, session: Session) -> Session | None:
     """The session this one was forked from, if the user may see it too."""
     parent = session.parent
     return parent if parent is not None and parent.is_visible_to(request.user) else None
+
+
+def visible_job(request: HttpRequest, public_id: uuid.UUID) -> ImportJob:
+    """The import job, or 404 when it does not exist or the user may not see it."""
+    job = get_object_or_404(ImportJob, public_id=public_id)
+    if not job.is_visible_to(request.user):
+        raise Http404("No import job matches the given query.")
+    return job

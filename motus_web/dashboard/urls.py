@@ -37,6 +37,9 @@ urlpatterns = [
     path(f"{_session}delete/do/", actions.delete_session, name="delete_session"),
     path("import/", views.import_form, name="import_form"),
     path("import/upload/", views.import_upload, name="import_upload"),
+    path("import/jobs/<uuid:public_id>/", views.import_job, name="import_job"),
+    path("import/jobs/<uuid:public_id>/cancel/", views.import_job_cancel, name="import_job_cancel"),
+    path("import/jobs/<uuid:public_id>/retry/", views.import_job_retry, name="import_job_retry"),
     path("restore/", actions.restore_upload_form, name="restore_upload_form"),
     path("restore/upload/", actions.restore_upload, name="restore_upload"),
 ]

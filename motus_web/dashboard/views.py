@@ -1,29 +1,32 @@
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Mapping
 from urllib.parse import urlencode
 
-from django.conf import settings
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.http.multipartparser import MultiPartParserError
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.translation import ngettext
 from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
-from motus_web.sessions.importers import ImportOptions, ImportReport, import_stream
+from memory import clean_text
+from motus_web.sessions import jobs
+from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.log_store import DatabaseLogStore
-from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
+from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 
 from . import charts, live_context, lost, operations, timeline, trace
 from . import session_list as listing
-from .access import visible_parent, visible_session
+from .access import visible_job, visible_parent, visible_session
 from .forms import ImportForm
 from .rendering import render
 
@@ -33,6 +36,10 @@ MESSAGES_PER_PAGE = 50
 COMPACTIONS_LISTED = 20
 TRACE_PER_PAGE = 50
 FOLDED_SHOWN = 200  # messages a compaction page lists in full; the rest are counted
+IMPORTED_SHOWN = 200  # sessions an import job's page links to; the rest are counted
+RECENT_JOBS = 10  # import jobs the Import page lists
+
+logger = logging.getLogger(__name__)
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -228,38 +235,96 @@ def _import_notice(report: ImportReport, name: str) -> str:
 @require_safe
 @login_required
 def import_form(request: HtmxHttpRequest) -> HttpResponse:
-    return render(request, "dashboard/import.html", {"form": ImportForm()})
+    return render(request, "dashboard/import.html", _import_page(request, ImportForm()))
+
+
+def _import_page(request: HttpRequest, form: ImportForm, **more: object) -> dict[str, object]:
+    user = getattr(request, "user", None)  # bad_request may run before authentication
+    recent = ImportJob.objects.none()
+    if user is not None and user.is_authenticated:
+        recent = ImportJob.objects.filter(owner=user.pk).order_by("-created_at")
+    return {"form": form, "recent_jobs": recent[:RECENT_JOBS], **more}
 
 
 @require_POST
 @login_required
 def import_upload(request: HtmxHttpRequest) -> HttpResponse:
+    """Keep the uploaded file and queue its import; 303 to the job's page.
+
+    What the form and the file's first 64 KB show to be wrong is answered
+    at once with 400; the rest of the file is read by the job.
+    """
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
-        return render(request, "dashboard/import.html", {"form": form}, status=400)
+        return render(request, "dashboard/import.html", _import_page(request, form), status=400)
     upload = form.cleaned_data["file"]
-    options = ImportOptions(
-        owner=request.user if request.user.is_authenticated else None,
-        replay_threshold=form.cleaned_data["threshold"] if form.cleaned_data["replay"] else None,
-        max_messages=settings.MOTUS_UPLOAD_MAX_MESSAGES,
-    )
     name = _upload_name(upload.name)
-    report = import_stream(upload, name, options)
-    if report.problems:
-        imported = Session.objects.filter(public_id__in=report.imported).order_by("pk")
-        context = {"form": ImportForm(), "report": report, "imported": imported}
+    if problem := first_problem(upload, name):
+        report = ImportReport(problems=[problem])
+        context = _import_page(request, ImportForm(), report=report)
         return render(request, "dashboard/import.html", context, status=400)
-    messages.success(request, _import_notice(report, name))
-    if len(report.imported) == 1:
-        return redirect("dashboard:session_detail", public_id=report.imported[0])
-    if not report.imported and len(report.skipped) == 1:
-        return redirect("dashboard:session_detail", public_id=report.skipped[0].public_id)
-    return redirect("dashboard:session_list")
+    threshold = form.cleaned_data["threshold"] if form.cleaned_data["replay"] else None
+    try:
+        job = jobs.create(upload, name, request.user, threshold)  # type: ignore[arg-type]
+    except OSError:
+        logger.exception("could not keep the upload %s", name)
+        reason = "The server could not keep the file to import it. Try again later."
+        context = _import_page(request, ImportForm(), upload_error=reason)
+        return render(request, "dashboard/import.html", context, status=503)
+    jobs.wake()
+    return _see_job(job)
+
+
+def _see_job(job: ImportJob) -> HttpResponseRedirect:
+    """303 See Other: the browser GETs the job's page, whatever it POSTed."""
+    return HttpResponseRedirect(reverse("dashboard:import_job", args=[job.public_id]), status=303)
+
+
+@require_safe
+@login_required
+def import_job(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    """An import job's progress, then what it imported and refused; htmx polls its partial."""
+    job = visible_job(request, public_id)
+    if not job.finished:
+        jobs.wake()  # a queued job left by a restart runs; a dead runner's job is marked
+    job = jobs.with_live_progress(job)
+    report = jobs.report_of(job)
+    imported = Session.objects.filter(public_id__in=report.imported).order_by("pk")
+    context = {
+        "job": job,
+        "report": report,
+        "imported": imported[:IMPORTED_SHOWN],
+        "imported_hidden": max(len(report.imported) - IMPORTED_SHOWN, 0),
+        # As the page said before jobs: a notice when all went well, else the problems.
+        "notice": _import_notice(report, job.file_name)
+        if job.status == ImportJob.Status.DONE and not report.problems
+        else "",
+        "can_retry": job.status == ImportJob.Status.INTERRUPTED and jobs.spool_path(job).is_file(),
+    }
+    return _render(request, "dashboard/import_job.html", "job-status", context)
+
+
+@require_POST
+@login_required
+def import_job_cancel(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    job = visible_job(request, public_id)
+    jobs.cancel(job)
+    return _see_job(job)
+
+
+@require_POST
+@login_required
+def import_job_retry(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    job = visible_job(request, public_id)
+    if jobs.retry(job):
+        jobs.wake()
+    return _see_job(job)
 
 
 def _upload_name(name: str | None) -> str:
     """The uploaded file's name as pages show it: no folders, at most 120 characters."""
-    name = (name or "upload").replace("\\", "/").rsplit("/", 1)[-1] or "upload"
+    name = clean_text(name or "upload").replace("\x00", "\ufffd")
+    name = name.replace("\\", "/").rsplit("/", 1)[-1] or "upload"
     return name if len(name) <= 120 else name[:60] + "…" + name[-59:]
 
 
@@ -272,7 +337,7 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
             "The upload could not be read: its file name is too long or the form is damaged "
             f"({exception}). Rename the file to a shorter name and try again."
         )
-        context = {"form": ImportForm(), "upload_error": reason}
+        context = _import_page(request, ImportForm(), upload_error=reason)
         return render(request, "dashboard/import.html", context, status=400)
     return defaults.bad_request(request, exception)
 

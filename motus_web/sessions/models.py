@@ -17,6 +17,7 @@ SQLite and PostgreSQL take the same data, JSON columns are ``LosslessJSONField``
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -271,3 +272,71 @@ class ContextChange(LogRecord):
 
     def __str__(self) -> str:
         return f"{self.session_id} {self.kind} at #{self.through_seq}"
+
+
+class ImportJob(models.Model):
+    """One uploaded file being imported outside the request (``jobs.py`` runs it).
+
+    The upload is kept in the spool folder (``MOTUS_IMPORT_SPOOL_DIR``) under
+    ``spool_name`` until the job ends; an interrupted job keeps it, so that it
+    can be imported again. Progress fields are written between sessions;
+    ``report`` is the finished run's ``ImportReport`` (``jobs.report_of``).
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        INTERRUPTED = "interrupted"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="motus_import_jobs"
+    )
+    file_name = models.CharField(max_length=255)  # as pages show it: no folders, clipped
+    spool_name = models.CharField(max_length=64)  # the kept upload, in the spool folder
+    options = models.JSONField(default=dict, blank=True)  # {"replay_threshold": int | None}
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    cancel_requested = models.BooleanField(default=False)
+    worker = models.CharField(max_length=255, blank=True)  # "host:pid:token" of the runner
+
+    bytes_total = models.PositiveBigIntegerField(default=0)
+    bytes_read = models.PositiveBigIntegerField(default=0)  # of the file as stored (compressed)
+    messages_read = models.PositiveBigIntegerField(default=0)
+    sessions_imported = models.PositiveIntegerField(default=0)
+    messages_imported = models.PositiveBigIntegerField(default=0)
+    problem_count = models.PositiveIntegerField(default=0)
+    report = LosslessJSONField(default=dict, blank=True)  # NULs in echoed values survive
+    error = models.TextField(blank=True)  # why the job failed or was interrupted
+
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # the runner's latest write
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="import_job_status"),
+            models.Index(fields=["owner", "-created_at"], name="import_job_owner_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.file_name} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in (self.Status.QUEUED, self.Status.RUNNING)
+
+    @property
+    def percent(self) -> int:
+        """How much of the file was read, 0 to 100."""
+        if not self.bytes_total:
+            return 100 if self.finished else 0
+        return min(100, self.bytes_read * 100 // self.bytes_total)
+
+    def is_visible_to(self, user: AbstractBaseUser | AnonymousUser) -> bool:
+        if getattr(user, "is_staff", False):
+            return True
+        return user.is_authenticated and self.owner_id == user.pk

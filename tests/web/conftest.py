@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import User
 from pytest_django import Settings
@@ -14,6 +16,14 @@ def static_files_without_collectstatic(settings: Settings) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture(autouse=True)
+def import_jobs_run_by_the_test(settings: Settings, tmp_path: Path) -> None:
+    # A test runs queued jobs itself (jobs.run_queued), in its own transaction;
+    # the one that tests the web process's thread turns it back on.
+    settings.MOTUS_IMPORT_THREAD = False
+    settings.MOTUS_IMPORT_SPOOL_DIR = tmp_path / "spool"
 
 
 @pytest.fixture

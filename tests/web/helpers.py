@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser, User
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from django.urls import reverse
 
 from memory import ChatMessage
+from motus_web.sessions import jobs
 from motus_web.sessions.importers.runner import Replayer
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
+
+if TYPE_CHECKING:
+    from django.test.client import _MonkeyPatchedWSGIResponse
 
 
 def chat(turns: int, *, filler: int = 0) -> list[ChatMessage]:
@@ -94,3 +100,19 @@ def logged_in(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def import_upload(
+    client: Client, name: str, data: bytes, **fields: object
+) -> _MonkeyPatchedWSGIResponse:
+    """Upload a file on the Import page, run its job as the runner does, and GET its page.
+
+    The token threshold is 3,000 unless ``fields`` says otherwise.
+    """
+    form = {"file": SimpleUploadedFile(name, data), "threshold": 3000, **fields}
+    response = client.post(reverse("dashboard:import_upload"), form)
+    assert response.status_code == 303, response.content.decode()
+    assert jobs.run_queued() == 1
+    page = client.get(response["Location"])
+    assert page.status_code == 200
+    return page

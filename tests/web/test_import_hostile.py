@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from pytest_django import Settings
 
 from motus_web.sessions.importers import ImportOptions, ImportReport, import_stream
 from motus_web.sessions.models import ContextChange, Session
 
-from .helpers import logged_in
+from .helpers import import_upload, logged_in
 
 pytestmark = pytest.mark.django_db
 
@@ -92,12 +91,8 @@ def test_a_very_long_file_name_is_shortened_in_problems_and_pages(owner: User) -
     report = run(b"[1]", name)
     assert len(report.problems[0].source) <= 120
 
-    response = logged_in(owner).post(
-        reverse("dashboard:import_upload"),
-        {"file": SimpleUploadedFile(name, json.dumps(HI).encode()), "threshold": 3000},
-    )
+    import_upload(logged_in(owner), name, json.dumps(HI).encode())
 
-    assert response.status_code == 302
     session = Session.objects.get()
     assert len(session.source) <= 120
     assert session.source.endswith(".json")
@@ -138,13 +133,8 @@ def test_what_real_exports_carry_imports_as_the_plain_file(data: bytes) -> None:
 def test_each_run_of_a_multi_run_file_is_imported_or_refused_on_its_own(owner: User) -> None:
     runs = [{"messages": HI}, {"messages": [{"role": ["user"]}]}, {"messages": HI[:1]}]
 
-    response = logged_in(owner).post(
-        reverse("dashboard:import_upload"),
-        {"file": SimpleUploadedFile("runs.json", json.dumps(runs).encode()), "threshold": 3000},
-    )
+    html = import_upload(logged_in(owner), "runs.json", json.dumps(runs).encode()).content.decode()
 
-    assert response.status_code == 400
-    html = response.content.decode()
     assert "2 sessions imported" in html
     assert "runs.json: record 2, message 1: field &#x27;role&#x27;: expected a string" in html
     for session in Session.objects.all():
@@ -158,14 +148,10 @@ def test_an_upload_past_the_message_cap_is_refused_and_nothing_is_written(
     settings.MOTUS_UPLOAD_MAX_MESSAGES = 10
     runs = [{"messages": HI * 3}, {"messages": HI * 3}]
 
-    response = logged_in(owner).post(
-        reverse("dashboard:import_upload"),
-        {"file": SimpleUploadedFile("big.json", json.dumps(runs).encode()), "threshold": 3000},
-    )
+    html = import_upload(logged_in(owner), "big.json", json.dumps(runs).encode()).content.decode()
 
-    assert response.status_code == 400
-    assert "holds more than 10 messages" in response.content.decode()
-    assert "import_sessions" in response.content.decode()
+    assert "holds more than 10 messages" in html
+    assert "import_sessions" in html
     [kept] = Session.objects.all()
     assert kept.message_count == 6
 

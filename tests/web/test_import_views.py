@@ -11,10 +11,11 @@ from django.urls import reverse
 from pytest_django import Settings
 
 from motus_web.dashboard.views import _import_notice
+from motus_web.sessions import jobs
 from motus_web.sessions.importers import ImportReport, Skipped
-from motus_web.sessions.models import Message, Session
+from motus_web.sessions.models import ImportJob, Message, Session
 
-from .helpers import logged_in, make_session
+from .helpers import import_upload, logged_in, make_session
 from .test_importers import CHAT, as_json, as_jsonl, exported
 
 pytestmark = pytest.mark.django_db
@@ -48,30 +49,34 @@ def test_the_import_page_shows_the_form_in_full_and_to_htmx(owner: User) -> None
 
 
 def test_an_uploaded_transcript_becomes_the_uploaders_session(owner: User) -> None:
-    response = logged_in(owner).post(
+    client = logged_in(owner)
+    response = client.post(
         reverse("dashboard:import_upload"),
         {"file": upload("cancel.json", as_json(CHAT)), "threshold": 3000},
     )
 
+    assert response.status_code == 303
+    job = ImportJob.objects.get()
+    assert response["Location"] == reverse("dashboard:import_job", args=[job.public_id])
+    assert not Session.objects.exists()  # the request only queued the import
+    assert jobs.run_queued() == 1
+
+    page = client.get(response["Location"]).content.decode()
     session = Session.objects.get()
-    assert response.status_code == 302
-    assert response["Location"] == reverse("dashboard:session_detail", args=[session.public_id])
     assert session.owner == owner
     assert session.source == "cancel.json"
+    assert "Imported 1 session from cancel.json." in page
+    assert reverse("dashboard:session_detail", args=[session.public_id]) in page
 
 
-def test_an_upload_of_many_sessions_lands_on_the_list_with_a_notice(owner: User) -> None:
-    client = logged_in(owner)
+def test_an_upload_of_many_sessions_lists_them_with_a_notice(owner: User) -> None:
     data = as_jsonl({"messages": CHAT}, {"messages": CHAT})
 
-    response = client.post(
-        reverse("dashboard:import_upload"),
-        {"file": upload("two.jsonl", data), "threshold": 3000},
-        follow=True,
-    )
+    page = import_upload(logged_in(owner), "two.jsonl", data).content.decode()
 
-    assert response.redirect_chain == [(reverse("dashboard:session_list"), 302)]
-    assert "Imported 2 sessions from two.jsonl." in response.content.decode()
+    assert "Imported 2 sessions from two.jsonl." in page
+    for session in Session.objects.all():
+        assert reverse("dashboard:session_detail", args=[session.public_id]) in page
 
 
 def test_an_upload_with_replay_records_compactions(owner: User) -> None:
@@ -81,10 +86,7 @@ def test_an_upload_with_replay_records_compactions(owner: User) -> None:
         for role in ("user", "assistant")
     ]
 
-    logged_in(owner).post(
-        reverse("dashboard:import_upload"),
-        {"file": upload("long.json", as_json(long_chat)), "replay": "on", "threshold": 800},
-    )
+    import_upload(logged_in(owner), "long.json", as_json(long_chat), replay="on", threshold=800)
 
     assert Session.objects.get().compaction_count > 0
 
@@ -92,12 +94,8 @@ def test_an_upload_with_replay_records_compactions(owner: User) -> None:
 def test_a_broken_upload_is_explained_with_its_line(owner: User) -> None:
     data = as_jsonl({"messages": CHAT}) + b"{oops\n"
 
-    response = logged_in(owner).post(
-        reverse("dashboard:import_upload"), {"file": upload("chats.jsonl", data), "threshold": 3000}
-    )
+    html = import_upload(logged_in(owner), "chats.jsonl", data).content.decode()
 
-    assert response.status_code == 400
-    html = response.content.decode()
     assert "1 session imported, 0 already there. This could not be imported:" in html
     assert "chats.jsonl: line 2: invalid JSON" in html
 
@@ -131,38 +129,27 @@ def test_an_upload_of_someone_elses_log_becomes_the_uploaders_own_session(
     owner: User, staff: User
 ) -> None:
     admins = make_session(staff, title="Admin's run")
+    client = logged_in(owner)
 
-    response = logged_in(owner).post(
-        reverse("dashboard:import_upload"),
-        {"file": upload("admin.jsonl", exported(admins)), "threshold": 3000},
-        follow=True,
-    )
+    page = import_upload(client, "admin.jsonl", exported(admins)).content.decode()
 
     copy = Session.objects.get(owner=owner)
-    assert response.redirect_chain == [
-        (reverse("dashboard:session_detail", args=[copy.public_id]), 302)
-    ]
-    html = response.content.decode()
-    assert "Imported 1 session" in html
-    assert "before" not in html
+    assert "Imported 1 session" in page
+    assert "before" not in page
+    detail = client.get(reverse("dashboard:session_detail", args=[copy.public_id]))
+    html = detail.content.decode()
     assert "Admin&#x27;s run" in html
     assert f"<code>{admins.public_id}</code>" in html  # the id the uploaded file gave it
-    assert (
-        "Admin&#x27;s run"
-        in logged_in(owner).get(reverse("dashboard:session_list")).content.decode()
-    )
+    assert "Admin&#x27;s run" in client.get(reverse("dashboard:session_list")).content.decode()
 
 
 def test_uploading_your_own_export_leads_to_the_session_you_have(owner: User) -> None:
     session = make_session(owner, title="Mine")
 
-    response = logged_in(owner).post(
-        reverse("dashboard:import_upload"),
-        {"file": upload("mine.jsonl", exported(session)), "threshold": 3000},
-    )
+    page = import_upload(logged_in(owner), "mine.jsonl", exported(session)).content.decode()
 
-    assert response.status_code == 302
-    assert response["Location"] == reverse("dashboard:session_detail", args=[session.public_id])
+    assert "Nothing new in mine.jsonl: it was imported before." in page
+    assert reverse("dashboard:session_detail", args=[session.public_id]) in page
     assert Session.objects.count() == 1
 
 
@@ -174,13 +161,8 @@ def test_a_database_failure_is_explained_without_sql(
 
     monkeypatch.setattr(Message.objects, "bulk_create", refuse)
 
-    response = logged_in(owner).post(
-        reverse("dashboard:import_upload"),
-        {"file": upload("a.json", as_json(CHAT)), "threshold": 3000},
-    )
+    html = import_upload(logged_in(owner), "a.json", as_json(CHAT)).content.decode()
 
-    assert response.status_code == 400
-    html = response.content.decode()
     assert "a.json: the database could not store session" in html
     assert "INSERT" not in html
     assert not Session.objects.exists()
@@ -190,14 +172,8 @@ def test_the_notice_counts_sessions_in_words_that_agree(owner: User) -> None:
     client = logged_in(owner)
 
     def notice(name: str, data: bytes) -> str:
-        response = client.post(
-            reverse("dashboard:import_upload"),
-            {"file": upload(name, data), "threshold": 3000},
-            follow=True,
-        )
-        found = [str(message) for message in response.context["messages"]]
-        assert len(found) == 1
-        return found[0]
+        response = import_upload(client, name, data)
+        return str(response.context["notice"])
 
     one, three = as_json(CHAT), as_jsonl(*({"messages": CHAT[: 2 + n]} for n in range(3)))
     assert notice("one.json", one) == "Imported 1 session from one.json."

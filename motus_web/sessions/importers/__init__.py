@@ -26,14 +26,25 @@ from .formats._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
 from .formats.claude_code import subagent_files
 from .parsers import EXPECTED, parse_json, parse_messages_jsonl, parse_motus_log, skip_bom
 from .sources import AgentSession, Found, Problem
-from .writer import INTERNAL_ERROR, ImportOptions, ImportReport, Skipped, Writer
+from .writer import (
+    INTERNAL_ERROR,
+    ImportCancelled,
+    ImportOptions,
+    ImportReport,
+    Progress,
+    Skipped,
+    Writer,
+)
 
 __all__ = [
     "Format",
+    "ImportCancelled",
     "ImportOptions",
     "ImportReport",
     "Problem",
+    "Progress",
     "Skipped",
+    "first_problem",
     "import_path",
     "import_stream",
 ]
@@ -56,6 +67,8 @@ def import_stream(
     with the file's name, the line or record, and the field, and never leave
     half a session. ``subagents`` are a Claude Code session's subagent
     transcripts. Call from sync code (not inside a running event loop).
+    When ``options.checkpoint`` raises ``ImportCancelled``, the report says
+    ``cancelled`` and holds what was committed before.
     """
     writer: Writer | None = None
     try:
@@ -65,6 +78,10 @@ def import_stream(
             writer.take(found)
             if writer.report.stopped:
                 break
+    except ImportCancelled:
+        report = writer.report if writer is not None else ImportReport()
+        report.cancelled = True
+        return report
     except _UNREADABLE as error:
         report = writer.report if writer is not None else ImportReport()
         report.problems.append(Problem(source, "", f"the file cannot be read to its end: {error}"))
@@ -93,14 +110,39 @@ def import_path(path: Path, options: ImportOptions) -> ImportReport:
                 handle.close()
 
 
+def first_problem(stream: BinaryIO, source: str) -> Problem | None:
+    """Why ``stream`` cannot be imported, read from its first 64 KB alone, or ``None``.
+
+    ``None`` says only that the start looks importable; the import reads the
+    rest. A gzip stream that breaks within the head is left to the import,
+    which says where. The stream is rewound.
+    """
+    try:
+        head = plain_head(open_plain(stream).read(HEAD_SIZE))
+    except _UNREADABLE:
+        return None
+    finally:
+        stream.seek(0)
+    return _head_problem(head, source, formats.detect(head, source))
+
+
+def _head_problem(head: bytes, name: str, format_: str | None) -> Problem | None:
+    """What the head (decompressed) of a file in ``format_`` says is wrong, if anything."""
+    if problem := encoding_problem(head):
+        return Problem(name, "", problem)
+    if format_ is None and (reason := _reason(head)):
+        return _problem(formats.unrecognised(name, reason))
+    return None
+
+
 def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -> Iterator[Found]:
     plain = open_plain(stream)
     head = plain_head(plain.read(HEAD_SIZE))
     plain.seek(0)
-    if problem := encoding_problem(head):
-        yield Problem(name, "", problem)
-        return
     format_ = formats.detect(head, name)
+    if problem := _head_problem(head, name, format_):
+        yield problem
+        return
     if format_ == "motus-log":
         yield from parse_motus_log(skip_bom(plain), name)
     elif format_ == "openai-chat":
@@ -116,8 +158,6 @@ def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -
                 isinstance(found, Problem) and found.message == EXPECTED and not found.location
             )
             yield _problem(formats.unrecognised(name)) if unknown else found
-    elif format_ is None:
-        yield _problem(formats.unrecognised(name, _reason(head)))
     else:
         stream.seek(0)
         for index, item in enumerate(formats.parse(stream, name, subagents), start=1):

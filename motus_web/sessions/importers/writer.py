@@ -54,6 +54,9 @@ class ImportOptions:
     replay_threshold: int | None = None  # compact chat transcripts at this many tokens
     model_name: str | None = None  # for token counting; None: the log's own, or the default
     max_messages: int | None = None  # per file; None: no cap (the command line)
+    # Called after every batch a session writes and after every session; it may
+    # raise ``ImportCancelled`` to stop the import (see ``Progress``).
+    checkpoint: Callable[[Progress], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,32 @@ class ImportReport:
     renamed: dict[str, str] = field(default_factory=dict)  # a log's own id -> its new public id
     problems: list[Problem] = field(default_factory=list)
     stopped: bool = False  # the message cap was reached: the rest of the file was not read
+    messages: int = 0  # messages in the sessions imported (committed)
+    cancelled: bool = False  # a checkpoint stopped the import: the rest was not read
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where an import is, as its checkpoint sees it.
+
+    ``in_session`` is true after a batch, inside the transaction of a session
+    being written: nothing of that session is committed yet, and a database
+    write made now would commit or roll back with it. It is false between
+    sessions, when everything in ``report`` is committed.
+    """
+
+    report: ImportReport
+    messages_read: int  # messages read from the file so far, refused ones included
+    in_session: bool
+
+
+class ImportCancelled(Exception):
+    """Raised by a checkpoint to stop an import.
+
+    Raised inside a session's transaction, it rolls that session back; the
+    sessions committed before it stay. ``import_stream`` returns the report
+    with ``cancelled`` set.
+    """
 
 
 class _CapReached(Refused):
@@ -121,10 +150,17 @@ class Writer:
             return
         try:
             self._take(found)
+        except ImportCancelled:
+            raise
         except Exception as error:
             # See _write: a bug met by one session is that session's problem only.
             logger.exception("importing %s failed", self.source)
             self._problem("", f"{INTERNAL_ERROR} ({type(error).__name__})")
+        self._checkpoint(in_session=False)
+
+    def _checkpoint(self, *, in_session: bool) -> None:
+        if self.options.checkpoint is not None:
+            self.options.checkpoint(Progress(self.report, self.messages_seen, in_session))
 
     def _take(self, found: Found) -> None:
         if isinstance(found, Problem):
@@ -359,6 +395,7 @@ class Writer:
                     return
                 continue  # the id was taken meanwhile: try a new one
             self.report.imported.append(session_id)
+            self.report.messages += sum(1 for r in found if r.get("type") == records.MESSAGE)
             if session_id != log_id:
                 self.report.renamed[log_id] = session_id
             return
@@ -375,7 +412,9 @@ class Writer:
         session_id = uuid.uuid4().hex
         try:
             with transaction.atomic():
-                self._write_batches(session_id, plan)
+                written = self._write_batches(session_id, plan)
+        except ImportCancelled:
+            raise
         except _CapReached as error:
             self.report.stopped = True
             self._problem(error.location, str(error))
@@ -402,13 +441,16 @@ class Writer:
             self._problem(plan.location, f"{INTERNAL_ERROR} ({type(error).__name__})")
             return None
         self.report.imported.append(session_id)
+        self.report.messages += written
         return session_id
 
-    def _write_batches(self, session_id: str, plan: _Plan) -> None:
+    def _write_batches(self, session_id: str, plan: _Plan) -> int:
+        """Write the session's batches; the number of messages written."""
         # Announced once, after the commit, with the session_meta: a session
         # written in many batches is not held in memory until then.
         store = DatabaseLogStore(parents=self._owned(), announce=False)
         meta: dict[str, Any] | None = None
+        written = 0
         for batch in plan.batches(session_id):
             if not batch:
                 continue
@@ -420,11 +462,14 @@ class Writer:
                 )
                 meta = batch[0].to_dict()
             store.extend(session_id, batch)
+            written += sum(1 for record in batch if isinstance(record, records.MessageRecord))
+            self._checkpoint(in_session=True)
         if meta is None:
             raise Refused(plan.location, "no messages besides a system prompt")
         self._claim(session_id, plan.key, plan.original_id)
         announced = meta
         transaction.on_commit(lambda: announce(session_id, [announced]))
+        return written
 
     def _claim(self, session_id: str, key: str, original_id: str) -> None:
         Session.objects.filter(public_id=session_id).update(

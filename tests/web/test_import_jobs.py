@@ -1,0 +1,470 @@
+"""Uploads run as import jobs: kept, queued, run outside the request, watched and cancelled."""
+
+from __future__ import annotations
+
+import io
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.db import OperationalError
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+from pytest_django import Settings
+
+from motus_web.sessions import jobs
+from motus_web.sessions.importers import (
+    ImportCancelled,
+    ImportOptions,
+    Progress,
+    import_stream,
+)
+from motus_web.sessions.models import ImportJob, Session
+from motus_web.sessions.signals import records_committed
+
+from .helpers import logged_in
+from .test_importers import CHAT, as_json, as_jsonl
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+THREE_RUNS = as_jsonl(*({"messages": CHAT} for _ in range(3)))
+Status = ImportJob.Status
+
+
+def upload(client: Client, name: str = "runs.jsonl", data: bytes = THREE_RUNS) -> ImportJob:
+    response = client.post(
+        reverse("dashboard:import_upload"),
+        {"file": SimpleUploadedFile(name, data), "threshold": 3000},
+    )
+    assert response.status_code == 303, response.content.decode()
+    job = ImportJob.objects.get(public_id=response["Location"].rstrip("/").rsplit("/", 1)[-1])
+    assert response["Location"] == job_url(job)
+    return job
+
+
+def job_url(job: ImportJob, action: str = "") -> str:
+    name = f"dashboard:import_job_{action}" if action else "dashboard:import_job"
+    return reverse(name, args=[job.public_id])
+
+
+def spooled(settings: Settings) -> list[Path]:
+    folder = Path(settings.MOTUS_IMPORT_SPOOL_DIR)
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+@pytest.fixture
+def committed() -> Iterator[list[str]]:
+    """The public ids of sessions as their transactions commit."""
+    heard: list[str] = []
+
+    def receiver(session_id: str, **kwargs: Any) -> None:
+        heard.append(session_id)
+
+    records_committed.connect(receiver)
+    yield heard
+    records_committed.disconnect(receiver)
+
+
+# -- the upload --------------------------------------------------------------------------
+
+
+def test_an_upload_is_kept_and_queued_and_the_request_imports_nothing(
+    owner: User, settings: Settings
+) -> None:
+    job = upload(logged_in(owner))
+
+    assert job.status == Status.QUEUED
+    assert job.owner == owner
+    assert job.file_name == "runs.jsonl"
+    assert job.bytes_total == len(THREE_RUNS)
+    [kept] = spooled(settings)
+    assert kept.name == job.spool_name
+    assert kept.read_bytes() == THREE_RUNS
+    assert not Session.objects.exists()
+
+
+def test_the_queued_job_page_polls_with_htmx_and_refreshes_without_it(owner: User) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+
+    page = client.get(job_url(job))
+    fragment = client.get(job_url(job), headers=HTMX)
+
+    html = page.content.decode()
+    assert "Queued" in html
+    assert '<noscript><meta http-equiv="refresh" content="2"></noscript>' in html
+    assert 'hx-trigger="every 1s"' in html
+    assert fragment.content.decode().strip().startswith('<div id="job-status"')
+    assert "<html" not in fragment.content.decode()
+    assert 'hx-trigger="every 1s"' in fragment.content.decode()
+    assert page["Vary"] == fragment["Vary"]
+    assert "HX-Request" in page["Vary"]
+
+
+def test_a_finished_job_page_stops_polling(owner: User) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+    jobs.run_queued()
+
+    for response in (client.get(job_url(job)), client.get(job_url(job), headers=HTMX)):
+        html = response.content.decode()
+        assert "Imported 3 sessions from runs.jsonl." in html
+        assert "hx-trigger" not in html
+        assert "http-equiv" not in html
+        assert job_url(job, "cancel") not in html
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"hello, world", "The file is not JSON or JSONL"),
+        (b"", "The submitted file is empty."),
+        ("[]".encode("utf-16"), "the file is UTF-16 text: save it as UTF-8"),
+    ],
+)
+def test_a_file_whose_start_shows_it_cannot_be_imported_is_refused_at_once(
+    owner: User, settings: Settings, data: bytes, reason: str
+) -> None:
+    response = logged_in(owner).post(
+        reverse("dashboard:import_upload"),
+        {"file": SimpleUploadedFile("notes.json", data), "threshold": 3000},
+    )
+
+    assert response.status_code == 400
+    assert reason in response.content.decode()
+    assert not ImportJob.objects.exists()
+    assert spooled(settings) == []
+
+
+class _BreaksMidway(SimpleUploadedFile):
+    def chunks(self, chunk_size: int | None = None) -> Iterator[bytes]:
+        yield self.read(10)
+        raise OSError(28, "No space left on device")
+
+
+def test_an_upload_that_cannot_be_written_leaves_no_file_and_no_job(
+    owner: User, settings: Settings
+) -> None:
+    with pytest.raises(OSError, match="No space left"):
+        jobs.create(_BreaksMidway("a.json", as_json(CHAT)), "a.json", owner, None)
+
+    assert spooled(settings) == []
+    assert not ImportJob.objects.exists()
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+def test_the_runner_imports_the_file_records_the_report_and_deletes_the_file(
+    owner: User, settings: Settings
+) -> None:
+    job = upload(logged_in(owner), data=THREE_RUNS + b"{oops\n")
+
+    assert jobs.run_queued() == 1
+
+    job.refresh_from_db()
+    assert job.status == Status.DONE
+    assert job.started_at is not None
+    assert job.finished_at is not None
+    assert job.bytes_read == job.bytes_total
+    assert job.sessions_imported == 3
+    assert job.messages_imported == sum(s.message_count for s in Session.objects.all()) > 0
+    assert job.problem_count == 1
+    report = jobs.report_of(job)
+    assert sorted(report.imported) == sorted(Session.objects.values_list("public_id", flat=True))
+    [problem] = report.problems
+    assert (problem.source, problem.location) == ("runs.jsonl", "line 4")
+    assert problem.message.startswith("invalid JSON")
+    assert spooled(settings) == []
+    assert jobs.run_queued() == 0
+
+
+def test_the_refused_sessions_of_a_run_are_listed_with_their_reasons(owner: User) -> None:
+    client = logged_in(owner)
+    runs = as_jsonl({"messages": CHAT}, {"messages": [{"role": ["user"]}]})
+    job = upload(client, "runs.jsonl", runs)
+    jobs.run_queued()
+
+    html = client.get(job_url(job)).content.decode()
+
+    assert "1 session imported, 0 already there. This could not be imported:" in html
+    assert "runs.jsonl: line 2, message 1: field &#x27;role&#x27;: expected a string" in html
+    [session] = Session.objects.all()
+    assert reverse("dashboard:session_detail", args=[session.public_id]) in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_progress_is_written_between_sessions(owner: User, committed: list[str]) -> None:
+    job = upload(logged_in(owner))
+    seen: list[tuple[int, int, int]] = []
+
+    def look(**kwargs: Any) -> None:
+        row = ImportJob.objects.get(pk=job.pk)
+        seen.append((row.sessions_imported, row.messages_imported, row.bytes_read))
+
+    records_committed.connect(look)
+    try:
+        jobs.run_queued()
+    finally:
+        records_committed.disconnect(look)
+
+    # Each session's commit sees the figures written after the one before it.
+    assert [sessions for sessions, _, _ in seen] == [0, 1, 2]
+    assert seen[1][1] > 0
+    assert seen[2][1] == 2 * seen[1][1]
+    assert seen[0][2] <= seen[1][2] <= seen[2][2]
+    job.refresh_from_db()
+    assert (job.sessions_imported, job.status) == (3, Status.DONE)
+
+
+def test_the_command_runs_the_queued_jobs(owner: User) -> None:
+    job = upload(logged_in(owner))
+    out = io.StringIO()
+
+    call_command("run_import_jobs", stdout=out)
+
+    assert out.getvalue() == "1 import job run\n"
+    job.refresh_from_db()
+    assert job.status == Status.DONE
+    assert Session.objects.count() == 3
+
+
+def test_two_runners_never_claim_one_job(owner: User) -> None:
+    upload(logged_in(owner))
+
+    first, second = jobs.claim(), jobs.claim()
+
+    assert first is not None
+    assert first.status == Status.RUNNING
+    assert first.worker == jobs.worker_id()
+    assert second is None
+
+
+# -- cancelling ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_the_job_between_sessions_and_keeps_what_was_committed(
+    owner: User, settings: Settings, committed: list[str]
+) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+
+    def cancel_after_the_first(**kwargs: Any) -> None:
+        if len(committed) == 1:
+            assert client.post(job_url(job, "cancel")).status_code == 303
+
+    records_committed.connect(cancel_after_the_first)
+    try:
+        jobs.run_queued()
+    finally:
+        records_committed.disconnect(cancel_after_the_first)
+
+    job.refresh_from_db()
+    assert job.status == Status.CANCELLED
+    [session] = Session.objects.all()
+    assert jobs.report_of(job).imported == [session.public_id] == committed
+    assert session.message_count == session.messages.count() > 0
+    assert spooled(settings) == []
+    html = client.get(job_url(job)).content.decode()
+    assert "Cancelled: the sessions finished before stay imported" in html
+    assert reverse("dashboard:session_detail", args=[session.public_id]) in html
+
+
+def test_a_checkpoint_that_cancels_mid_session_rolls_that_session_back() -> None:
+    short = {"messages": CHAT}
+    long = {"messages": [{"role": "user", "content": f"turn {n}"} for n in range(1200)]}
+    data = as_jsonl(short, long)
+
+    def checkpoint(progress: Progress) -> None:
+        if progress.in_session and progress.messages_read > 600:
+            raise ImportCancelled
+
+    report = import_stream(io.BytesIO(data), "f.jsonl", ImportOptions(checkpoint=checkpoint))
+
+    assert report.cancelled
+    [kept] = Session.objects.all()
+    assert report.imported == [kept.public_id]
+    assert kept.message_count == len(CHAT) - 1  # the system prompt is no message
+    assert report.messages == kept.message_count
+
+
+def test_cancelling_a_queued_job_ends_it_at_once(owner: User, settings: Settings) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+
+    assert client.post(job_url(job, "cancel")).status_code == 303
+
+    job.refresh_from_db()
+    assert job.status == Status.CANCELLED
+    assert spooled(settings) == []
+    assert jobs.run_queued() == 0
+    assert not Session.objects.exists()
+
+
+def test_cancel_is_a_post(owner: User) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+
+    assert client.get(job_url(job, "cancel")).status_code == 405
+    job.refresh_from_db()
+    assert job.status == Status.QUEUED
+
+
+# -- a runner that died --------------------------------------------------------------------
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def running(job: ImportJob, worker: str, heartbeat_age: timedelta = timedelta(0)) -> None:
+    now = timezone.now()
+    ImportJob.objects.filter(pk=job.pk).update(
+        status=Status.RUNNING, worker=worker, started_at=now, heartbeat_at=now - heartbeat_age
+    )
+
+
+def test_a_job_left_running_by_a_dead_process_becomes_interrupted_and_can_run_again(
+    owner: User, settings: Settings
+) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+    running(job, f"{socket.gethostname()}:{dead_pid()}:earlier")
+
+    assert jobs.run_queued() == 0
+
+    job.refresh_from_db()
+    assert job.status == Status.INTERRUPTED
+    assert "The server stopped while this file was being imported" in job.error
+    assert [path.name for path in spooled(settings)] == [job.spool_name]
+    html = client.get(job_url(job)).content.decode()
+    assert "Import again" in html
+    assert "Discard the file" in html
+
+    assert client.post(job_url(job, "retry")).status_code == 303
+    assert jobs.run_queued() == 1
+    job.refresh_from_db()
+    assert (job.status, job.sessions_imported, job.error) == (Status.DONE, 3, "")
+
+
+def test_a_runner_elsewhere_is_dead_only_when_silent_for_the_stale_time(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_IMPORT_STALE_SECONDS = 600
+    client = logged_in(owner)
+    silent, recent, ours = upload(client), upload(client, "b.json"), upload(client, "c.json")
+    running(silent, "elsewhere:12:token", heartbeat_age=timedelta(seconds=601))
+    running(recent, "elsewhere:12:token", heartbeat_age=timedelta(seconds=30))
+    running(ours, jobs.worker_id(), heartbeat_age=timedelta(days=1))
+
+    assert jobs.interrupt_stale() == 1
+
+    statuses = {job.pk: job.status for job in ImportJob.objects.all()}
+    assert statuses == {
+        silent.pk: Status.INTERRUPTED,
+        recent.pk: Status.RUNNING,
+        ours.pk: Status.RUNNING,
+    }
+
+
+def test_discarding_an_interrupted_job_deletes_its_file(owner: User, settings: Settings) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+    running(job, f"{socket.gethostname()}:{dead_pid()}:earlier")
+    jobs.interrupt_stale()
+
+    assert client.post(job_url(job, "cancel")).status_code == 303
+
+    job.refresh_from_db()
+    assert job.status == Status.CANCELLED
+    assert spooled(settings) == []
+
+
+# -- who may see and cancel ----------------------------------------------------------------
+
+
+def test_only_the_owner_and_staff_see_a_job(
+    client: Client, owner: User, teammate: User, staff: User
+) -> None:
+    job = upload(logged_in(owner))
+
+    assert logged_in(owner).get(job_url(job)).status_code == 200
+    assert logged_in(staff).get(job_url(job)).status_code == 200
+    assert logged_in(teammate).get(job_url(job)).status_code == 404
+    anonymous = client.get(job_url(job))
+    assert anonymous.status_code == 302
+    assert anonymous["Location"].startswith(reverse("login"))
+
+
+def test_only_the_owner_and_staff_cancel_a_job(
+    client: Client, owner: User, teammate: User, staff: User
+) -> None:
+    job, staffs = upload(logged_in(owner)), upload(logged_in(owner), "b.json")
+
+    assert logged_in(teammate).post(job_url(job, "cancel")).status_code == 404
+    assert client.post(job_url(job, "cancel")).status_code == 302  # to the login page
+    assert logged_in(teammate).post(job_url(job, "retry")).status_code == 404
+    job.refresh_from_db()
+    assert job.status == Status.QUEUED
+    assert logged_in(staff).post(job_url(staffs, "cancel")).status_code == 303
+    staffs.refresh_from_db()
+    assert staffs.status == Status.CANCELLED
+
+
+def test_a_cancel_without_the_csrf_token_is_refused(owner: User) -> None:
+    job = upload(logged_in(owner))
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+
+    assert client.post(job_url(job, "cancel")).status_code == 403
+    job.refresh_from_db()
+    assert job.status == Status.QUEUED
+
+
+def test_the_import_page_lists_only_your_own_recent_jobs(owner: User, teammate: User) -> None:
+    job = upload(logged_in(owner), "mine.json", as_json(CHAT))
+
+    assert job_url(job) in logged_in(owner).get(reverse("dashboard:import_form")).content.decode()
+    theirs = logged_in(teammate).get(reverse("dashboard:import_form")).content.decode()
+    assert job_url(job) not in theirs
+
+
+# -- the web process's thread --------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_web_process_thread_runs_an_uploaded_job(owner: User, settings: Settings) -> None:
+    settings.MOTUS_IMPORT_THREAD = True
+    job = upload(logged_in(owner))
+
+    assert wait_until_finished(job).status == Status.DONE
+    assert Session.objects.filter(owner=owner).count() == 3
+    assert spooled(settings) == []
+
+
+def wait_until_finished(job: ImportJob, patience: float = 120.0) -> ImportJob:
+    """The job's row once it is finished; fails the test after ``patience`` seconds."""
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        try:
+            job.refresh_from_db()
+        except OperationalError:
+            # SQLite's shared in-memory test database locks a table being written.
+            continue
+        if job.finished:
+            return job
+        time.sleep(0.02)
+    pytest.fail(f"the import job is still {job.status} after {patience} seconds")
