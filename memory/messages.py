@@ -431,24 +431,22 @@ def _fresh(form: dict[str, Any]) -> dict[str, Any]:
     out = dict(form)
     calls = out.get("tool_calls")
     if isinstance(calls, list) and calls:
-        out["tool_calls"] = [_fresh_call(c) for c in calls]
+        copies = []
+        for call in calls:
+            if isinstance(call, dict):
+                call = dict(call)
+                for key in ("function", "custom"):
+                    payload = call.get(key)
+                    if isinstance(payload, dict):
+                        call[key] = dict(payload)
+            copies.append(call)
+        out["tool_calls"] = copies
     function_call = out.get("function_call")
     if isinstance(function_call, dict):
         out["function_call"] = dict(function_call)
     blocks = out.get("thinking_blocks")
     if isinstance(blocks, list) and blocks:
         out["thinking_blocks"] = [dict(b) if isinstance(b, dict) else b for b in blocks]
-    return out
-
-
-def _fresh_call(call: Any) -> Any:
-    if not isinstance(call, dict):
-        return call
-    out = dict(call)
-    for key in ("function", "custom"):
-        payload = out.get(key)
-        if isinstance(payload, dict):
-            out[key] = dict(payload)
     return out
 
 
