@@ -695,5 +695,6 @@ def test_importing_the_counter_loads_no_encoding() -> None:
         "import memory.tokens, memory.tokens.truncation, memory.tokens.model_limits\n"
         "from memory.tokens import encodings\n"
         "assert encodings._loaded == {}, encodings._loaded\n"
+        "assert encodings._ranks == {}, list(encodings._ranks)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
