@@ -8,10 +8,14 @@ the mean cost per message of:
 - the floor: tiktoken's raw encode of the same texts;
 - ``BasicMemory``; ``CompactionMemory`` without a log, with a JSONL log, and
   with compaction on (threshold 8,000);
-- ``get_session_state().to_dict()`` with every message in context;
+- ``get_session_state().to_dict()`` with every message in context (ms: the
+  first call, then the median of five more);
 - ``restore_from_log`` (from checkpoints, and replaying everything) against a
   plain orjson parse of the same file, at 1k, 10k and 100k messages;
-- a cold process: ``import memory`` and its first counted message.
+- a cold process (median of ``--cold-runs`` fresh interpreters, with compiled
+  bytecode as an installed package has it): ``import memory``, then a
+  ``CompactionMemory`` built and its first ``add_message`` (a short user
+  message) awaited, then the first text that needs tiktoken's own encoder.
 
 With ``--reference WHEEL`` (``pip download lithosai-motus==0.4.3 --no-deps``),
 the reference's ``BasicMemory`` and ``CompactionMemory`` run the same workload
@@ -55,7 +59,7 @@ from memory import (
     CompactionMemoryConfig,
 )
 from memory.tokens import encodings
-from memory.tokens.encodings import encoding_for_model
+from memory.tokens.encodings import encoding_for_model, load_bundled_encoding
 
 MODEL = "gpt-4o"
 NO_COMPACTION = 10**12
@@ -73,7 +77,7 @@ async def per_message(add: Callable[[Any], Awaitable[Any]], messages: list[Any])
 
 
 def floor_us(messages: list[dict[str, Any]]) -> float:
-    encode = encoding_for_model(MODEL).encoding.encode_ordinary
+    encode = load_bundled_encoding(encoding_for_model(MODEL).encoding_name).encode_ordinary
     texts = [m["content"] for m in messages if isinstance(m.get("content"), str)]
     texts += [c["function"]["arguments"] for m in messages for c in m.get("tool_calls") or ()]
     started = time.perf_counter()
@@ -82,9 +86,22 @@ def floor_us(messages: list[dict[str, Any]]) -> float:
     return (time.perf_counter() - started) / len(messages) * 1e6
 
 
-def ours(messages: list[dict[str, Any]], folder: Path) -> dict[str, float]:
+STATE = "get_session_state().to_dict() (ms)"
+
+
+def state_ms(memory: Any) -> tuple[float, float]:
+    """The first ``get_session_state().to_dict()`` and the median of five more (ms)."""
+    runs = []
+    for _ in range(6):
+        started = time.perf_counter()
+        memory.get_session_state().to_dict()
+        runs.append((time.perf_counter() - started) * 1e3)
+    return runs[0], statistics.median(runs[1:])
+
+
+def ours(messages: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
     typed = [ChatMessage.from_dict(m) for m in messages]
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     out["BasicMemory"] = asyncio.run(per_message(BasicMemory(model_name=MODEL).add_message, typed))
     for label, threshold, log in (
         ("CompactionMemory, compaction off, no log", NO_COMPACTION, None),
@@ -99,9 +116,7 @@ def ours(messages: list[dict[str, Any]], folder: Path) -> dict[str, float]:
         out[label] = asyncio.run(per_message(memory.add_message, typed))
         if threshold == NO_COMPACTION:
             state_memory = memory
-    started = time.perf_counter()
-    state_memory.get_session_state().to_dict()
-    out["get_session_state().to_dict() (ms)"] = (time.perf_counter() - started) * 1e3
+    out[STATE] = state_ms(state_memory)
     return out
 
 
@@ -119,7 +134,7 @@ def offline_tiktoken_cache(folder: Path) -> None:
 
 def reference(
     wheel: Path, messages: list[dict[str, Any]], few: int, folder: Path
-) -> dict[str, float]:
+) -> dict[str, Any]:
     offline_tiktoken_cache(folder)
     root = folder / "reference"
     with zipfile.ZipFile(wheel) as archive:
@@ -136,7 +151,7 @@ def reference(
     from motus.models import ChatMessage as RefMessage
 
     typed = [RefMessage(**m) for m in messages]
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     out["BasicMemory"] = asyncio.run(per_message(RefBasic(model_name=MODEL).add_message, typed))
     off = RefCompaction(
         config=RefConfig(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
@@ -156,9 +171,7 @@ def reference(
         config=RefConfig(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
     )
     state_memory._messages = list(typed)  # the context a long compaction-off run would hold
-    started = time.perf_counter()
-    state_memory.get_session_state().to_dict()
-    out["get_session_state().to_dict() (ms)"] = (time.perf_counter() - started) * 1e3
+    out[STATE] = state_ms(state_memory)
     return out
 
 
@@ -196,27 +209,49 @@ def restore_figures(size: int, folder: Path) -> tuple[float, float, float]:
 
 
 COLD = """
-import time
+import asyncio, json, sys, time
 started = time.perf_counter()
 import memory
 imported = time.perf_counter()
-memory.count_tokens("The first message of a process.", "gpt-4o")
-counted = time.perf_counter()
-print((imported - started) * 1e3, (counted - imported) * 1e3)
+
+async def first() -> None:
+    m = memory.CompactionMemory(model_name="gpt-4o")
+    await m.add_message({"role": "user", "content": "The first message of a process."})
+    global counted
+    counted = time.perf_counter()
+    # A tool result tiktoken's own encoder must tokenise (JSON, numbers, a name).
+    await m.add_message({"role": "assistant", "content": None, "tool_calls": [{"id": "c1",
+        "type": "function", "function": {"name": "search", "arguments": "{}"}}]})
+    await m.add_message({"role": "tool", "tool_call_id": "c1",
+        "content": json.dumps({"flights": [{"id": "HAT083", "fare": 312.5, "to": "Zürich"}]})})
+
+asyncio.run(first())
+built = time.perf_counter()
+print(json.dumps([(imported - started) * 1e3, (counted - imported) * 1e3,
+    (built - counted) * 1e3]))
 """
 
 
-def cold_start() -> tuple[float, float]:
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", COLD], capture_output=True, text=True, check=True
-        ).stdout.split()
-        for _ in range(5)
-    ]
-    return (
-        statistics.median(float(r[0]) for r in runs),
-        statistics.median(float(r[1]) for r in runs),
-    )
+def cold_start(runs: int) -> list[float]:
+    """Median ms of fresh interpreters: ``import memory``; from there to the
+    first message counted; from there to a tool result counted with tiktoken's
+    encoder. Bytecode is compiled once into a temporary prefix first (an
+    installed package has its ``.pyc`` files; this checkout may not)."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as pyc:
+        env = {**os.environ, "PYTHONPYCACHEPREFIX": pyc, "PYTHONPATH": str(root)}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        command = [sys.executable, "-c", COLD]
+        subprocess.run(command, env=env, cwd=root, capture_output=True, check=True)
+        figures = [
+            orjson.loads(
+                subprocess.run(
+                    command, env=env, cwd=root, capture_output=True, text=True, check=True
+                ).stdout
+            )
+            for _ in range(runs)
+        ]
+    return [statistics.median(f[i] for f in figures) for i in range(3)]
 
 
 def _same(a: str, b: str) -> bool:
@@ -229,6 +264,7 @@ def main() -> None:
     parser.add_argument("--restore-sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000])
     parser.add_argument("--reference", type=Path, help="lithosai-motus 0.4.3 wheel")
     parser.add_argument("--reference-messages", type=int, default=1_000)
+    parser.add_argument("--cold-runs", type=int, default=9)
     args = parser.parse_args()
     messages = session(args.messages, seed=3)
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,10 +275,15 @@ def main() -> None:
         theirs = {}
         if args.reference:
             theirs = reference(args.reference, messages, args.reference_messages, folder)
+        state = mine.pop(STATE)
         for label, value in mine.items():
             ref = next((v for k, v in theirs.items() if _same(k, label)), None)
             ratio = f"  reference {ref:10.0f}  reference/ours {ref / value:6.2f}x" if ref else ""
             print(f"  {label:<52} {value:10.0f}{ratio}")
+        print(f"  {STATE}, first call / median of 5 more:")
+        rows = [("ours", state)] + ([("reference", theirs[STATE])] if STATE in theirs else [])
+        for who, (first, median) in rows:
+            print(f"    {who:<10} {first:6.1f} / {median:6.1f}")
         for size in args.restore_sizes:
             parse, restore, full = restore_figures(size, folder)
             print(
@@ -250,8 +291,12 @@ def main() -> None:
                 f"(full replay {full * 1e3:8.1f} ms), orjson parse of the file "
                 f"{parse * 1e3:8.1f} ms, parse/restore {parse / restore:6.1f}x"
             )
-    imported, counted = cold_start()
-    print(f"  cold process: import memory {imported:.0f} ms, first count {counted:.0f} ms after it")
+    imported, counted, built = cold_start(args.cold_runs)
+    print(
+        f"  cold process (median of {args.cold_runs}): import memory {imported:.0f} ms; "
+        f"first message counted {counted:.0f} ms after it; a tool result needing "
+        f"tiktoken's encoder {built:.0f} ms after that"
+    )
 
 
 if __name__ == "__main__":

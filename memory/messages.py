@@ -186,6 +186,9 @@ class ChatMessage:
     extra: Mapping[str, Any] = field(default_factory=dict)
     reasoning_content: str | None = None
     thinking_blocks: tuple[Mapping[str, Any], ...] | None = None
+    # The chat-format dict, built on the first ``to_dict`` (often the log's) and
+    # never handed out: ``to_dict`` gives copies of it (see ``_fresh``).
+    _dict_form: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -310,7 +313,23 @@ class ChatMessage:
         return message if isinstance(message, ChatMessage) else cls.from_dict(message)
 
     def to_dict(self) -> dict[str, Any]:
-        """The OpenAI chat-format dict, with ``extra`` fields written back."""
+        """The OpenAI chat-format dict, with ``extra`` fields written back.
+
+        Each call returns a new dict, with new tool-call, payload and thinking
+        block containers: a caller may edit it without changing the message.
+        ``content`` parts and ``extra`` values are the message's own (read them only).
+        Built once per message and then copied, so a long context's session
+        state costs a copy per message, not a rebuild.
+        """
+        form = self._dict_form
+        if form is None:
+            form = self._build_dict()
+            object.__setattr__(self, "_dict_form", form)
+        if self.tool_calls or self.thinking_blocks:
+            return _fresh(form)
+        return dict(form)  # the form built no container of its own
+
+    def _build_dict(self) -> dict[str, Any]:
         extra = dict(self.extra)
         role = "function" if extra.pop(_FUNCTION_ROLE, False) else self.role
         out: dict[str, Any] = {"role": role, "content": self.content}
@@ -403,6 +422,32 @@ def answered_call_ids(role: object, tool_call_id: object, tool_call_ids: object)
     if isinstance(tool_call_ids, list) and tool_call_ids:
         return tuple(str(i) for i in tool_call_ids)
     return (tool_call_id,) if isinstance(tool_call_id, str) else ()
+
+
+def _fresh(form: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a message's dict form with new containers wherever the form
+    built its own (tool calls and their payloads, a legacy ``function_call``,
+    thinking blocks): the cached form stays as built whatever the caller edits."""
+    out = dict(form)
+    calls = out.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        copies = []
+        for call in calls:
+            if isinstance(call, dict):
+                call = dict(call)
+                for key in ("function", "custom"):
+                    payload = call.get(key)
+                    if isinstance(payload, dict):
+                        call[key] = dict(payload)
+            copies.append(call)
+        out["tool_calls"] = copies
+    function_call = out.get("function_call")
+    if isinstance(function_call, dict):
+        out["function_call"] = dict(function_call)
+    blocks = out.get("thinking_blocks")
+    if isinstance(blocks, list) and blocks:
+        out["thinking_blocks"] = [dict(b) if isinstance(b, dict) else b for b in blocks]
+    return out
 
 
 def _typed_part(part: Mapping[str, Any]) -> bool:

@@ -10,6 +10,13 @@ tokens, exactly as tiktoken builds it, so it is offline too. Nothing is read
 before the first call; each encoding is loaded once per process, and the
 parsed ranks are cached on disk for the next process (``MOTUS_TOKENIZER_CACHE``).
 
+A cold process. Building tiktoken's encoder from the ranks takes 100-200 ms
+and holds the GIL throughout (so a background thread would only move that time
+onto the importing thread). ``encoding_for_model`` therefore hands out a
+``BundledEncoder``: it reads the ranks at once (about 40 ms from the cache),
+tokenises a short ASCII text whose every piece is a whole token straight from
+them, and builds tiktoken's encoder the first time a text needs more.
+
 A model maps to its encoding through ``tiktoken.model.encoding_name_for_model``
 (a table, no download). Models tiktoken does not know (``claude-*``,
 ``gemini-*``, Llama...) are counted with ``cl100k_base`` and marked
@@ -37,8 +44,11 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+import regex
 import tiktoken
 import tiktoken.model
 
@@ -163,6 +173,14 @@ _DOWNLOADABLE: dict[str, tuple[tuple[str, str], ...]] = {
 _VENDOR_PREFIX = re.compile(r"^(?:[a-z]{2}\.)?(?:anthropic|meta|amazon|mistral|cohere|ai21)\.")
 
 
+class Encoder(Protocol):
+    """What counting needs of an encoding: a ``tiktoken.Encoding`` or a ``BundledEncoder``."""
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ModelEncoding:
     """The encoding used to count a model's tokens.
@@ -174,12 +192,15 @@ class ModelEncoding:
 
     model: str | None
     encoding_name: str
-    encoding: tiktoken.Encoding
+    encoding: Encoder
     approximate: bool
 
 
-_lock = threading.Lock()
+# Re-entrant: building an encoding takes the ranks under the same lock.
+_lock = threading.RLock()
 _loaded: dict[str, tiktoken.Encoding] = {}
+_ranks: dict[str, dict[bytes, int]] = {}  # by shipped file; an encoding built later shares them
+_encoders: dict[str, BundledEncoder] = {}
 
 
 def _read_bundled_file(name: str) -> bytes:
@@ -296,6 +317,15 @@ def _write_ranks_cache(source_sha256: str, ranks: dict[bytes, int]) -> None:
             os.unlink(temporary)
 
 
+def _shared_ranks(file: str) -> dict[bytes, int]:
+    """The ranks of the shipped file ``file``, loaded once per process."""
+    with _lock:
+        ranks = _ranks.get(file)
+        if ranks is None:
+            ranks = _ranks[file] = load_bundled_ranks(file)
+        return ranks
+
+
 def load_bundled_encoding(name: str) -> tiktoken.Encoding:
     """The offline ``tiktoken.Encoding`` ``name`` (one of ``BUNDLED_ENCODINGS``), cached.
 
@@ -303,17 +333,91 @@ def load_bundled_encoding(name: str) -> tiktoken.Encoding:
     shipped file is bad.
     """
     spec = _BUNDLED[name]
+    encoding = _loaded.get(name)
+    if encoding is not None:
+        return encoding
     with _lock:
         encoding = _loaded.get(name)
         if encoding is None:
             encoding = tiktoken.Encoding(
                 name,
                 pat_str=spec.pat_str,
-                mergeable_ranks=load_bundled_ranks(spec.ranks_file),
+                mergeable_ranks=_shared_ranks(spec.ranks_file),
                 special_tokens=dict(spec.special_tokens),
             )
             _loaded[name] = encoding
         return encoding
+
+
+# Texts the ranks alone may tokenise: ASCII (whose regex classes the Rust regex
+# tiktoken uses and the ``regex`` module agree on, unlike newly assigned Unicode
+# characters) and short (the quick path is plain Python).
+_QUICK_MAX_CHARS = 2048
+
+
+class BundledEncoder:
+    """A shipped encoding that tokenises before tiktoken's encoder is built.
+
+    ``encode_ordinary`` gives exactly the tokens of ``load_bundled_encoding(name)``:
+    tiktoken splits a text with the encoding's pattern and takes a piece that
+    is a whole token as that token, and so does this for a short ASCII text
+    whose pieces are all whole tokens (most prose), from the ranks alone.
+    Any other text, and ``decode_bytes``, build tiktoken's encoder (once per
+    process) and use it. Created by ``encoding_for_model``, which reads the
+    ranks at once: ``EncodingDataError`` when the shipped file is bad.
+    """
+
+    __slots__ = ("_pattern", "_ranks", "name")
+
+    def __init__(self, name: str) -> None:
+        spec = _BUNDLED[name]
+        self.name = name
+        self._ranks = _shared_ranks(spec.ranks_file)
+        self._pattern = regex.compile(spec.pat_str)
+
+    def __repr__(self) -> str:
+        return f"<BundledEncoder {self.name!r}>"
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """The tokens of ``text``, special tokens read as plain text (tiktoken's method)."""
+        encoding = _loaded.get(self.name)
+        if encoding is None:
+            tokens = self.whole_tokens(text)
+            if tokens is not None:
+                return tokens
+            encoding = load_bundled_encoding(self.name)
+        return encoding.encode_ordinary(text)
+
+    def whole_tokens(self, text: str) -> list[int] | None:
+        """The tokens of ``text`` when it is short, ASCII and made of whole
+        tokens only, read from the ranks; else ``None``."""
+        if len(text) > _QUICK_MAX_CHARS or not text.isascii():
+            return None
+        ranks = self._ranks
+        tokens = []
+        for piece in self._pattern.findall(text):
+            token = ranks.get(piece.encode("ascii"))
+            if token is None:
+                return None
+            tokens.append(token)
+        return tokens
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        """The bytes of ``tokens`` (tiktoken's method)."""
+        return load_bundled_encoding(self.name).decode_bytes(tokens)
+
+
+def bundled_encoder(name: str) -> BundledEncoder:
+    """The ``BundledEncoder`` for ``name`` (one of ``BUNDLED_ENCODINGS``), one per process.
+
+    Raises ``KeyError`` for another name and ``EncodingDataError`` when the
+    shipped file is bad.
+    """
+    with _lock:
+        encoder = _encoders.get(name)
+        if encoder is None:
+            encoder = _encoders[name] = BundledEncoder(name)
+        return encoder
 
 
 def normalize_model_name(model: str) -> str:
@@ -361,7 +465,7 @@ def downloads_allowed() -> bool:
 
 
 def _fallback(model: str | None) -> ModelEncoding:
-    return ModelEncoding(model, DEFAULT_ENCODING, load_bundled_encoding(DEFAULT_ENCODING), True)
+    return ModelEncoding(model, DEFAULT_ENCODING, bundled_encoder(DEFAULT_ENCODING), True)
 
 
 def encoding_for_model(model: str | None) -> ModelEncoding:
@@ -377,7 +481,7 @@ def encoding_for_model(model: str | None) -> ModelEncoding:
     except KeyError:
         return _fallback(model)
     if name in _BUNDLED:
-        return ModelEncoding(model, name, load_bundled_encoding(name), False)
+        return ModelEncoding(model, name, bundled_encoder(name), False)
     if not (downloads_allowed() or _cached_offline(name)):
         logger.info(
             "model %r uses %s, which is not shipped and not in tiktoken's cache; counting "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -101,4 +102,62 @@ def test_any_message_with_extra_fields_round_trips(
     role: str, content: str | None, extra: dict[str, Any]
 ) -> None:
     data = {"role": role, "content": content, **extra}
-    assert ChatMessage.from_dict(data).to_dict() == data
+    message = ChatMessage.from_dict(data)
+    assert message.to_dict() == data
+    assert message.to_dict() == data  # built once, then copied
+
+
+LEGACY_AND_REASONING: list[dict[str, Any]] = [
+    {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
+    {
+        "role": "assistant",
+        "content": "ok",
+        "reasoning_content": "because",
+        "thinking_blocks": [{"type": "thinking", "thinking": "hm", "signature": "s"}],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "custom", "custom": {"name": "g", "input": "x"}}],
+    },
+]
+
+
+@pytest.mark.parametrize("data", EXAMPLES + LEGACY_AND_REASONING)
+def test_editing_a_to_dict_result_does_not_change_the_message(data: dict[str, Any]) -> None:
+    message = ChatMessage.from_dict(data)
+    expected = message.to_dict()
+    edited = message.to_dict()
+    assert edited == expected
+    assert edited is not expected
+    edited["role"] = "edited"
+    edited["added"] = True
+    for call in edited.get("tool_calls") or ():
+        call["id"] = "edited"
+        call[call["type"]]["name"] = "edited"
+    if edited.get("tool_calls"):
+        edited["tool_calls"].append({"id": "more"})
+    if "function_call" in edited:
+        edited["function_call"]["name"] = "edited"
+    for block in edited.get("thinking_blocks") or ():
+        block["thinking"] = "edited"
+    if edited.get("thinking_blocks"):
+        edited["thinking_blocks"].append({"type": "thinking"})
+    assert message.to_dict() == expected == {"content": None, **data}
+
+
+def test_to_dict_shares_the_message_text_rather_than_copying_it() -> None:
+    text = "a long tool result " * 1000
+    message = ChatMessage.tool(text, "c1")
+    assert message.to_dict()["content"] is message.content
+    assert message.to_dict()["content"] is message.to_dict()["content"]
+
+
+def test_a_replaced_message_writes_its_own_dict_not_the_original_one() -> None:
+    message = ChatMessage.user("first")
+    message.to_dict()
+    assert dataclasses.replace(message, content="second").to_dict() == {
+        "role": "user",
+        "content": "second",
+    }
+    assert message == ChatMessage.user("first")  # the cached form takes no part in equality

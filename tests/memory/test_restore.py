@@ -213,6 +213,31 @@ async def test_session_state_round_trips_through_json_and_restores_the_context(
     assert restored.at_boundary
 
 
+async def test_editing_a_session_state_changes_neither_the_memory_nor_the_next_state(
+    tmp_path: Path,
+) -> None:
+    live = await run_session(tmp_path)
+    await live.add_message(result("c", "r"))
+    await live.add_message(calls("d", "e"))
+    context = dicts(live.get_context())
+    state = live.get_session_state()
+    expected = json.loads(json.dumps(state.to_dict()))
+    data = state.to_dict()
+    for message in data["messages"]:
+        message["role"] = "edited"
+        for call in message.get("tool_calls") or ():
+            call["function"]["arguments"] = "edited"
+    data["messages"].clear()
+    data["seqs"].clear()
+    assert dicts(live.get_context()) == context
+    assert live.get_session_state().to_dict() == expected
+    # Not deep copies: the state holds the context's own (immutable) text.
+    texts = [m["content"] for m in live.get_session_state().messages]
+    assert [t is m.content for t, m in zip(texts, live._messages, strict=True)] == [True] * len(
+        texts
+    )
+
+
 async def test_basic_memory_state_round_trips() -> None:
     memory = BasicMemory(system_prompt="sys")
     for message in [user("a"), calls("x"), result("x", "r"), answer("done")]:

