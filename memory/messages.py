@@ -321,13 +321,19 @@ class ChatMessage:
         Built once per message and then copied, so a long context's session
         state costs a copy per message, not a rebuild.
         """
+        form = self.shared_dict()
+        if self.tool_calls or self.thinking_blocks:
+            return _fresh(form)
+        return dict(form)  # the form built no container of its own
+
+    def shared_dict(self) -> dict[str, Any]:
+        """The message's own chat-format dict, built once: for a reader that
+        does not keep it or change it (a serializer). Anyone else: ``to_dict``."""
         form = self._dict_form
         if form is None:
             form = self._build_dict()
             object.__setattr__(self, "_dict_form", form)
-        if self.tool_calls or self.thinking_blocks:
-            return _fresh(form)
-        return dict(form)  # the form built no container of its own
+        return form
 
     def _build_dict(self) -> dict[str, Any]:
         extra = dict(self.extra)

@@ -31,10 +31,16 @@ class JSONLLogStore:
     def __init__(self, base_path: str | Path, *, fsync: bool = False) -> None:
         self.base_path = Path(base_path).expanduser()
         self.fsync = fsync
+        self._paths: dict[str, Path] = {}  # checked ids: an append does not check again
 
     def path_for(self, session_id: str) -> Path:
         """The log file of ``session_id``. Raises ``InvalidSessionIdError`` for an unsafe id."""
-        return self.base_path / f"{validate_session_id(session_id)}.jsonl"
+        path = self._paths.get(session_id) if isinstance(session_id, str) else None
+        if path is None:
+            path = self.base_path / f"{validate_session_id(session_id)}.jsonl"
+            if len(self._paths) < 1024:
+                self._paths[session_id] = path
+        return path
 
     def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         """Append ``record`` as one line. Raises ``LogError`` when it cannot be written."""
@@ -46,8 +52,7 @@ class JSONLLogStore:
                 f"record for session {session_id!r} is not JSON-serialisable: {exc}"
             ) from exc
         try:
-            self.base_path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = _open_for_append(path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 if _ends_mid_line(fd):
@@ -188,6 +193,16 @@ def _line_number(handle: Any, offset: int) -> int:
         newlines += chunk.count(b"\n")
         offset -= len(chunk)
     return newlines + 1
+
+
+def _open_for_append(path: Path) -> int:
+    """A descriptor of ``path`` opened for appending, the folder created if it is missing."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:  # the first record of the first session
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o644)
 
 
 def _ends_mid_line(fd: int) -> bool:

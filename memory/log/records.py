@@ -105,6 +105,7 @@ def now_iso() -> str:
 
 
 Checker = Callable[[Any], Any]
+_NOTHING_TO_CLEAN = (int, float, ChatMessage)
 _MISSING = object()
 
 
@@ -147,6 +148,7 @@ class LogRecord:
 
     type: ClassVar[str] = ""
     _fields: ClassVar[tuple[tuple[str, Checker], ...]] = ()
+    _cleaned: ClassVar[tuple[str, ...]] = ("ts", "extra")  # every field, set by ``_record``
 
     ts: str | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -156,27 +158,32 @@ class LogRecord:
         # passed, which the store refuses (LogError) if JSON cannot hold it.
         if _PARSED_JSON.get():
             return  # parsed from JSON text: no lone surrogate can be in it
-        for name in ("ts", "extra", *(name for name, _ in self._fields)):
+        for name in self._cleaned:
             value = getattr(self, name)
-            if value is not None and not isinstance(value, ChatMessage):
+            # Numbers, messages and empty containers hold no text: most fields, skipped fast.
+            if value and not isinstance(value, _NOTHING_TO_CLEAN):
                 object.__setattr__(self, name, clean_json(value))
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-compatible dict, exactly as it was read or built."""
+        return self._as_dict(ChatMessage.to_dict)
+
+    def _as_dict(self, message_form: Callable[[ChatMessage], dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type_name}
         if self.ts is not None:
             out["ts"] = self.ts
         for name, _ in self._fields:
             value = getattr(self, name)
             if value is not None:
-                out[name] = value.to_dict() if isinstance(value, ChatMessage) else value
+                out[name] = message_form(value) if isinstance(value, ChatMessage) else value
         out.update(self.extra)
         return out
 
     def to_json(self) -> bytes:
         """One line of a JSONL log, without the newline. Raises ``TypeError``
         for a value JSON cannot hold (orjson's own error)."""
-        return orjson.dumps(self.to_dict())
+        # Serialised at once, so the messages' own dicts need no defensive copy.
+        return orjson.dumps(self._as_dict(ChatMessage.shared_dict))
 
     @property
     def type_name(self) -> str:
@@ -232,6 +239,7 @@ def _record(type_name: str) -> Callable[[type[LogRecord]], type[LogRecord]]:
         cls._fields = tuple(
             (f.name, _checker(hints[f.name])) for f in dataclasses.fields(cls) if f.name not in base
         )
+        cls._cleaned = ("ts", "extra", *(name for name, _ in cls._fields))
         _RECORD_TYPES[type_name] = cls
         return cls
 
