@@ -18,7 +18,8 @@ without surrogates is returned as the same object, untouched.
 
 ``clean_json`` applies it to a whole JSON value; with ``strict`` it also
 refuses what a JSON log cannot give back as it was (a set, a datetime, a
-non-string key, NaN, an integer past 64 bits), which a message must not hold.
+non-string key, NaN, an integer past 64 bits, lists and objects nested more
+than ``MAX_DEPTH`` deep), which a message must not hold.
 ``loads`` reads JSON text that spells a lone surrogate as an escape
 (``"\\ud83d"``, as Python's ``json.dumps`` writes one), which orjson refuses,
 and cleans it.
@@ -35,6 +36,10 @@ import orjson
 
 # The integers orjson (and so every store) can write: signed and unsigned 64-bit.
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+# Lists and objects inside one another, at most: orjson writes no value nested
+# deeper than 254, and a log record puts a message two levels down; it also
+# keeps the cleaning's recursion far from Python's limit.
+MAX_DEPTH = 200
 
 
 class NotJSONError(TypeError):
@@ -43,7 +48,9 @@ class NotJSONError(TypeError):
     def __init__(self, problem: str, path: str = "") -> None:
         self.problem = problem
         self.path = path
-        super().__init__(f"{path or 'the value'} {problem}")
+        # A path hundreds of levels long says no more than its two ends.
+        shown = path if len(path) <= 80 else f"{path[:48]}\u2026{path[-24:]}"
+        super().__init__(f"{shown or 'the value'} {problem}")
 
     def inside(self, step: str, where: str = "") -> NotJSONError:
         """The same error one level up: at ``where`` + ``step`` + the path so far."""
@@ -95,12 +102,12 @@ def clean_json(value: Any, *, strict: bool = False, where: str = "") -> Any:
     through for the store to refuse.
     """
     try:
-        return _clean(value, strict)
+        return _clean(value, strict, 0)
     except NotJSONError as error:
         raise error.inside("", where) from None
 
 
-def _clean(value: Any, strict: bool) -> Any:
+def _clean(value: Any, strict: bool, depth: int) -> Any:
     if isinstance(value, str):
         return clean_text(value)
     if value is None or isinstance(value, bool):
@@ -113,13 +120,17 @@ def _clean(value: Any, strict: bool) -> Any:
         if strict and not math.isfinite(value):
             raise NotJSONError(f"is {value}, which JSON cannot hold")
         return value
+    if isinstance(value, Mapping | list | tuple) and depth >= MAX_DEPTH:
+        if strict:
+            raise NotJSONError(f"is nested more than {MAX_DEPTH} levels deep")
+        return value  # left as it is: the store refuses what it cannot write
     if isinstance(value, Mapping):
-        return _clean_mapping(value, strict)
+        return _clean_mapping(value, strict, depth + 1)
     if isinstance(value, list | tuple):
         items = []
         for index, item in enumerate(value):
             try:
-                items.append(_clean(item, strict))
+                items.append(_clean(item, strict, depth + 1))
             except NotJSONError as error:
                 raise error.inside(f"[{index}]") from None
         same = isinstance(value, list) and all(a is b for a, b in zip(items, value, strict=True))
@@ -129,7 +140,7 @@ def _clean(value: Any, strict: bool) -> Any:
     return value
 
 
-def _clean_mapping(value: Mapping[Any, Any], strict: bool) -> Any:
+def _clean_mapping(value: Mapping[Any, Any], strict: bool, depth: int) -> Any:
     out: dict[Any, Any] = {}
     changed = not isinstance(value, dict)
     for key, item in value.items():
@@ -140,7 +151,7 @@ def _clean_mapping(value: Mapping[Any, Any], strict: bool) -> Any:
         else:
             new_key = clean_text(key)
         try:
-            new_item = _clean(item, strict)
+            new_item = _clean(item, strict, depth)
         except NotJSONError as error:
             raise error.inside(f"[{key!r}]") from None
         changed = changed or new_key is not key or new_item is not item

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -161,3 +162,23 @@ def test_a_replaced_message_writes_its_own_dict_not_the_original_one() -> None:
         "content": "second",
     }
     assert message == ChatMessage.user("first")  # the cached form takes no part in equality
+
+
+@pytest.mark.parametrize("depth", [201, 3_000, 100_000])
+def test_a_value_nested_deeper_than_a_log_can_write_is_refused_by_name(depth: int) -> None:
+    deep: list[Any] = []
+    for _ in range(depth - 1):
+        deep = [deep]
+
+    with pytest.raises(InvalidMessageError, match="nested more than 200 levels deep") as caught:
+        ChatMessage.from_dict({"role": "tool", "tool_call_id": "c1", "content": "x", "meta": deep})
+    assert len(str(caught.value)) < 200  # the path is shortened, not 100,000 steps long
+
+
+def test_a_value_nested_as_deep_as_a_log_can_write_is_kept() -> None:
+    deep: list[Any] = []
+    for _ in range(198):  # 199 lists, in the message: 200 levels
+        deep = [deep]
+    message = ChatMessage.from_dict({"role": "user", "content": "x", "meta": deep})
+
+    assert orjson.loads(orjson.dumps({"type": "message", "message": message.to_dict()}))

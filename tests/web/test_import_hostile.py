@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -261,3 +262,45 @@ def test_each_log_of_a_file_of_concatenated_motus_logs_imports_on_its_own() -> N
     assert problem.location == "line 4"
     assert sorted(Session.objects.values_list("public_id", flat=True)) == ["run-1", "run-3"]
     assert run(data, "runs.jsonl").imported == []
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        nested(20_000),  # a list of lists: the file of a user's report took a server to 16 GB
+        b'{"messages": ' + nested(20_000) + b"}",
+        b'[{"role": "user", "content": "hi", "meta": ' + nested(20_000) + b"}]",
+        b'[{"mapping": ' + nested(20_000) + b"}]",  # a ChatGPT-like export
+        b'[{"chat_messages": ' + nested(20_000) + b"}]",  # a Claude.ai-like export
+    ],
+)
+def test_a_file_nested_too_deep_is_refused_at_once_with_little_memory(data: bytes) -> None:
+    tracemalloc.start()
+    try:
+        report = run(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    [problem] = report.problems
+    assert "nest more than 256 levels deep" in problem.message
+    assert not Session.objects.exists()
+    # Linear in the file (a few MB); reading it with ijson's paths cost the square of its depth.
+    assert peak < 32 * 2**20
+
+
+def test_a_message_nested_deeper_than_a_log_holds_is_refused_by_name() -> None:
+    deep: list[Any] = []
+    for _ in range(230):
+        deep = [deep]
+    data = json.dumps([{"role": "user", "content": "hi", "meta": deep}]).encode()
+
+    report = run(data)
+
+    [problem] = report.problems
+    assert "nested more than 200 levels deep" in problem.message
+    assert not Session.objects.exists()

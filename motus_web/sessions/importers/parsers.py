@@ -19,7 +19,7 @@ from memory import load_json as loads
 from memory.log import LogProblem, parse_lines, records
 
 from .formats._io import BOM
-from .formats._json import has_lone_surrogate_escape
+from .formats._json import TOO_DEEP, has_lone_surrogate_escape, nesting_too_deep
 from .sources import Found, MotusLog, Problem, Refused, Transcript
 
 # Where runs keep their messages: OpenAI-style exports, tau-bench, SWE-agent.
@@ -121,7 +121,9 @@ def parse_json(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
     start = stream.tell()
     head = stream.read(4096).lstrip()
     stream.seek(start)
-    if has_lone_surrogate_escape(stream):
+    if nesting_too_deep(stream):
+        yield Problem(source, "", TOO_DEEP)
+    elif has_lone_surrogate_escape(stream):
         # ijson cannot decode such an escape: read the document whole (the
         # upload limit bounds it) with the parser that turns them into U+FFFD.
         yield from _json_document(stream, source, stem)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, BinaryIO
 
+import ijson
 import orjson
 
 from ._io import BOM, loads
@@ -62,3 +63,35 @@ def has_lone_surrogate_escape(stream: BinaryIO) -> bool:
         return bool(_LONE_SURROGATE_ESCAPE.search(tail))
     finally:
         stream.seek(start)
+
+
+# Lists and objects inside one another, at most, in a file read as a stream:
+# ijson keeps the path of every open level, so a file of nothing but "[[[["
+# would cost memory in the square of its depth. No conversation nests this deep
+# (a message may hold memory.json_values.MAX_DEPTH levels, a few below it).
+MAX_DEPTH = 256
+TOO_DEEP = (
+    f"lists and objects nest more than {MAX_DEPTH} levels deep, which no conversation "
+    "does: the file is refused"
+)
+
+
+def nesting_too_deep(stream: BinaryIO) -> bool:
+    """Whether the JSON in ``stream`` nests deeper than ``MAX_DEPTH``; read with
+    ijson's path-free events (linear in the file), then rewound. A file that
+    is not JSON is not too deep: its parser says what is wrong with it."""
+    start = stream.tell()
+    depth = 0
+    try:
+        for event, _ in ijson.basic_parse(stream, use_float=True):
+            if event in ("start_map", "start_array"):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return True
+            elif event in ("end_map", "end_array"):
+                depth -= 1
+    except (ijson.JSONError, UnicodeDecodeError):
+        pass
+    finally:
+        stream.seek(start)
+    return False

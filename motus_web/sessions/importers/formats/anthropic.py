@@ -24,7 +24,7 @@ import ijson
 
 from ._blocks import BlockMapper, usage_input_tokens
 from ._io import kind, shown
-from ._json import load
+from ._json import TOO_DEEP, load, nesting_too_deep
 from .chatgpt import _first_char, _shared, _short
 from .model import FormatError, FormatProblem, ParsedSession
 
@@ -50,6 +50,9 @@ def parse_claude_ai(stream: BinaryIO, source: str) -> Iterator[ParsedSession | F
             yield error.problem(source)
             return
         yield _claude_ai_one(document, 1, source)
+        return
+    if nesting_too_deep(stream):
+        yield FormatProblem(source, "", TOO_DEEP)
         return
     number = 0
     try:

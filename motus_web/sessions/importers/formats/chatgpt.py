@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 import ijson
 
 from ._io import BOM, kind, shown
-from ._json import load
+from ._json import TOO_DEEP, load, nesting_too_deep
 from .model import FormatError, FormatProblem, ParsedSession
 
 FORMAT = "chatgpt"
@@ -54,6 +54,9 @@ def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProbl
             yield error.problem(source)
             return
         yield _one(document, 1, source)
+        return
+    if nesting_too_deep(stream):
+        yield FormatProblem(source, "", TOO_DEEP)
         return
     number = 0
     try:

@@ -19,7 +19,7 @@ import ijson
 
 from . import anthropic, chatgpt, claude_code, codex, gemini_cli
 from ._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
-from ._json import without_surrogate_escapes
+from ._json import nesting_too_deep, without_surrogate_escapes
 from .model import FormatProblem, ParsedSession
 
 # Format name -> what it is and where it lives on disk (shown when a file is not recognised).
@@ -170,8 +170,11 @@ def _reason(head: bytes) -> str | None:
 
 
 def _events(head: bytes) -> list[tuple[str, str, Any]]:
-    """The parse events of the first JSON value in ``head``, as far as it goes."""
+    """The parse events of the first JSON value in ``head``, as far as it goes;
+    none when it nests too deep to parse with paths (the parser refuses it)."""
     events: list[tuple[str, str, Any]] = []
+    if nesting_too_deep(io.BytesIO(head)):
+        return events
     try:
         for event in ijson.parse(io.BytesIO(head)):
             events.append(event)
