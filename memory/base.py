@@ -385,7 +385,8 @@ class BaseMemory(ABC):
         truncation = None
         content_tokens = None
         if context_message is None:
-            context_message = with_call_ids(message, seq, self._tracker.pending)
+            tracker = self._tracker
+            context_message = with_call_ids(message, seq, tracker.pending, tracker.answered)
             fitted = fit_tool_result(
                 context_message, self._max_tool_result_tokens, self.token_counter
             )

@@ -1,9 +1,11 @@
-"""Ids for tool calls that came without one.
+"""Ids for tool calls that came without one, or with one another call of the message has.
 
 Some servers (Gemini's OpenAI-compatible layer, LM Studio, some gateways) send
 ``"id": ""`` on every tool call, and the legacy function-calling API has no
-ids at all. Providers pair a result with its call by id, and so does a memory,
-so a batch of two such calls and their two results would collapse into one.
+ids at all; a buggy gateway may give two calls of one message the same id.
+Providers pair a result with its call by id, and so does a memory, so a batch
+of two such calls and their two results would collapse into one, leaving a
+call without a result, which a provider refuses.
 
 A memory could refuse such messages; it gives them ids instead, because the
 reply is what the provider sent and an agent cannot make it otherwise: refusing
@@ -11,11 +13,13 @@ would stop the conversation, while distinct ids keep the batch whole and are
 what any provider accepts back. The rule, deterministic so that a restore
 derives what the live memory did:
 
-- an assistant message's call with an empty id gets ``call_motus_{seq}_{i}``
-  (``seq`` of the message, ``i`` the call's place in it);
+- an assistant message's call with an empty id, or with the id of an earlier
+  call of the same message, gets ``call_motus_{seq}_{i}`` (``seq`` of the
+  message, ``i`` the call's place in it);
 - a tool result with an empty or no ``tool_call_id`` (a legacy ``function``
-  message) answers the oldest unanswered call of the open batch whose id was
-  given this way: results come in call order, as the agent ran the calls.
+  message), or with the id of a call of the open batch already answered (the
+  repeated id), answers the oldest unanswered call of the open batch whose
+  id was given this way: results come in call order, as the agent ran the calls.
 
 The message is logged as it was added; the form that entered the context
 (assigned ids, in the current shape for legacy messages) is logged beside it as
@@ -25,7 +29,7 @@ The message is logged as it was added; the form that entered the context
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from .messages import LEGACY_MARKERS, ChatMessage
 
@@ -37,17 +41,27 @@ def assigned_id(seq: int, index: int) -> str:
     return f"{ASSIGNED_ID_PREFIX}{seq}_{index}"
 
 
-def with_call_ids(message: ChatMessage, seq: int, open_ids: Iterable[str]) -> ChatMessage:
-    """``message`` as it enters the context, given its ``seq`` and the ids of
-    the open batch's unanswered calls in call order; ``message`` itself when
-    it needs no id."""
-    if message.role == "assistant" and any(not c.id for c in message.tool_calls):
-        calls = tuple(
-            c if c.id else dataclasses.replace(c, id=assigned_id(seq, i))
-            for i, c in enumerate(message.tool_calls)
-        )
-        return _current_form(dataclasses.replace(message, tool_calls=calls))
-    if message.role == "tool" and message.tool_call_ids in ((), ("",)):
+def with_call_ids(
+    message: ChatMessage, seq: int, open_ids: Iterable[str], answered: Collection[str] = ()
+) -> ChatMessage:
+    """``message`` as it enters the context, given its ``seq``, the ids of the
+    open batch's unanswered calls in call order and those it has answered;
+    ``message`` itself when it needs no id."""
+    if message.role == "assistant" and message.tool_calls:
+        seen: set[str] = set()
+        calls = []
+        for i, call in enumerate(message.tool_calls):
+            if not call.id or call.id in seen:
+                call = dataclasses.replace(call, id=assigned_id(seq, i))
+            seen.add(call.id)
+            calls.append(call)
+        if any(new is not old for new, old in zip(calls, message.tool_calls, strict=True)):
+            return _current_form(dataclasses.replace(message, tool_calls=tuple(calls)))
+        return message
+    ids = message.tool_call_ids
+    if message.role == "tool" and (
+        ids in ((), ("",)) or (len(ids) == 1 and ids[0] in answered and ids[0] not in open_ids)
+    ):
         target = next((i for i in open_ids if i.startswith(ASSIGNED_ID_PREFIX)), None)
         if target is not None:
             return _current_form(dataclasses.replace(message, tool_call_id=target))

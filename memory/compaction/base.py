@@ -407,10 +407,16 @@ class CompactionBase(BaseMemory):
 
     def _apply_revert(self, number: int | None) -> int:
         undo = self._undo
-        if undo is None or (number is not None and number != undo.number):
-            which = "the latest compaction" if number is None else f"compaction {number}"
+        if undo is None and number is None:
             raise CompactionError(
-                f"cannot revert {which}: it is not the latest one in this context"
+                "cannot revert: there has been no compaction in this context"
+                if self._compaction_count == 0
+                else "cannot revert: the latest compaction was already reverted, or the context "
+                "was cleared or forked since (only the latest compaction can be reverted, once)"
+            )
+        if undo is None or (number is not None and number != undo.number):
+            raise CompactionError(
+                f"cannot revert compaction {number}: it is not the latest one in this context"
             )
         since = self._entries()[1 + undo.kept :]
         self._summary = undo.summary

@@ -9,6 +9,7 @@ import pytest
 
 from memory import (
     ChatMessage,
+    CompactionError,
     CompactionMemory,
     CompactionMemoryConfig,
     ConfigurationError,
@@ -317,3 +318,18 @@ async def test_when_compact_fn_keeps_failing_the_offline_summariser_prevents_an_
     assert memory.estimate_context_tokens() < window
     assert memory.compaction_count >= 1
     assert memory.get_memory_trace()["failed_compactions"] >= 1
+
+
+async def test_a_revert_with_nothing_to_revert_says_why() -> None:
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(token_threshold=100_000),
+        compact_fn=lambda messages, system_prompt: "They said hello.",
+    )
+    with pytest.raises(CompactionError, match="there has been no compaction"):
+        memory.revert_last_compaction()
+    await memory.add_message({"role": "user", "content": "hello " * 50})
+    await memory.add_message({"role": "assistant", "content": "hi " * 50})
+    assert await memory.compact() == "They said hello."
+    memory.revert_last_compaction()
+    with pytest.raises(CompactionError, match="already reverted"):
+        memory.revert_last_compaction()

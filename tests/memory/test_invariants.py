@@ -75,14 +75,15 @@ def assistant_answers(draw: st.DrawFn) -> dict[str, Any]:
     return answer
 
 
+KINDS = ["user", "answer", "tools", "tools", "orphan", "empty ids", "repeated ids", "legacy"]
+
+
 @st.composite
 def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     counter = 0
     for _ in range(draw(st.integers(1, 40))):
-        kind = draw(
-            st.sampled_from(["user", "answer", "tools", "tools", "orphan", "empty ids", "legacy"])
-        )
+        kind = draw(st.sampled_from(KINDS))
         if kind == "user":
             out.append({"role": "user", "content": draw(st.one_of(texts, contents.filter(bool)))})
         elif kind == "answer":
@@ -101,6 +102,22 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
             out.extend(
                 {"role": "tool", "tool_call_id": "", "content": draw(result_contents)}
                 for _ in range(results)
+            )
+        elif kind == "repeated ids":
+            # A gateway that gives every call of a message the same id; results repeat it.
+            size = draw(st.integers(2, 3))
+            repeated = f"dup_{counter}"
+            counter += 1
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [function_call(repeated, draw(texts)) for _ in range(size)],
+                }
+            )
+            out.extend(
+                {"role": "tool", "tool_call_id": repeated, "content": draw(result_contents)}
+                for _ in range(size)
             )
         elif kind == "legacy":
             out.append(

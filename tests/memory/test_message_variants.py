@@ -541,3 +541,27 @@ def test_a_content_part_whose_type_is_not_a_string_is_refused_clearly() -> None:
 
     with pytest.raises(InvalidMessageError, match="'type' must be a string"):
         ChatMessage.from_dict({"role": "user", "content": [{"type": [], "text": "x"}]})
+
+
+async def test_two_calls_with_one_id_keep_their_two_results_live_and_restored(
+    tmp_path: Path,
+) -> None:
+    store = JSONLLogStore(tmp_path)
+    memory = memory_on(store)
+    await memory.add_message({"role": "user", "content": "stock of 1 and 2?"})
+    call = {"id": "call_1", "type": "function", "function": {"name": "stock", "arguments": "{}"}}
+    await memory.add_message({"role": "assistant", "content": None, "tool_calls": [call, call]})
+    assert not memory.at_boundary
+    await memory.add_message({"role": "tool", "tool_call_id": "call_1", "content": "sku 1: 4"})
+    assert not memory.at_boundary  # the second call is still waiting for its result
+    await memory.add_message({"role": "tool", "tool_call_id": "call_1", "content": "sku 2: 0"})
+
+    context = memory.messages
+    assert [c.id for c in context[1].tool_calls] == ["call_1", "call_motus_1_1"]
+    assert [(m.tool_call_id, m.text) for m in context[2:]] == [
+        ("call_1", "sku 1: 4"),
+        ("call_motus_1_1", "sku 2: 0"),
+    ]
+    assert memory.at_boundary
+    assert memory.get_memory_trace()["anomalies"] == 0
+    assert_restores(memory, store)
