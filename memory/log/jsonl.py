@@ -148,7 +148,16 @@ def parse_line(number: int, raw: bytes) -> dict[str, Any] | LogProblem:
     try:
         record = loads(raw)
     except orjson.JSONDecodeError as exc:
-        return LogProblem(number, f"invalid JSON ({exc})", torn=not raw.endswith(b"\n"))
+        last = not raw.endswith(b"\n")
+        if not last and exc.pos >= len(raw.rstrip(b"\r\n").decode("utf-8", "replace")):
+            # Broken exactly where the line ends: a write a crash cut short, which
+            # the next append closed with a newline. What follows it is whole.
+            return LogProblem(
+                number,
+                f"a record cut short by a crash during its write ({exc}); "
+                "the lines after it are intact",
+            )
+        return LogProblem(number, f"invalid JSON ({exc})", torn=last)
     if not isinstance(record, dict) or not isinstance(record.get("type"), str):
         return LogProblem(number, "not a log record (no 'type')")
     return record

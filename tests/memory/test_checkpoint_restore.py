@@ -238,3 +238,21 @@ async def test_a_log_without_compactions_is_read_once_backwards(tmp_path: Path) 
     restored = CompactionMemory.restore_from_log("short", log_store=store)
     assert state(restored) == state(live)
     assert [(p.line, p.torn) for p in restored.restore_problems] == [(4, False)]
+
+
+async def test_a_torn_line_that_later_records_follow_is_named_as_a_write_cut_short(
+    tmp_path: Path,
+) -> None:
+    store = JSONLLogStore(tmp_path)
+    live = await drive(store, "cut", [("message", user("hi")), ("message", answer("hello"))], 9_000)
+    with (tmp_path / "cut.jsonl").open("ab") as log:
+        log.write(b'{"type": "message", "seq": 2, "message": {"role": "us')  # the crash
+    live = CompactionMemory.restore_from_log("cut", log_store=store)
+    await live.add_message(user("still there?"))  # the next append starts a fresh line
+
+    restored = CompactionMemory.restore_from_log("cut", log_store=store, full_replay=True)
+
+    [problem] = restored.restore_problems
+    assert "a record cut short by a crash during its write" in str(problem)
+    assert "the lines after it are intact" in str(problem)
+    assert state(restored) == state(live)
