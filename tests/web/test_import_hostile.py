@@ -304,3 +304,15 @@ def test_a_message_nested_deeper_than_a_log_holds_is_refused_by_name() -> None:
     [problem] = report.problems
     assert "nested more than 200 levels deep" in problem.message
     assert not Session.objects.exists()
+
+
+def test_a_motus_log_with_a_torn_last_line_says_how_to_continue_it() -> None:
+    data = motus_log({}) + b'{"type": "message", "seq": 1, "message": {"role": "us'
+
+    report = run(data, name="run.jsonl")
+
+    [problem] = report.problems
+    assert problem.location == "line 3"
+    assert "a torn last line" in problem.message
+    assert "use Restore from a log file" in problem.message
+    assert not Session.objects.exists()

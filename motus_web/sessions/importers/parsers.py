@@ -26,6 +26,12 @@ from .sources import Found, MotusLog, Problem, Refused, Transcript
 MESSAGE_KEYS = ("messages", "traj", "history")
 _TITLE_KEYS = ("title", "task_id", "trial")
 NOT_UTF8 = "the file is not UTF-8 text: save it as UTF-8"
+# An import copies a log exactly, so it stops at a line it cannot read; a restore
+# rebuilds the context and skips a line a crash cut short.
+CRASH_HINT = (
+    "to continue this session, use Restore from a log file (it skips such a line), "
+    "or delete the line and import the file again"
+)
 
 
 def skip_bom(stream: BinaryIO) -> BinaryIO:
@@ -47,6 +53,8 @@ def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
     for number, item in parse_lines(last):
         if isinstance(item, LogProblem):
             detail = f"{item.error} (a torn last line)" if item.torn else item.error
+            if item.torn or "cut short" in item.error:
+                detail += f"; {CRASH_HINT}"
             problems.append(
                 Problem(source, f"line {number}", detail if _is_utf8(last.raw) else NOT_UTF8)
             )
