@@ -179,6 +179,13 @@ class Message(LogRecord):
         )
 
     @property
+    def anomaly(self) -> str:
+        """What the memory found wrong with the message when it came (an orphan
+        or repeated tool result, calls left without results), or ``""``."""
+        found = self.record_extra.get("anomaly")
+        return found if isinstance(found, str) else ""
+
+    @property
     def reasoning_text(self) -> str:
         """An assistant's reasoning as text (``ChatMessage.reasoning_text``), or ``""``."""
         if "reasoning_content" not in self.extra and "thinking_blocks" not in self.extra:

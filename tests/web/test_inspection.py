@@ -3,6 +3,7 @@ compaction events, the memory trace and the exports."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from typing import Any
@@ -19,6 +20,7 @@ from memory import CompactionMemory
 from memory.log import records
 from motus_web.dashboard.charts import MAX_POINTS
 from motus_web.dashboard.views import COMPACTIONS_LISTED
+from motus_web.sessions.importers import ImportOptions, import_stream
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, Session
 from tests.test_log_store_contract import message, meta
@@ -551,3 +553,22 @@ def test_a_session_with_many_compactions_lists_the_latest_and_links_to_all(owner
     assert url("session_trace", session.public_id) + "?kind=compaction" in html
     # The chart still marks every one of them.
     assert len(response.context["chart"].markers) == len(compactions)
+
+
+def test_a_message_the_memory_found_wrong_shows_what_was_wrong(owner: User) -> None:
+    transcript = [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "call_9", "content": "a result nobody asked for"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    report = import_stream(
+        io.BytesIO(json.dumps(transcript).encode()), "odd.json", ImportOptions(owner=owner)
+    )
+    [session] = Session.objects.filter(public_id__in=report.imported)
+
+    html = logged_in(owner).get(url("session_detail", session.public_id)).content.decode()
+
+    orphan = session.messages.get(seq=1)
+    assert orphan.anomaly
+    assert 'class="badge bad" title="' in html
+    assert f'<p class="anomaly">{orphan.anomaly[:1].upper()}' in html
