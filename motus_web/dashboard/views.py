@@ -68,7 +68,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     form = listing.SessionFilterForm(request.GET)
     found = listing.sessions(visible, form)
     page = Paginator(found, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
-    current = form.cleaned_data.get("sort") if form.is_valid() else ""
+    current = form.applied().get("sort")
     context = {
         "page": page,
         "form": form,
