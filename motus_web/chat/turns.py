@@ -42,6 +42,7 @@ from memory import (
     calculator,
     current_time,
 )
+from motus_web.dashboard.wording import grouped
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 
@@ -231,7 +232,7 @@ def event_frame(event: AgentEvent, session: Session) -> dict[str, Any] | None:
         return {
             "type": "compaction",
             "phase": "failed",
-            "error": event.error[:500],
+            "error": grouped(event.error[:500]),
             "skipped": event.skipped,
             "tokens_before": event.tokens_before,
         }

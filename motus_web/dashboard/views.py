@@ -111,6 +111,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         compactions=_with_lost_identifiers(session, listed),
         compactions_total=len(compactions),
         undoable=timeline.undoable(compactions),
+        undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
 
