@@ -21,6 +21,7 @@ from django_htmx.middleware import HtmxDetails
 from memory import clean_text
 from motus_web.sessions import jobs
 from motus_web.sessions.importers import ImportReport, first_problem
+from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 
@@ -244,7 +245,8 @@ def _import_page(request: HttpRequest, form: ImportForm, **more: object) -> dict
     recent = ImportJob.objects.none()
     if user is not None and user.is_authenticated:
         recent = ImportJob.objects.filter(owner=user.pk).order_by("-created_at")
-    return {"form": form, "recent_jobs": recent[:RECENT_JOBS], **more}
+    formats = list(SUPPORTED.values())  # the importers' own list, so the page cannot drift
+    return {"form": form, "recent_jobs": recent[:RECENT_JOBS], "formats": formats, **more}
 
 
 @require_POST
