@@ -39,8 +39,6 @@ from memory import (
     TurnFinished,
     TurnStarted,
     UsageReported,
-    calculator,
-    current_time,
 )
 from motus_web.dashboard.wording import grouped
 from motus_web.sessions.log_store import DatabaseLogStore
@@ -48,6 +46,7 @@ from motus_web.sessions.models import Session
 
 from .providers import ChatModel
 from .render import RecordPublisher, last_position
+from .tools import CHAT_TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +103,7 @@ class ChatTurn:
                 client=client,
                 model_name=self.model.model,
                 memory=memory,
-                tools=[calculator, current_time],
+                tools=list(CHAT_TOOLS),
             )
             if self.stop_requested:
                 await self.publish({"type": "finished", "reason": "interrupted", "steps": 0})

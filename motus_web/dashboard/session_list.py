@@ -83,8 +83,7 @@ class SessionFilterForm(forms.Form):
         validators=[_no_control_characters],
         error_messages={
             "max_length": (
-                f"Search is at most {SEARCH_MAX_CHARS} characters "
-                "(this one has %(show_value)d)."
+                f"Search is at most {SEARCH_MAX_CHARS} characters (this one has %(show_value)d)."
             ),
             "null_characters_not_allowed": (
                 "Search cannot contain control characters (NUL, tab, newline...)."
@@ -92,8 +91,12 @@ class SessionFilterForm(forms.Form):
         },
     )
     model = forms.CharField(required=False, max_length=100)
-    since = forms.DateField(required=False, label="Active since", widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, label="Until", widget=forms.DateInput(attrs={"type": "date"}))
+    since = forms.DateField(
+        required=False, label="Active since", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        required=False, label="Until", widget=forms.DateInput(attrs={"type": "date"})
+    )
     compacted = forms.BooleanField(required=False, label="With compactions")
     failed = forms.BooleanField(required=False, label="With failed compactions")
     forks = forms.BooleanField(required=False, label="Forks only")

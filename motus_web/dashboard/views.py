@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
+from motus_web.chat.tools import session_overhead
 from motus_web.sessions import jobs
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
@@ -360,7 +361,12 @@ def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     if first is not None:
         logged = dict(session.messages.filter(seq__gte=first).values_list("seq", "tokens"))
     live = live_context.of(memory, seqs, logged)
-    context = {"session": session, "live": live, "bar": live_context.stacked_bar(live)}
+    context = {
+        "session": session,
+        "live": live,
+        "bar": live_context.stacked_bar(live),
+        "tools": session_overhead(session.config, session.model_name, session.system_prompt),
+    }
     return _render(request, "dashboard/session_context.html", "panel", context)
 
 

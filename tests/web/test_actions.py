@@ -124,7 +124,7 @@ def test_after_an_undo_the_page_counts_it_and_a_second_undo_says_it_was_done(
     detail = client.get(url("session_detail", compacted.public_id)).content.decode()
     again = client.get(url("undo_confirm", compacted.public_id))
 
-    assert f"<dd>{compactions} <span class=\"muted\">(1 undone)</span></dd>" in detail
+    assert f'<dd>{compactions} <span class="muted">(1 undone)</span></dd>' in detail
     assert again.status_code == 404
     assert f"The latest compaction (compaction {number}) was already undone" in (
         again.content.decode()

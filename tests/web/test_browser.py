@@ -225,8 +225,9 @@ def test_drop_downs_look_like_the_text_fields_beside_them(
     page.set_viewport_size({"width": width, "height": 900})
     log_in(page, live_server)
     page.goto(f"{live_server.url}/sessions/{long_session.public_id}/replay/")
-    style = """e => { const s = getComputedStyle(e); return [s.borderTopWidth, s.borderTopColor,
-        s.borderTopLeftRadius, s.paddingLeft, s.fontSize, s.fontFamily, e.getBoundingClientRect().width]; }"""
+    style = """e => { const s = getComputedStyle(e); return [s.borderTopWidth,
+        s.borderTopColor, s.borderTopLeftRadius, s.paddingLeft, s.fontSize, s.fontFamily,
+        e.getBoundingClientRect().width]; }"""
     select = page.eval_on_selector("select[name=compactor]", style)
     field = page.eval_on_selector("input[name=model_name]", style)
 

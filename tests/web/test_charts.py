@@ -140,7 +140,8 @@ def test_a_threshold_within_four_times_the_data_stays_on_the_chart() -> None:
     chart = charts.token_chart([(0, 20), (1, 300)], [], threshold=1000)
 
     assert chart.threshold_above is None
-    assert chart.y_max == 2000 and chart.threshold_y == 120.0
+    assert chart.y_max == 2000
+    assert chart.threshold_y == 120.0
 
 
 @pytest.mark.django_db
