@@ -229,9 +229,18 @@ def test_a_compaction_shows_up_in_the_chat_with_its_token_counts(
     page.screenshot(path=SCREENSHOTS / "chat-compaction.png", full_page=True)
 
 
+@pytest.fixture
+def slow_model_server(settings: Settings) -> Iterator[ScriptedServer]:
+    """A reply that streams for about four seconds: long enough to act mid-turn."""
+    replies = [ScriptedReply(text="word " * 80, chunk_delay_s=0.05)]
+    with ScriptedServer(openai=replies, api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
 def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error(
     asgi_url: str,
-    model_server: ScriptedServer,
+    slow_model_server: ScriptedServer,
     session: Session,
     page: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -255,14 +264,15 @@ def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error
     box.fill("What is 6 times 7?")
     send.click()
     expect(send).to_be_disabled()  # at once, before the server has answered
-    expect(page.locator("#live-answer")).to_contain_text("Six", timeout=10_000)
+    expect(page.locator("#live-answer")).to_contain_text("word", timeout=10_000)
     box.fill("A second question")
     box.press("Control+Enter")  # ignored while the turn streams
     expect(send).to_be_disabled()
-    expect(page.get_by_role("status")).to_have_text("Done.", timeout=10_000)
+    expect(page.get_by_role("button", name="Stop")).to_be_enabled()  # still mid-turn
+    expect(page.get_by_role("status")).to_have_text("Done.", timeout=20_000)
     expect(send).to_be_enabled()
     expect(box).to_have_value("A second question")  # kept, never sent
-    expect(page.locator("#m4")).to_have_count(0)
+    expect(page.locator("#m2")).to_have_count(0)  # one user message and one answer only
 
     box.press("Control+Enter")  # now sent, and refused by the rate limit
 
@@ -272,7 +282,7 @@ def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error
     expect(page.get_by_role("button", name="Retry")).to_be_hidden()  # resend instead
     expect(box).to_have_value("A second question")  # back in the box, to send again
     expect(send).to_be_enabled()
-    expect(page.locator("#m4")).to_have_count(0)
+    expect(page.locator("#m2")).to_have_count(0)
     page.screenshot(path=SCREENSHOTS / "chat-refused.png", full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path=SCREENSHOTS / "chat-refused-390.png", full_page=True)
