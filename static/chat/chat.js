@@ -214,6 +214,10 @@
         say(event.code === 4401 ? "Log in again to follow this chat." : "This session is not available.");
         return;
       }
+      // A turn this connection started stops with it (its records come back on resume):
+      // do not keep Send waiting for an answer that cannot come.
+      awaiting = false;
+      setRunning(false);
       if (closedForGood) return;
       say("Connection lost; reconnecting…");
       setTimeout(connect, delay);
@@ -225,7 +229,7 @@
   function start(frame) {
     if (busy()) return false;
     if (!send(frame)) {
-      showError({ message: "Not connected, so nothing was sent; it will reconnect, then send again." });
+      showError({ message: "Not connected, so nothing was sent: the message is still in the box; send it once the page has reconnected." });
       return false;
     }
     errorBox.hidden = true;
