@@ -2,7 +2,10 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from .favicon import favicon
+
 urlpatterns = [
+    path("favicon.ico", favicon),
     path("", include("motus_web.dashboard.urls")),
     path("", include("motus_web.chat.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),

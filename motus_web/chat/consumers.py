@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import Any
 
@@ -71,13 +72,21 @@ class RateLimit:
         self.at = time.monotonic()
 
     def allow(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
+        self._refill()
         if self.tokens < 1:
             return False
         self.tokens -= 1
         return True
+
+    def wait_seconds(self) -> int:
+        """Whole seconds until ``allow`` would be true again (0: now)."""
+        self._refill()
+        return 0 if self.tokens >= 1 else math.ceil((1 - self.tokens) / self.rate)
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
 
 
 def _visible_session(user: Any, public_id: str) -> Session | None:
@@ -170,7 +179,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_send(self.group, {"type": "chat.stop"})
             return
         if not self.sends.allow():
-            await self.refuse("rate_limited", "too many messages; wait a few seconds")
+            await self.refuse(
+                "rate_limited",
+                f"too many messages: send again in {self.sends.wait_seconds()} s "
+                f"(at most {SEND_BURST} at once, then {SENDS_PER_MINUTE} a minute)",
+            )
             return
         if isinstance(frame, Send | Retry):
             await self.start_turn(frame)
@@ -178,8 +191,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.start_replay(frame.speed)
 
     async def refuse(self, code: str, message: str) -> None:
+        """Answer a frame that did nothing: ``refused`` tells the browser that a
+        message it sent was not stored, so it can offer it again."""
         await self.send_json(
-            {"type": "error", "code": code, "message": message, "retryable": False}
+            {"type": "error", "code": code, "message": message, "retryable": False, "refused": True}
         )
 
     # -- records ------------------------------------------------------------------------

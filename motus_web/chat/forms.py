@@ -2,8 +2,13 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib.humanize.templatetags.humanize import intcomma
 
+from memory import CompactionMemoryConfig
 from motus_web.sessions.limits import REPLAY_THRESHOLD_MAX, REPLAY_THRESHOLD_MIN
+
+from .providers import ChatModel
+from .tools import overhead
 
 
 def _model_choices() -> list[tuple[str, str]]:
@@ -29,6 +34,39 @@ class NewChatForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["model"].choices = _model_choices()  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        """Refuse a threshold the fixed part of every request already reaches: the
+        system prompt and the tool schemas cannot be compacted, so every turn
+        would end "still over the threshold"."""
+        data = super().clean() or {}
+        threshold, name = data.get("token_threshold"), data.get("model")
+        if threshold is None or name is None or "system_prompt" not in data:
+            return data
+        model = chat_model(name)
+        floor = overhead(memory_config(threshold, model), model.model, data["system_prompt"])
+        if threshold <= floor.context_tokens:
+            self.add_error(
+                "token_threshold",
+                f"At least {intcomma(floor.context_tokens + 1)} tokens: the system prompt and "
+                f"the schemas of the agent's {len(floor.tool_names)} tools alone take "
+                f"{intcomma(floor.context_tokens)} tokens of every request "
+                f"({intcomma(floor.tool_tokens)} of them tool schemas), and compaction cannot "
+                "make them smaller.",
+            )
+        return data
+
+
+def chat_model(name: str) -> ChatModel:
+    """The configured chat model named ``name`` (a valid choice of the form)."""
+    return next(m for m in settings.MOTUS_CHAT_MODELS if m.name == name)
+
+
+def memory_config(threshold: int | None, model: ChatModel) -> CompactionMemoryConfig:
+    """The memory settings of a new chat with ``model``."""
+    return CompactionMemoryConfig(
+        token_threshold=threshold, compact_model_name=model.compact_model or model.model
+    )
 
 
 class ReplayForm(forms.Form):

@@ -39,14 +39,14 @@ from memory import (
     TurnFinished,
     TurnStarted,
     UsageReported,
-    calculator,
-    current_time,
 )
+from motus_web.dashboard.wording import grouped
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 
 from .providers import ChatModel
 from .render import RecordPublisher, last_position
+from .tools import CHAT_TOOLS
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class ChatTurn:
                 client=client,
                 model_name=self.model.model,
                 memory=memory,
-                tools=[calculator, current_time],
+                tools=list(CHAT_TOOLS),
             )
             if self.stop_requested:
                 await self.publish({"type": "finished", "reason": "interrupted", "steps": 0})
@@ -231,7 +231,7 @@ def event_frame(event: AgentEvent, session: Session) -> dict[str, Any] | None:
         return {
             "type": "compaction",
             "phase": "failed",
-            "error": event.error[:500],
+            "error": grouped(event.error[:500]),
             "skipped": event.skipped,
             "tokens_before": event.tokens_before,
         }

@@ -9,16 +9,17 @@ from django.shortcuts import redirect
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_safe
 
-from memory import CompactionMemoryConfig, ConfigurationError
+from memory import ConfigurationError
 from motus_web.dashboard.access import visible_session
 from motus_web.dashboard.rendering import render
 from motus_web.sessions.models import Session
 
 from .curve import token_curves
-from .forms import NewChatForm, ReplayForm
+from .forms import NewChatForm, ReplayForm, chat_model, memory_config
 from .render import record_frames, threshold_of
 from .replay import ReplaySettings, create_replay, replay_of
 from .sessions import create_session
+from .tools import session_overhead
 
 SHOWN_RECORDS = 100  # the latest records the page renders; the socket sends the rest
 
@@ -37,14 +38,10 @@ def chat_new(request: HttpRequest) -> HttpResponse:
     form = NewChatForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        model = next(m for m in settings.MOTUS_CHAT_MODELS if m.name == data["model"])
-        config = CompactionMemoryConfig(
-            token_threshold=data["token_threshold"],
-            compact_model_name=model.compact_model or model.model,
-        )
+        model = chat_model(data["model"])
         session = create_session(
             request.user,  # type: ignore[arg-type]
-            config,
+            memory_config(data["token_threshold"], model),
             title=data["title"] or "Chat",
             model_name=model.model,
             system_prompt=data["system_prompt"],
@@ -71,6 +68,7 @@ def chat(request: HttpRequest, public_id: str) -> HttpResponse:
         "can_send": _can_write(request, session),
         "models": settings.MOTUS_CHAT_MODELS,
         "threshold": threshold_of(session),
+        "overhead": session_overhead(session.config, session.model_name, session.system_prompt),
         "original": original,
         "is_replay": original_id is not None,
         "curves": token_curves(original, session) if original is not None else None,

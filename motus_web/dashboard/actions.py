@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
@@ -22,7 +22,7 @@ from . import operations
 from .access import visible_session
 from .forms import RestoreForm
 from .rendering import render
-from .timeline import undoable
+from .timeline import not_undoable, undoable
 
 
 def _owner(request: HttpRequest) -> object:
@@ -33,10 +33,6 @@ def _confirm(request: HttpRequest, session: Session, **context: object) -> HttpR
     return render(request, "dashboard/confirm.html", {"session": session, **context})
 
 
-def _latest_compaction(session: Session) -> CompactionEvent | None:
-    return undoable(list(session.compaction_events.order_by("position")))
-
-
 # -- undo the latest compaction -------------------------------------------------
 
 
@@ -44,9 +40,11 @@ def _latest_compaction(session: Session) -> CompactionEvent | None:
 @login_required
 def undo_confirm(request: HttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
-    event = _latest_compaction(session)
+    compactions = list(session.compaction_events.order_by("position"))
+    event = undoable(compactions)
     if event is None:
-        raise Http404("this session has no compaction to undo")
+        context = {"session": session, "reason": not_undoable(compactions)}
+        return render(request, "dashboard/nothing_to_undo.html", context, status=404)
     return _confirm(
         request,
         session,
@@ -69,8 +67,9 @@ def undo_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
     reason = request.POST.get("reason", "").strip()[:500] or "undone from the dashboard"
     try:
         number = operations.undo_latest_compaction(session, reason)
-    except CompactionError as error:
-        messages.error(request, f"Nothing was undone: {error}.")
+    except CompactionError:
+        reason = not_undoable(list(session.compaction_events.order_by("position")))
+        messages.error(request, f"Nothing was undone. {reason}")
     else:
         messages.success(request, f"Compaction {number} undone; the log has a revert record.")
     return redirect("dashboard:session_detail", public_id=session.public_id)

@@ -18,6 +18,7 @@ from memory import get_model_limits
 CHART_WIDTH = 1000
 CHART_HEIGHT = 240
 MAX_POINTS = 2000  # the most points one chart line holds, whatever the session's length
+FAR_ABOVE = 0.25  # data under this share of the threshold: the chart scales to the data
 _DEFAULT_SAFETY_RATIO = 0.75  # CompactionMemoryConfig's default
 
 
@@ -117,6 +118,7 @@ class TokenChart:
     threshold_y: float | None
     y_max: int  # tokens at the top of the chart
     last_seq: int
+    threshold_above: int | None = None  # a threshold far above the data, left off the scale
     width: int = CHART_WIDTH
     height: int = CHART_HEIGHT
 
@@ -220,18 +222,18 @@ def token_chart(
     limit: int = MAX_POINTS,
 ) -> TokenChart:
     """The chart of a whole session: its line (bucketed to ``limit`` points),
-    the threshold line and a marker for every event in ``events``."""
+    the threshold line and a marker for every event in ``events``.
+
+    The scale reaches the threshold, unless the highest point is under
+    ``FAR_ABOVE`` of it: then it fits the data and ``threshold_above`` names
+    the threshold the chart does not draw."""
     line = bucket(series(thin(messages, (e.seq for e in events), limit), events), limit)
     last_seq = max([messages[-1][0] if messages else 0, *(event.seq for event in events), 1])
-    highest = max(
-        [
-            threshold or 0,
-            *(p.tokens for p in line),
-            *(e.tokens_before or 0 for e in events),
-            1,
-        ]
-    )
-    y_max = _nice_ceiling(highest * 1.05)
+    highest = max([*(p.tokens for p in line), *(e.tokens_before or 0 for e in events), 1])
+    # A threshold far above the data would flatten the line against the bottom:
+    # scale to the data then, and say where the threshold is instead of drawing it.
+    above = threshold if threshold and highest < threshold * FAR_ABOVE else None
+    y_max = _nice_ceiling(max(highest, 0 if above else threshold or 0) * 1.05)
 
     def x(seq: int) -> float:
         return round(CHART_WIDTH * max(seq, 0) / last_seq, 1)
@@ -250,9 +252,10 @@ def token_chart(
         points=" ".join(f"{x(p.seq)},{y(p.tokens)}" for p in line),
         point_count=len(line),
         markers=tuple(markers),
-        threshold_y=y(threshold) if threshold else None,
+        threshold_y=y(threshold) if threshold and not above else None,
         y_max=y_max,
         last_seq=last_seq,
+        threshold_above=above,
     )
 
 

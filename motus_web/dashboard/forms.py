@@ -34,8 +34,7 @@ class ImportForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["file"].help_text = (
-            "A Motus JSONL log, chat messages as JSON, or JSONL with one "
-            '{"messages": [...]} per line; '
+            "A file in one of the formats listed below; "
             f"up to {filesizeformat(settings.MOTUS_UPLOAD_MAX_BYTES)}."
         )
 

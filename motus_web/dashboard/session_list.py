@@ -8,6 +8,7 @@ characters), so a page costs the same whatever its sessions hold.
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 from urllib.parse import urlencode
 
@@ -59,11 +60,43 @@ SORT_LABELS: dict[str, str] = {
 }
 
 
+SEARCH_MAX_CHARS = 200
+
+
+def _no_control_characters(value: str) -> None:
+    # NUL cannot be stored or searched in PostgreSQL text; the others are never typed.
+    if any(unicodedata.category(char) == "Cc" for char in value):
+        raise forms.ValidationError(
+            "Search cannot contain control characters (NUL, tab, newline...).", code="control"
+        )
+
+
 class SessionFilterForm(forms.Form):
-    q = forms.CharField(required=False, max_length=200, label="Search")
+    """The list's filters. Each field is checked alone: a bad one is reported
+    and left out, the valid ones still apply (``applied``)."""
+
+    q = forms.CharField(
+        required=False,
+        max_length=SEARCH_MAX_CHARS,
+        strip=True,
+        label="Search",
+        validators=[_no_control_characters],
+        error_messages={
+            "max_length": (
+                f"Search is at most {SEARCH_MAX_CHARS} characters (this one has %(show_value)d)."
+            ),
+            "null_characters_not_allowed": (
+                "Search cannot contain control characters (NUL, tab, newline...)."
+            ),
+        },
+    )
     model = forms.CharField(required=False, max_length=100)
-    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    since = forms.DateField(
+        required=False, label="Active since", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        required=False, label="Until", widget=forms.DateInput(attrs={"type": "date"})
+    )
     compacted = forms.BooleanField(required=False, label="With compactions")
     failed = forms.BooleanField(required=False, label="With failed compactions")
     forks = forms.BooleanField(required=False, label="Forks only")
@@ -71,6 +104,11 @@ class SessionFilterForm(forms.Form):
         required=False,
         choices=[(key, key) for name in SORTS for key in (name, f"-{name}")],
     )
+
+    def applied(self) -> dict[str, Any]:
+        """The valid fields' values; an invalid field is missing (its error is in ``errors``)."""
+        self.is_valid()
+        return {name: value for name, value in self.cleaned_data.items() if name not in self.errors}
 
 
 def _count(query: QuerySet[Any]) -> Subquery:
@@ -81,9 +119,11 @@ def _count(query: QuerySet[Any]) -> Subquery:
 def sessions(visible: QuerySet[Session], form: SessionFilterForm) -> QuerySet[Session]:
     """``visible`` searched, filtered, annotated and sorted as ``form`` says.
 
-    An invalid form (a bad date, say) filters nothing it cannot read.
+    A field the form cannot read (a bad date, say) is left out and the others
+    still apply; a search it cannot read matches nothing, since "every
+    session" would pass for the answer to it.
     """
-    data = form.cleaned_data if form.is_valid() else {}
+    data = form.applied()
     failed = CompactionEvent.objects.filter(
         session=OuterRef("pk"), kind=CompactionEvent.Kind.FAILED
     )
@@ -98,6 +138,8 @@ def sessions(visible: QuerySet[Session], form: SessionFilterForm) -> QuerySet[Se
         fork_count=Coalesce(_count(Session.objects.filter(parent=OuterRef("pk"))), Value(0)),
         preview=Subquery(first_user, output_field=TextField()),
     )
+    if "q" in form.errors:
+        found = found.none()
     if query := data.get("q"):
         text = Message.objects.annotate(text=Cast("content", TextField())).filter(
             session=OuterRef("pk"), text__icontains=query

@@ -19,8 +19,10 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
+from motus_web.chat.tools import session_overhead
 from motus_web.sessions import jobs
 from motus_web.sessions.importers import ImportReport, first_problem
+from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 
@@ -68,7 +70,7 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     form = listing.SessionFilterForm(request.GET)
     found = listing.sessions(visible, form)
     page = Paginator(found, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
-    current = form.cleaned_data.get("sort") if form.is_valid() else ""
+    current = form.applied().get("sort")
     context = {
         "page": page,
         "form": form,
@@ -111,6 +113,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         compactions=_with_lost_identifiers(session, listed),
         compactions_total=len(compactions),
         undoable=timeline.undoable(compactions),
+        undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
 
@@ -243,7 +246,8 @@ def _import_page(request: HttpRequest, form: ImportForm, **more: object) -> dict
     recent = ImportJob.objects.none()
     if user is not None and user.is_authenticated:
         recent = ImportJob.objects.filter(owner=user.pk).order_by("-created_at")
-    return {"form": form, "recent_jobs": recent[:RECENT_JOBS], **more}
+    formats = list(SUPPORTED.values())  # the importers' own list, so the page cannot drift
+    return {"form": form, "recent_jobs": recent[:RECENT_JOBS], "formats": formats, **more}
 
 
 @require_POST
@@ -357,7 +361,12 @@ def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     if first is not None:
         logged = dict(session.messages.filter(seq__gte=first).values_list("seq", "tokens"))
     live = live_context.of(memory, seqs, logged)
-    context = {"session": session, "live": live, "bar": live_context.stacked_bar(live)}
+    context = {
+        "session": session,
+        "live": live,
+        "bar": live_context.stacked_bar(live),
+        "tools": session_overhead(session.config, session.model_name, session.system_prompt),
+    }
     return _render(request, "dashboard/session_context.html", "panel", context)
 
 

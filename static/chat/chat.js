@@ -25,23 +25,43 @@
   let lastPos = Number(root.dataset.lastPos);
   let socket = null;
   let delay = 500;
-  let running = false;
+  let turnActive = false; // a turn or replay of this session is running (any tab's)
+  let awaiting = false; // this tab sent a frame and has had neither its turn nor a refusal yet
+  let lastSent = null; // the text of this tab's latest send, until its turn ends
   let closedForGood = false;
 
   const fmt = (n) => (n === null || n === undefined ? "?" : Number(n).toLocaleString("en-US"));
   const say = (message) => { status.textContent = message; };
   const send = (frame) => {
-    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(frame));
+    if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+    socket.send(JSON.stringify(frame));
+    return true;
   };
+  // Nothing new may be sent while a turn runs or this tab waits for the server's answer.
+  const busy = () => turnActive || awaiting;
 
   function setRunning(value) {
-    running = value;
-    if (sendButton) sendButton.disabled = value;
-    if (stopButton) stopButton.disabled = !value;
+    turnActive = value;
+    updateControls();
+  }
+
+  function updateControls() {
+    if (sendButton) sendButton.disabled = busy();
+    if (retryButton) retryButton.disabled = busy();
+    if (stopButton) stopButton.disabled = !turnActive;
     const replayStop = $("replay-stop");
     const replayStart = $("replay-start");
-    if (replayStop) replayStop.disabled = !value;
-    if (replayStart) replayStart.disabled = value;
+    if (replayStop) replayStop.disabled = !turnActive;
+    if (replayStart) replayStart.disabled = busy();
+  }
+
+  // The server refused what this tab sent (rate limit, busy, bad frame...): nothing
+  // was stored, so the typed message goes back in the box to send again.
+  function refused() {
+    if (lastSent !== null && text && !text.value) text.value = lastSent;
+    lastSent = null;
+    awaiting = false;
+    updateControls();
   }
 
   function clearLive() {
@@ -68,7 +88,7 @@
   }
 
   function showError(frame) {
-    $("chat-error-text").textContent = frame.message;
+    $("chat-error-text").textContent = frame.message || "Something went wrong (" + (frame.code || "error") + ").";
     errorBox.hidden = false;
     if (retryButton) retryButton.hidden = !frame.retryable || !composer;
   }
@@ -114,9 +134,10 @@
       log.lastElementChild?.scrollIntoView({ block: "nearest" });
     },
     turn_started() {
+      // Errors stay up: a refusal of this tab's send may arrive just before another tab's turn.
       clearLive();
       notes.replaceChildren();
-      errorBox.hidden = true;
+      awaiting = false;
       setRunning(true);
       say("The agent is working…");
     },
@@ -151,8 +172,12 @@
     usage(frame) {
       if (frame.input_tokens !== null) say("The provider counted " + fmt(frame.input_tokens) + " input tokens.");
     },
-    error(frame) { showError(frame); },
+    error(frame) {
+      showError(frame);
+      if (frame.refused) refused();
+    },
     finished(frame) {
+      lastSent = null;
       setRunning(false);
       answer.textContent = "";
       thinking.hidden = true;
@@ -166,6 +191,7 @@
     replay(frame) {
       $("replay-progress").textContent = frame.done + " of " + frame.total + " messages replayed" +
         ({ finished: " — done.", stopped: " — stopped.", failed: " — failed." }[frame.phase] || "…");
+      if (frame.phase === "started") awaiting = false;
       setRunning(frame.phase === "started" || frame.phase === "progress");
     },
   };
@@ -188,6 +214,10 @@
         say(event.code === 4401 ? "Log in again to follow this chat." : "This session is not available.");
         return;
       }
+      // A turn this connection started stops with it (its records come back on resume):
+      // do not keep Send waiting for an answer that cannot come.
+      awaiting = false;
+      setRunning(false);
       if (closedForGood) return;
       say("Connection lost; reconnecting…");
       setTimeout(connect, delay);
@@ -195,31 +225,47 @@
     });
   }
 
+  // Send a frame that starts work; false (and an error shown) when the socket is down.
+  function start(frame) {
+    if (busy()) return false;
+    if (!send(frame)) {
+      showError({ message: "Not connected, so nothing was sent: the message is still in the box; send it once the page has reconnected." });
+      return false;
+    }
+    errorBox.hidden = true;
+    awaiting = true;
+    updateControls();
+    return true;
+  }
+
   if (composer) {
     composer.addEventListener("submit", (event) => {
       event.preventDefault();
       const value = text.value.trim();
-      if (!value || running) return;
+      if (!value || busy()) return; // the message stays in the box
       const frame = { type: "send", text: value };
       if (modelSelect) frame.model = modelSelect.value;
-      send(frame);
+      if (!start(frame)) return;
+      lastSent = text.value;
       text.value = "";
     });
     text.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) composer.requestSubmit();
+      if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
+      event.preventDefault();
+      if (!busy()) composer.requestSubmit();
     });
     stopButton.addEventListener("click", () => send({ type: "stop" }));
     retryButton.addEventListener("click", () => {
-      errorBox.hidden = true;
       const frame = { type: "retry" };
       if (modelSelect) frame.model = modelSelect.value;
-      send(frame);
+      lastSent = null;
+      start(frame);
     });
   }
   if (replayForm) {
     replayForm.addEventListener("submit", (event) => {
       event.preventDefault();
-      send({ type: "replay", speed: Number($("replay-speed").value) });
+      start({ type: "replay", speed: Number($("replay-speed").value) });
     });
     $("replay-stop").addEventListener("click", () => send({ type: "stop" }));
   }

@@ -96,14 +96,52 @@ def test_undo_appends_a_revert_through_the_library(compacted: Session) -> None:
     assert "Undo compaction" not in page  # reverted once, only once
 
 
-def test_undo_without_a_compaction_is_refused(owner: User) -> None:
+def test_undo_without_a_compaction_is_refused_with_a_page_that_says_why(owner: User) -> None:
     plain = make_session(owner, turns=1)
 
-    assert logged_in(owner).get(url("undo_confirm", plain.public_id)).status_code == 404
+    page = logged_in(owner).get(url("undo_confirm", plain.public_id))
+
+    assert page.status_code == 404
+    html = page.content.decode()
+    assert "No compaction to undo" in html
+    assert "no compaction yet" in html
+    assert url("session_detail", plain.public_id) in html  # a way back, in the site's own page
+    assert 'class="topbar"' in html
     response = logged_in(owner).post(url("undo_compaction", plain.public_id), follow=True)
 
-    assert "Nothing was undone" in response.content.decode()
+    assert "Nothing was undone. This session has no compaction yet" in response.content.decode()
     assert not plain.compaction_events.exists()
+
+
+def test_after_an_undo_the_page_counts_it_and_a_second_undo_says_it_was_done(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    number = latest_compaction(compacted).number
+    compactions = Session.objects.get(pk=compacted.pk).compaction_count
+    client.post(url("undo_compaction", compacted.public_id))
+
+    detail = client.get(url("session_detail", compacted.public_id)).content.decode()
+    again = client.get(url("undo_confirm", compacted.public_id))
+
+    assert f'<dd>{compactions} <span class="muted">(1 undone)</span></dd>' in detail
+    assert again.status_code == 404
+    assert f"The latest compaction (compaction {number}) was already undone" in (
+        again.content.decode()
+    )
+
+
+def test_a_forks_starting_summary_is_not_undoable_and_the_page_says_so(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    client.post(url("fork_session", compacted.public_id, 20))
+    child = Session.objects.exclude(pk=compacted.pk).get()
+
+    page = client.get(url("undo_confirm", child.public_id))
+
+    assert page.status_code == 404
+    assert "the summary this session started from when it was forked" in page.content.decode()
 
 
 # -- restore and fork -------------------------------------------------------------------

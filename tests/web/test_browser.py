@@ -213,3 +213,25 @@ def test_an_operator_inspects_a_session_undoes_a_compaction_and_forks_it(
     expect(page.get_by_text("Forked from")).to_be_visible()
     page.screenshot(path=f"{shot}-7-fork.png", full_page=True)
     assert_no_sideways_scroll(page)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_drop_downs_look_like_the_text_fields_beside_them(
+    page: object, live_server: LiveServer, long_session: Session, width: int
+) -> None:
+    from playwright.sync_api import Page
+
+    assert isinstance(page, Page)
+    page.set_viewport_size({"width": width, "height": 900})
+    log_in(page, live_server)
+    page.goto(f"{live_server.url}/sessions/{long_session.public_id}/replay/")
+    style = """e => { const s = getComputedStyle(e); return [s.borderTopWidth,
+        s.borderTopColor, s.borderTopLeftRadius, s.paddingLeft, s.fontSize, s.fontFamily,
+        e.getBoundingClientRect().width]; }"""
+    select = page.eval_on_selector("select[name=compactor]", style)
+    field = page.eval_on_selector("input[name=model_name]", style)
+
+    assert select[:6] == field[:6]
+    assert select[6] == field[6]  # as wide as the fields above it
+    page.screenshot(path=SCREENSHOTS / f"replay-form-{width}.png", full_page=True)
+    assert_no_sideways_scroll(page)

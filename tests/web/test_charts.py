@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from django.contrib.auth.models import User
 
 from motus_web.dashboard import charts
 from motus_web.dashboard.charts import EventMark, Point
+
+from .helpers import logged_in, make_session
 
 
 def drop(key: int, seq: int, before: int, after: int, kind: str = "ok") -> EventMark:
@@ -120,3 +125,34 @@ def test_a_revert_that_states_its_size_rises_back_to_it() -> None:
     points = charts.series([(0, 100), (1, 300), (2, 950)], [drop(5, 0, 100, 50), revert])
 
     assert [p.tokens for p in points] == [100, 100, 50, 300, 900, 950]
+
+
+def test_a_threshold_far_above_the_data_leaves_the_scale_to_the_data_and_is_named() -> None:
+    chart = charts.token_chart([(0, 20), (1, 46)], [], threshold=96_000)
+
+    assert chart.y_max == 50  # 46 plus room, not 96,000 (nor 200,000)
+    assert chart.threshold_y is None
+    assert chart.threshold_above == 96_000
+    assert chart.points.split()[-1] == "1000.0,19.2"  # near the top, visible
+
+
+def test_a_threshold_within_four_times_the_data_stays_on_the_chart() -> None:
+    chart = charts.token_chart([(0, 20), (1, 300)], [], threshold=1000)
+
+    assert chart.threshold_above is None
+    assert chart.y_max == 2000
+    assert chart.threshold_y == 120.0
+
+
+@pytest.mark.django_db
+def test_the_chart_legend_says_where_the_threshold_is_and_keys_differ(owner: User) -> None:
+    session = make_session(owner, turns=1, threshold=96_000, title="Small")
+
+    html = logged_in(owner).get(f"/sessions/{session.public_id}/").content.decode()
+
+    legend = html.split('class="chart-legend')[1].split("</ul>")[0]
+    assert "threshold 96,000: above this scale" in legend
+    assert 'class="threshold"' not in html.split('class="token-chart"')[1].split("</svg>")[0]
+    assert '<span class="swatch note"></span>revert or warning' in legend
+    css = (Path(__file__).parents[2] / "static/dashboard/motus.css").read_text()
+    assert "marker-revert line { stroke: var(--note)" in css

@@ -227,3 +227,62 @@ def test_a_compaction_shows_up_in_the_chat_with_its_token_counts(
     expect(page.locator(".event-ok")).to_contain_text("Compaction 1")
     expect(page.locator("#m3")).to_contain_text("Still here")
     page.screenshot(path=SCREENSHOTS / "chat-compaction.png", full_page=True)
+
+
+@pytest.fixture
+def slow_model_server(settings: Settings) -> Iterator[ScriptedServer]:
+    """A reply that streams for about four seconds: long enough to act mid-turn."""
+    replies = [ScriptedReply(text="word " * 80, chunk_delay_s=0.05)]
+    with ScriptedServer(openai=replies, api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
+def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error(
+    asgi_url: str,
+    slow_model_server: ScriptedServer,
+    session: Session,
+    page: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    from motus_web.chat import consumers
+
+    # One send at once, then one a minute: the second send of this test is refused.
+    monkeypatch.setattr(consumers, "SEND_BURST", 1)
+    monkeypatch.setattr(consumers, "SENDS_PER_MINUTE", 1)
+    assert isinstance(page, Page)
+    page.goto(f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill("owner-pass-1234")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    box = page.get_by_label("Message")
+    send = page.get_by_role("button", name="Send")
+
+    box.fill("What is 6 times 7?")
+    send.click()
+    expect(send).to_be_disabled()  # at once, before the server has answered
+    expect(page.locator("#live-answer")).to_contain_text("word", timeout=10_000)
+    box.fill("A second question")
+    box.press("Control+Enter")  # ignored while the turn streams
+    expect(send).to_be_disabled()
+    expect(page.get_by_role("button", name="Stop")).to_be_enabled()  # still mid-turn
+    expect(page.get_by_role("status")).to_have_text("Done.", timeout=20_000)
+    expect(send).to_be_enabled()
+    expect(box).to_have_value("A second question")  # kept, never sent
+    expect(page.locator("#m2")).to_have_count(0)  # one user message and one answer only
+
+    box.press("Control+Enter")  # now sent, and refused by the rate limit
+
+    error = page.locator("#chat-error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("too many messages: send again in")
+    expect(page.get_by_role("button", name="Retry")).to_be_hidden()  # resend instead
+    expect(box).to_have_value("A second question")  # back in the box, to send again
+    expect(send).to_be_enabled()
+    expect(page.locator("#m2")).to_have_count(0)
+    page.screenshot(path=SCREENSHOTS / "chat-refused.png", full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=SCREENSHOTS / "chat-refused-390.png", full_page=True)

@@ -310,12 +310,29 @@ async def test_sends_are_rate_limited_per_connection(
     settings.MOTUS_CHAT_MODELS = ()
     socket = await socket_for(owner, session.public_id)
     await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
-    codes = []
+    answers = []
     for _ in range(6):
         await socket.send_json_to({"type": "send", "text": "hello"})
-        codes.append((await socket.receive_json_from(timeout=FRAME_TIMEOUT_S))["code"])
-    assert codes == ["no_model"] * 4 + ["rate_limited"] * 2
+        answers.append(await socket.receive_json_from(timeout=FRAME_TIMEOUT_S))
+    assert [a["code"] for a in answers] == ["no_model"] * 4 + ["rate_limited"] * 2
+    # Every refusal says nothing was done (the browser puts the message back) and when to retry.
+    assert all(a["refused"] is True and a["retryable"] is False for a in answers)
+    assert answers[-1]["message"] == (
+        "too many messages: send again in 5 s (at most 4 at once, then 12 a minute)"
+    )
     await socket.disconnect()
+
+
+def test_the_readme_states_the_rate_limit_the_consumer_applies() -> None:
+    from pathlib import Path
+
+    from motus_web.chat.consumers import SEND_BURST, SENDS_PER_MINUTE
+
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert (
+        f"Sends, retries and replays are limited per connection to {SEND_BURST} at once, "
+        f"then {SENDS_PER_MINUTE} a minute" in readme
+    )
 
 
 async def test_closing_the_socket_mid_turn_stops_it_and_leaves_a_valid_context(

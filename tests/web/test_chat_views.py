@@ -196,3 +196,74 @@ def test_the_chat_pages_answer_head_like_get(owner: User) -> None:
     for url in urls:
         assert logged_in(owner).head(url).status_code == 200, url
         assert Client().head(url).status_code == 302, url  # to the login page
+
+
+def agent_memory_estimate(session: Session, settings: Settings) -> tuple[int, int]:
+    """What a chat turn's memory estimates for ``session`` before any new message,
+    and its tool schemas' share, built as a turn builds it (restore, then the agent)."""
+    from memory import ReActAgent
+    from motus_web.chat.tools import CHAT_TOOLS
+    from motus_web.chat.turns import restore_memory
+
+    model = settings.MOTUS_CHAT_MODELS[0]
+    client = model.client()
+    memory = restore_memory(session, model, client)
+    ReActAgent(client=client, model_name=model.model, memory=memory, tools=list(CHAT_TOOLS))
+    return memory.estimate_context_tokens(), memory.tool_schema_tokens
+
+
+def test_a_threshold_under_what_every_request_carries_is_refused_naming_the_floor(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = (scripted_model("http://127.0.0.1:9/v1"),)
+    from memory.log import records
+    from motus_web.sessions.log_store import DatabaseLogStore
+
+    prompt = ("You are a helpful assistant. " * 20).strip()  # as the form keeps it
+    client = logged_in(owner)
+    # The floor a turn's memory would count for this prompt: a session with only it.
+    public_id = "floor-probe"
+    DatabaseLogStore().append(
+        public_id,
+        records.SessionMeta(
+            ts=records.now_iso(),
+            session_id=public_id,
+            system_prompt=prompt,
+            config={"token_threshold": 5000, "compact_model_name": "gpt-4o"},
+            model_name="gpt-4o",
+            format_version=records.FORMAT_VERSION,
+            memory_type="compaction",
+        ),
+    )
+    floor, tools = agent_memory_estimate(Session.objects.get(public_id=public_id), settings)
+    assert tools > 0
+
+    form = {"title": "Tight", "model": "scripted", "system_prompt": prompt}
+    refused = client.post("/chat/new/", {**form, "token_threshold": floor})
+    accepted = client.post("/chat/new/", {**form, "token_threshold": floor + 1})
+
+    assert refused.status_code == 400
+    page = refused.content.decode()
+    assert f"At least {floor + 1:,} tokens" in page
+    assert f"alone take {floor:,} tokens of every request ({tools:,} of them tool schemas)" in page
+    assert not Session.objects.filter(title="Tight", config__token_threshold=floor).exists()
+    assert accepted.status_code == 302
+
+
+def test_the_chat_gauge_and_what_the_model_sees_agree_on_the_tool_schemas(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = (scripted_model("http://127.0.0.1:9/v1"),)
+    session = make_session(owner, turns=2, title="Chatted")
+    Session.objects.filter(pk=session.pk).update(model_name="gpt-4o")
+    session.refresh_from_db()
+    estimate, tools = agent_memory_estimate(session, settings)
+    client = logged_in(owner)
+
+    chat_page = client.get(f"/sessions/{session.public_id}/chat/").content.decode()
+    context_page = client.get(f"/sessions/{session.public_id}/context/").content.decode()
+
+    assert f"the tool schemas ({tools:,} tokens for calculator, current_time" in chat_page
+    assert f"Tool schemas: {tools:,} tokens, not in these parts" in context_page
+    # With them, the context page names the figure the chat's memory counts.
+    assert f"there this context is {estimate:,} tokens" in context_page

@@ -8,6 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import DataError
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 from pytest_django import Settings
 
 from motus_web.dashboard.views import _import_notice
@@ -210,3 +211,27 @@ def test_a_threshold_out_of_bounds_is_refused_with_the_reason(owner: User, thres
     assert "The token threshold must be between 100 and 10,000,000 tokens" in html
     assert "a replay would compact at every message" in html
     assert not Session.objects.exists()
+
+
+def test_the_import_page_lists_every_supported_format_and_so_does_the_readme(
+    owner: User,
+) -> None:
+    from pathlib import Path
+
+    from motus_web.sessions.importers.formats import SUPPORTED
+
+    page = logged_in(owner).get(reverse("dashboard:import_form")).content.decode()
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    table = [
+        line
+        for line in readme.splitlines()
+        if line.endswith(".json` |") or line.endswith(".jsonl` |")
+    ]
+
+    assert len(SUPPORTED) == 8
+    for label in SUPPORTED.values():
+        assert escape(label) in page
+    assert len(table) == len(SUPPORTED)  # the README's table has one row per format
+    for label in SUPPORTED.values():
+        name = label.split(" (")[0].replace(" API", "")
+        assert any(row.startswith(f"| {name}") for row in table), name

@@ -145,3 +145,40 @@ def test_the_list_reads_only_the_start_of_a_huge_first_message(owner: User) -> N
 )
 def test_a_cut_json_preview_reads_as_text(stored: str | None, shown: str) -> None:
     assert preview(stored) == shown
+
+
+@pytest.mark.parametrize(
+    ("q", "error"),
+    [
+        ("x" * 201, "Search is at most 200 characters (this one has 201)."),
+        ("seattle\x00", "Search cannot contain control characters"),
+        ("seattle\x07trip", "Search cannot contain control characters"),
+    ],
+)
+def test_an_unreadable_search_is_reported_and_matches_nothing(
+    owner: User, q: str, error: str
+) -> None:
+    make_session(owner, title="Seattle trip")
+    client = logged_in(owner)
+
+    for headers in ({}, {"HX-Request": "true"}):  # the page, and the table htmx swaps in
+        response = client.get(LIST, {"q": q}, headers=headers)
+
+        assert response.status_code == 200
+        page = response.content.decode()
+        assert "Seattle trip" not in page  # never "every session matches"
+        assert "0 sessions match" in page
+        assert error in page
+
+
+def test_a_bad_field_is_reported_alone_and_the_valid_filters_still_apply(owner: User) -> None:
+    old = make_session(owner, title="Old")
+    make_session(owner, title="New")
+    Session.objects.filter(pk=old.pk).update(updated_at=dt.datetime(2019, 6, 1, tzinfo=dt.UTC))
+
+    response = logged_in(owner).get(LIST, {"since": "abc", "until": "2020-01-01"})
+
+    assert titles(response) == ["Old"]
+    page = response.content.decode()
+    assert "Active since: Enter a valid date. This filter is not applied" in page
+    assert "Until:" not in page

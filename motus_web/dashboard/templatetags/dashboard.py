@@ -107,6 +107,14 @@ def is_compaction(event: object) -> bool:
 
 
 @register.filter
+def warning_text(event: CompactionEvent) -> str:
+    """A warning record's reason with its figures once, grouped (``wording.warning_text``)."""
+    from ..wording import warning_text as worded
+
+    return worded(event.reason, event.floor_tokens, event.threshold)
+
+
+@register.filter
 def percent_of(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "\u2013"
 

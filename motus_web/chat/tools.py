@@ -1,0 +1,69 @@
+"""The tools a live chat's agent has, and what they cost every request.
+
+A chat turn's agent gets ``CHAT_TOOLS`` plus the memory's own tools
+(``build_tools()``: searching its log, reading a summary), and sends their
+schemas with every request. The memory counts them (``set_tools``) in its
+estimate, so the sizes a chat logs include them; the log itself holds
+messages only, so a page that restores the memory from the log does not.
+``overhead`` gives both figures the pages show and the floor the new-chat
+form checks a threshold against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memory import (
+    BaseMemory,
+    CompactionMemory,
+    CompactionMemoryConfig,
+    ConfigurationError,
+    InMemoryLogStore,
+    calculator,
+    current_time,
+)
+from memory.agent import tool_schema
+
+CHAT_TOOLS: tuple[Callable[..., Any], ...] = (calculator, current_time)
+
+
+def chat_tool_schemas(memory: BaseMemory) -> list[dict[str, Any]]:
+    """The schemas a chat's agent sends: its own tools, then the memory's (the agent's order)."""
+    return [tool_schema(fn) for fn in (*CHAT_TOOLS, *memory.build_tools())]
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """What every request of a live chat carries before any message, in tokens."""
+
+    context_tokens: int  # system prompt, tool schemas and reply priming: the memory's estimate
+    tool_tokens: int  # the tool schemas alone
+    tool_names: tuple[str, ...]
+
+
+def overhead(
+    config: CompactionMemoryConfig, model_name: str | None, system_prompt: str
+) -> Overhead:
+    """The chat memory's estimate of a request with no message yet: counted the way
+    a turn's memory counts it (``set_system_prompt``, ``set_tools`` with the chat's
+    tools, ``estimate_context_tokens``), with the tokenizer of ``model_name``.
+    Raises ``ConfigurationError`` for a config the memory refuses."""
+    memory = CompactionMemory(config=config, model_name=model_name, log_store=InMemoryLogStore())
+    memory.set_system_prompt(system_prompt)
+    schemas = chat_tool_schemas(memory)
+    memory.set_tools(schemas)
+    names = tuple(schema["function"]["name"] for schema in schemas)
+    return Overhead(memory.estimate_context_tokens(), memory.tool_schema_tokens, names)
+
+
+def session_overhead(
+    config: Mapping[str, Any] | None, model_name: str, system_prompt: str
+) -> Overhead | None:
+    """``overhead`` for a stored session's logged config; ``None`` when the config is unreadable."""
+    stored = {k: v for k, v in (config or {}).items() if k not in ("session_id", "log_base_path")}
+    try:
+        return overhead(CompactionMemoryConfig.from_dict(stored), model_name or None, system_prompt)
+    except (ConfigurationError, TypeError):
+        return None
