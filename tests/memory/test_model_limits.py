@@ -50,6 +50,13 @@ from memory.tokens.model_limits import (
         ("claude-opus-5-5", 1_000_000, 128_000),
         ("claude-haiku-5-5", 1_000_000, 128_000),
         ("claude-opus-4-7", 200_000, 32_000),
+        ("gpt-5.2", 400_000, 128_000),
+        ("gpt-5.3-codex", 400_000, 128_000),
+        ("gpt-5.4-mini", 400_000, 128_000),
+        ("gpt-5.1-codex-max", 400_000, 128_000),
+        ("gemini-3-pro-preview", 1_048_576, 65_536),
+        ("gemini-3-flash-preview", 1_048_576, 65_536),
+        ("gemini-3.1-pro-preview", 1_048_576, 65_536),
         ("gemini-2.5-pro", 1_048_576, 65_536),
         ("google/gemini-2.5-flash-preview-05-20", 1_048_576, 65_536),
         ("gemini-2.5-flash-lite", 1_048_576, 65_536),
@@ -73,6 +80,9 @@ def test_a_prefix_only_matches_at_a_separator() -> None:
     assert get_model_limits("gpt-4o-audio-preview").max_output_tokens == 16_384
     assert get_model_limits(f"gpt-4.9-{uuid.uuid4().hex}").known is False
     assert get_model_limits(f"o1x-{uuid.uuid4().hex}").known is False
+    # Point releases inherit their generation's numbers from GPT-5 and Gemini 3 on only.
+    assert get_model_limits(f"gemini-2.7-pro-{uuid.uuid4().hex}").known is False
+    assert get_model_limits(f"gpt-5.9x-{uuid.uuid4().hex}").known is False
 
 
 def test_every_entry_leaves_room_for_input() -> None:
