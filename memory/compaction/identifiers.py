@@ -29,7 +29,8 @@ What does not count, because agents' transcripts are full of it:
   only when it opens several, is not an English word in the text's own
   lower case, and does not read as one (``Installing``, ``Successfully``,
   ``Fixed``); ``True``, ``False``, ``None`` and other programming literals
-  never are.
+  never are;
+* terminal colour codes and the line numbers of a file listing (``253→``).
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # A terminal's colour codes ("\x1b[31m", or written as code: "\e[0m", "\u001b[1m")
     # are claimed first and not reported.
     ("", re.compile(r"(?:\x1b|\\(?:e|x1b|u001b|033))\[[0-9;?]*[A-Za-z]")),
+    # So are the line numbers a file viewer puts before each line (Claude Code's
+    # Read tool: "   253→", cat -n: "   253\t").
+    ("", re.compile(r"^ *\d+→|^ +\d+\t", re.MULTILINE)),
     (
         "date",
         re.compile(

@@ -204,3 +204,9 @@ def test_an_ip_address_is_not_a_version() -> None:
 
 def test_colour_codes_written_as_code_are_not_identifiers() -> None:
     assert find_identifiers(r'strip("\e[31mred\e[0m") or "\x1b[1mbold\u001b[0m"') == []
+
+
+def test_the_line_numbers_of_a_file_listing_are_not_identifiers() -> None:
+    listing = "   252→def run():\n   253→    return 404\n   254\tpass\n"
+    assert extract_identifiers(listing) == ["404"]
+    assert extract_identifiers("Port 8080 and\n1234 rows") == ["8080", "1234"]
