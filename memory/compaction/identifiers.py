@@ -71,6 +71,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
             r"|(?<![\w.])\d{1,2}([/.])\d{1,2}\1\d{4}(?!\.?\d)"
+            r"|(?<![\w.])\d{4}([/.])\d{1,2}\2\d{1,2}(?!\.?\d)"
             rf"|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH}\.?,?(?: \d{{4}})?\b"
             rf"|\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
             rf"|\b{_MONTH} \d{{4}}\b"
@@ -105,7 +106,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "number",
-        re.compile(rf"(?<![\w.,\[])\d[\d,]*(?:\.\d+)?(?:\s?{_UNIT}|{_ATTACHED_UNIT})(?![\w])"),
+        re.compile(rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?:\s?{_UNIT}|{_ATTACHED_UNIT})(?![\w])"),
     ),
     (
         "id",
@@ -148,6 +149,7 @@ _COMMON_CAPS_WORDS = (
     "THE AND FOR NOT YOU ARE BUT ALL ANY CAN HAS HAD WAS ONE OUR OUT USE NEW NOW GET SET OK "
     "YES NO TODO NOTE NULL NONE TRUE FALSE NAN NIL"
 )
+_COMMON_CAPS = frozenset(_COMMON_CAPS_WORDS.split())
 # The constants of programming languages, capitalised the way code writes them.
 _LITERALS = frozenset({"True", "False", "None", "Null", "Nil", "NaN", "Infinity", "Undefined"})
 # How English inflects a word; names opening sentences rarely end so.
@@ -155,7 +157,6 @@ _LITERALS = frozenset({"True", "False", "None", "Null", "Nil", "NaN", "Infinity"
 _INFLECTED = re.compile(
     r"\w{3,}(?:ing|ed|ion|ions|ment|ments|ness|able|ible|ful|less|ize|ise)$|\w{4,}ly$"
 )
-_COMMON_CAPS = frozenset(_COMMON_CAPS_WORDS.split())
 _SENTENCE_END = ".!?:;|\n\"'”)"
 
 

@@ -190,6 +190,7 @@ def test_a_function_with_its_arity_is_an_id_not_a_path() -> None:
         ("Codex 0.104.0-alpha.1 wrote it", Identifier("version", "0.104.0-alpha.1")),
         ("due 1.10.2024", Identifier("date", "1.10.2024")),
         ("due 12/05/2024", Identifier("date", "12/05/2024")),
+        ("due 2024.05.01", Identifier("date", "2024.05.01")),
     ],
 )
 def test_versions_are_versions_and_dates_need_a_four_digit_year(
