@@ -137,6 +137,9 @@ _VERSION_DOT = re.compile(r"(?<=\d)\.(?=\d)")
 # A point release of GPT-5 or later, or Gemini 3 or later: "gpt-5.3-codex", "gemini-3.1-pro".
 _POINT_RELEASE = re.compile(r"^(gpt-(?:[5-9]|\d\d+)|gemini-(?:[3-9]|\d\d+))\.\d+(?=$|-)")
 
+# The unknown names already warned about; forgotten all at once when full (an
+# importer reads model names from users' files: there is no fixed set of them).
+_WARNED_MAX = 1024
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -171,6 +174,8 @@ def get_model_limits(model: str | None) -> ModelLimits:
     key = model or ""
     with _warned_lock:
         first = key not in _warned
+        if first and len(_warned) >= _WARNED_MAX:
+            _warned.clear()
         _warned.add(key)
     if first:
         logger.warning(

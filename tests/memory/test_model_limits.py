@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from memory.errors import ConfigurationError
+from memory.tokens import model_limits
 from memory.tokens.model_limits import (
     MODEL_LIMITS,
     UNKNOWN_MODEL_LIMITS,
@@ -103,6 +104,14 @@ def test_an_unknown_model_gets_the_default_and_one_warning(
     warnings = [r for r in caplog.records if model in r.getMessage()]
     assert len(warnings) == 1
     assert "128,000" in warnings[0].getMessage()
+
+
+def test_the_names_warned_about_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    warned: set[str] = set()
+    monkeypatch.setattr(model_limits, "_warned", warned)
+    for number in range(model_limits._WARNED_MAX + 10):
+        get_model_limits(f"unknown-{number}")
+        assert len(warned) <= model_limits._WARNED_MAX
 
 
 def test_no_model_gets_the_default() -> None:
