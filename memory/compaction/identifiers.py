@@ -7,13 +7,30 @@ so the LLM compactor checks its summary with ``lost_identifiers`` and appends
 what is missing verbatim.
 
 ``extract_identifiers(text)`` finds, in order of first appearance and each
-once: URLs, e-mail addresses, file paths, dates and times, money amounts,
-numbers with a unit, ids and codes (``HAT123``, ``mia_li_3668``, ``#42``, hashes,
-UUIDs, ``snake_case`` and ``CamelCase`` names, ``ALLCAPS`` codes, numbers of
-three or more digits) and proper names (capitalised words that do not merely
-start a sentence). ``find_identifiers`` gives the same with each one's kind,
-and ``kept_in`` says which of them a summary contains.
-Pure functions on strings: no I/O, no model; linear in the text's length.
+once: URLs, e-mail addresses, file paths, dates and times, version numbers,
+money amounts, numbers with a unit, ids and codes (``HAT123``, ``mia_li_3668``,
+``#42``, hashes, UUIDs, ``snake_case`` and ``CamelCase`` names, ``ALLCAPS``
+codes, numbers of three or more digits) and proper names. ``find_identifiers``
+gives the same with each one's kind, and ``kept_in`` says which of them a
+summary contains. Pure functions on strings: no I/O, no model; linear in the
+text's length.
+
+What does not count, because agents' transcripts are full of it:
+
+* a path needs a path's shape: ``/`` and at least two segments (``/etc/hosts``),
+  ``./``, ``../`` or ``~/`` and one, a Windows drive, or a last segment with a
+  file extension (``src/app.py``, ``/notes.txt``), or three relative segments
+  (``lib/app/web``); ``n/a``, ``and/or``, ``w/o``, ``/tmp`` are words;
+* a date needs a month name or a four-digit year; ``0.7.12`` is a version;
+* a unit that is also an English word or a lone letter (``in``, ``s``, ``m``)
+  counts only written against its number (``5s``, ``3m``): ``1.5 in`` is not
+  a length;
+* a capitalised word that only ever opens a sentence or a line is a name
+  only when it opens several, is not an English word in the text's own
+  lower case, and does not read as one (``Installing``, ``Successfully``,
+  ``Fixed``); ``True``, ``False``, ``None`` and other programming literals
+  never are;
+* terminal colour codes and the line numbers of a file listing (``253→``).
 """
 
 from __future__ import annotations
@@ -29,11 +46,13 @@ _MONTH = (
     r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
 )
 _UNIT = (
-    r"(?:%|percent|ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
-    r"years?|nights?|mm|cm|m|km|mi|miles?|ft|feet|in|kg|g|mg|lbs?|oz|l|ml|"
-    r"[KMGT]i?B|bytes?|kHz|[MG]Hz|Hz|k?Wh?|V|°[CF]|tokens?|px|pt|x|people|persons?|"
+    r"(?:%|percent|ms|secs?|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|months?|"
+    r"years?|nights?|mm|cm|km|mi|miles?|ft|feet|inch(?:es)?|kg|mg|lbs?|oz|ml|"
+    r"[KMGT]i?B|bytes?|kHz|[MG]Hz|Hz|k?Wh?|°[CF]|tokens?|px|pt|people|persons?|"
     r"guests?|adults?|children|kids|items?|pieces?|rooms?|seats?|tickets?|bags?)"
 )
+# Units that are also a letter of a sentence ("5 s", "2 m"): only against the number.
+_ATTACHED_UNIT = r"(?:[smhglxV])"
 _CURRENCY = r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|dollars?|euros?|pounds?)"
 
 # Order matters: an earlier kind claims its text first, so the path inside a
@@ -41,15 +60,29 @@ _CURRENCY = r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|dollars?|eu
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("url", re.compile(r"\b(?:https?|ftp|file|s3|gs)://[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]")),
     ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
+    # A terminal's colour codes ("\x1b[31m", or written as code: "\e[0m", "\u001b[1m")
+    # are claimed first and not reported.
+    ("", re.compile(r"(?:\x1b|\\(?:e|x1b|u001b|033))\[[0-9;?]*[A-Za-z]")),
+    # So are the line numbers a file viewer puts before each line (Claude Code's
+    # Read tool: "   253→", cat -n: "   253\t").
+    ("", re.compile(r"^ *\d+→|^ +\d+\t", re.MULTILINE)),
     (
         "date",
         re.compile(
             r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
-            r"|\b\d{1,2}[/.]\d{1,2}[/.]\d{2,4}\b"
+            r"|(?<![\w.])\d{1,2}([/.])\d{1,2}\1\d{4}(?!\.?\d)"
+            r"|(?<![\w.])\d{4}([/.])\d{1,2}\2\d{1,2}(?!\.?\d)"
             rf"|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH}\.?,?(?: \d{{4}})?\b"
             rf"|\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
             rf"|\b{_MONTH} \d{{4}}\b"
             r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\b)?(?![\d:])"
+        ),
+    ),
+    (
+        "version",
+        re.compile(
+            r"(?<![\w.])(?:v\d+(?:\.\d+){1,3}|\d{1,4}\.\d{1,4}\.\d{1,4})"
+            r"(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?!\.?\w)"
         ),
     ),
     (
@@ -71,12 +104,17 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"|\b{_CURRENCY}\s?\d[\d,]*(?:\.\d+)?"
         ),
     ),
-    ("number", re.compile(rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?{_UNIT}(?![\w])")),
+    (
+        "number",
+        re.compile(rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?:\s?{_UNIT}|{_ATTACHED_UNIT})(?![\w])"),
+    ),
     (
         "id",
         re.compile(
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
             r"|#\d+\b"
+            # a function with its arity (Elixir, Erlang): String.trim/1, handle_info/2
+            r"|\b[A-Za-z_][\w.]*[\w?!]/\d\b"
             # letters and digits mixed (HAT123, ZFA04Y, gpt-4o, a3f9c21), or
             # words joined by underscores (mia_li_3668, estimate_context_tokens)
             r"|\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*\b"
@@ -103,20 +141,29 @@ _COMMON_WORDS = """
     see call get set use make add run check look find show tell give take try keep read write
     open close start stop mr mrs ms dr prof st dear best regards kind re fwd cc subject date time
     name id ref my mine ours theirs however meanwhile anyway because since while although though
+    file files cannot can't don't won't new current still case usage warning info debug fatal
+    traceback output input
 """
 _COMMON = frozenset(_COMMON_WORDS.split())
 _COMMON_CAPS_WORDS = (
     "THE AND FOR NOT YOU ARE BUT ALL ANY CAN HAS HAD WAS ONE OUR OUT USE NEW NOW GET SET OK "
-    "YES NO TODO NOTE"
+    "YES NO TODO NOTE NULL NONE TRUE FALSE NAN NIL"
 )
 _COMMON_CAPS = frozenset(_COMMON_CAPS_WORDS.split())
-_SENTENCE_END = ".!?:;\n\"'”)"
+# The constants of programming languages, capitalised the way code writes them.
+_LITERALS = frozenset({"True", "False", "None", "Null", "Nil", "NaN", "Infinity", "Undefined"})
+# How English inflects a word; names opening sentences rarely end so.
+# (With a stem long enough to leave Emily, Kelly, Fred and Ming alone.)
+_INFLECTED = re.compile(
+    r"\w{3,}(?:ing|ed|ion|ions|ment|ments|ness|able|ible|ful|less|ize|ise)$|\w{4,}ly$"
+)
+_SENTENCE_END = ".!?:;|\n\"'”)"
 
 
 @dataclass(frozen=True, slots=True)
 class Identifier:
-    """One identifier: ``kind`` (url, email, date, path, amount, number, id or
-    name) and ``value``, the text exactly as it first appeared."""
+    """One identifier: ``kind`` (url, email, date, version, path, amount, number,
+    id or name) and ``value``, the text exactly as it first appeared."""
 
     kind: str
     value: str
@@ -135,14 +182,21 @@ def find_identifiers(text: str) -> list[Identifier]:
             if any(claimed[start:end]):
                 continue
             value = match.group()
+            if kind == "path" and not _path_shaped(value):
+                continue
             if kind == "name":
                 name = _proper_name(text, start, value, names_mid_sentence)
                 if name is None:
                     continue
                 value = name
-            elif kind == "id" and value.isupper() and value.isalpha() and value in _COMMON_CAPS:
+            elif kind == "id" and (
+                value in _LITERALS
+                or (value.isupper() and value.isalpha() and value in _COMMON_CAPS)
+            ):
                 continue
             claimed[start:end] = b"\x01" * (end - start)
+            if not kind:
+                continue
             key = normalise(value)
             if key and key not in seen:
                 seen.add(key)
@@ -191,29 +245,58 @@ def normalise(value: str) -> str:
 
 def _names_mid_sentence(text: str) -> set[str]:
     """Capitalised words that are names even where they open a sentence: those
-    that also appear mid-sentence, and uncommon ones that open several."""
+    that also appear mid-sentence, and ones that open several and read as a
+    name, not as an English word (see the module docstring)."""
     mid: set[str] = set()
     openers: dict[str, int] = {}
     for match in re.finditer(r"\b[A-Z][a-z]+\b", text):
         word = match.group()
+        if word in _LITERALS:
+            continue
         if not _starts_sentence(text, match.start()):
             mid.add(word)
-        elif word.casefold() not in _COMMON:
+        elif word.casefold() not in _COMMON and not _INFLECTED.search(word):
             openers[word] = openers.get(word, 0) + 1
-    return mid | {word for word, count in openers.items() if count > 1}
+    several = {word for word, count in openers.items() if count > 1}
+    if several:
+        lower = set(re.findall(r"\b[a-z]+\b", text))
+        several = {word for word in several if word.lower() not in lower}
+    return mid | several
 
 
 def _proper_name(text: str, start: int, value: str, mid_sentence: set[str]) -> str | None:
     words = re.split(r"[ -]", value)
     if _starts_sentence(text, start) and words[0] not in mid_sentence:
         words = words[1:]  # "Ask Mia Li" -> "Mia Li"; "Hello" -> nothing
-    while words and words[0].casefold() in _COMMON:
+    while words and (words[0].casefold() in _COMMON or words[0] in _LITERALS):
         words = words[1:]
-    if not words or all(word.casefold() in _COMMON for word in words):
+    if not words or all(word.casefold() in _COMMON or word in _LITERALS for word in words):
         return None
     return value[value.index(words[0]) :]
 
 
+_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
+
+
+def _path_shaped(value: str) -> bool:
+    """Whether a path match has a path's shape (see the module docstring)."""
+    if value.startswith(("~/", "./", "../")) or value[1:3] == ":\\":
+        return True
+    segments = value.strip("/").split("/")
+    if _EXTENSION.search(segments[-1]):
+        return True
+    # Without an extension, every segment must be a name ("12/05/24" is a date).
+    wordy = all(any(c.isalpha() for c in segment) for segment in segments)
+    return wordy and len(segments) >= (2 if value.startswith("/") else 3)
+
+
 def _starts_sentence(text: str, start: int) -> bool:
-    before = text[max(0, start - 4) : start].rstrip(" \t*-#>(\"'“")
-    return not before or before[-1] in _SENTENCE_END
+    """Whether the word at ``start`` opens the text, a sentence, a line or a
+    table cell, past the marks that lead a line ("- ", "→ ", "== ", "**")."""
+    at = start
+    floor = max(0, start - 8)
+    while at > floor and not text[at - 1].isalnum():
+        if text[at - 1] in _SENTENCE_END:
+            return True
+        at -= 1
+    return at == 0

@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -166,7 +167,10 @@ class TokenCounter:
     BPE files are bad.
     """
 
-    _instances: dict[str | None, TokenCounter] = {}
+    # The counters of the most recently used names: an importer reads the model
+    # names of users' files, so there is no fixed set of them.
+    MAX_SHARED = 32
+    _instances: OrderedDict[str | None, TokenCounter] = OrderedDict()
     _instances_lock = threading.Lock()
 
     def __init__(self, model: str | None = None) -> None:
@@ -181,11 +185,19 @@ class TokenCounter:
 
     @classmethod
     def for_model(cls, model: str | None) -> TokenCounter:
-        """The counter for ``model`` (``None``: ``cl100k_base``), created once per name."""
+        """The counter for ``model`` (``None``: ``cl100k_base``), shared per name.
+
+        The counters of the last ``MAX_SHARED`` names asked for are kept; an
+        older one is made again (its encoding is shared, so that is cheap).
+        """
         with cls._instances_lock:
             counter = cls._instances.get(model)
             if counter is None:
                 counter = cls._instances[model] = cls(model)
+                if len(cls._instances) > cls.MAX_SHARED:
+                    cls._instances.popitem(last=False)
+            else:
+                cls._instances.move_to_end(model)
             return counter
 
     @classmethod

@@ -15,7 +15,10 @@ The numbers are the providers' published defaults (the OpenAI, Anthropic and
 Google model pages): opt-in extensions such as a 1M-context beta header are
 not assumed. A newer version of a listed family that is not listed itself
 (``claude-opus-4-7``) resolves to the family's oldest numbers, which are the
-smaller ones.
+smaller ones; so does a point release from GPT-5 and Gemini 3 on that is not
+listed (``gpt-5.3-codex`` -> ``gpt-5-codex``, ``gemini-3.1-pro-preview`` ->
+``gemini-3-pro``). Older generations are not stretched that way: ``gpt-4.1``
+has 128 times the window of ``gpt-4``.
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ MODEL_LIMITS: dict[str, ModelLimits] = {
     "claude-3-haiku": _k(200_000, 4_096),
     # Google
     "gemini-3-pro": _k(1_048_576, 65_536),
+    "gemini-3-flash": _k(1_048_576, 65_536),
     "gemini-2.5-pro": _k(1_048_576, 65_536),
     "gemini-2.5-flash": _k(1_048_576, 65_536),
     "gemini-2.5-flash-lite": _k(1_048_576, 65_536),
@@ -130,7 +134,12 @@ UNKNOWN_MODEL_LIMITS = ModelLimits(context_window=128_000, max_output_tokens=4_0
 # "-preview-05-06"), a Bedrock version (":0"), a Vertex date ("@20240620").
 _SEPARATORS = ("-", ":", "@")
 _VERSION_DOT = re.compile(r"(?<=\d)\.(?=\d)")
+# A point release of GPT-5 or later, or Gemini 3 or later: "gpt-5.3-codex", "gemini-3.1-pro".
+_POINT_RELEASE = re.compile(r"^(gpt-(?:[5-9]|\d\d+)|gemini-(?:[3-9]|\d\d+))\.\d+(?=$|-)")
 
+# The unknown names already warned about; forgotten all at once when full (an
+# importer reads model names from users' files: there is no fixed set of them).
+_WARNED_MAX = 1024
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -152,6 +161,8 @@ def _resolve(model: str) -> ModelLimits | None:
     if limits is None and name.startswith("claude"):
         # OpenRouter spells versions with dots: "claude-3.5-sonnet", "claude-sonnet-4.5".
         limits = _lookup(_VERSION_DOT.sub("-", name))
+    if limits is None and _POINT_RELEASE.match(name):
+        limits = _lookup(_POINT_RELEASE.sub(r"\1", name))
     return limits
 
 
@@ -163,6 +174,8 @@ def get_model_limits(model: str | None) -> ModelLimits:
     key = model or ""
     with _warned_lock:
         first = key not in _warned
+        if first and len(_warned) >= _WARNED_MAX:
+            _warned.clear()
         _warned.add(key)
     if first:
         logger.warning(

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from memory.errors import ConfigurationError
+from memory.tokens import model_limits
 from memory.tokens.model_limits import (
     MODEL_LIMITS,
     UNKNOWN_MODEL_LIMITS,
@@ -50,6 +51,13 @@ from memory.tokens.model_limits import (
         ("claude-opus-5-5", 1_000_000, 128_000),
         ("claude-haiku-5-5", 1_000_000, 128_000),
         ("claude-opus-4-7", 200_000, 32_000),
+        ("gpt-5.2", 400_000, 128_000),
+        ("gpt-5.3-codex", 400_000, 128_000),
+        ("gpt-5.4-mini", 400_000, 128_000),
+        ("gpt-5.1-codex-max", 400_000, 128_000),
+        ("gemini-3-pro-preview", 1_048_576, 65_536),
+        ("gemini-3-flash-preview", 1_048_576, 65_536),
+        ("gemini-3.1-pro-preview", 1_048_576, 65_536),
         ("gemini-2.5-pro", 1_048_576, 65_536),
         ("google/gemini-2.5-flash-preview-05-20", 1_048_576, 65_536),
         ("gemini-2.5-flash-lite", 1_048_576, 65_536),
@@ -73,6 +81,9 @@ def test_a_prefix_only_matches_at_a_separator() -> None:
     assert get_model_limits("gpt-4o-audio-preview").max_output_tokens == 16_384
     assert get_model_limits(f"gpt-4.9-{uuid.uuid4().hex}").known is False
     assert get_model_limits(f"o1x-{uuid.uuid4().hex}").known is False
+    # Point releases inherit their generation's numbers from GPT-5 and Gemini 3 on only.
+    assert get_model_limits(f"gemini-2.7-pro-{uuid.uuid4().hex}").known is False
+    assert get_model_limits(f"gpt-5.9x-{uuid.uuid4().hex}").known is False
 
 
 def test_every_entry_leaves_room_for_input() -> None:
@@ -93,6 +104,14 @@ def test_an_unknown_model_gets_the_default_and_one_warning(
     warnings = [r for r in caplog.records if model in r.getMessage()]
     assert len(warnings) == 1
     assert "128,000" in warnings[0].getMessage()
+
+
+def test_the_names_warned_about_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    warned: set[str] = set()
+    monkeypatch.setattr(model_limits, "_warned", warned)
+    for number in range(model_limits._WARNED_MAX + 10):
+        get_model_limits(f"unknown-{number}")
+        assert len(warned) <= model_limits._WARNED_MAX
 
 
 def test_no_model_gets_the_default() -> None:

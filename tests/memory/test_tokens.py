@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -698,3 +699,20 @@ def test_importing_the_counter_loads_no_encoding() -> None:
         "assert encodings._ranks == {}, list(encodings._ranks)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_counters_are_shared_for_the_most_recent_names_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An importer meets a model name per file: the shared counters must not grow without end.
+    monkeypatch.setattr(TokenCounter, "_instances", OrderedDict())
+    kept = TokenCounter.for_model("gpt-4o")
+    oldest = TokenCounter.for_model("custom-model-0")
+    for number in range(1, TokenCounter.MAX_SHARED * 3):
+        TokenCounter.for_model(f"custom-model-{number}")
+        assert TokenCounter.for_model("gpt-4o") is kept  # used again: kept
+
+    assert len(TokenCounter._instances) == TokenCounter.MAX_SHARED
+    again = TokenCounter.for_model("custom-model-0")
+    assert again is not oldest  # forgotten, so made again
+    assert again.count("hello world") == oldest.count("hello world")

@@ -52,7 +52,10 @@ _ATTEMPTS = 3  # a new id per attempt when another import takes the id first
 class ImportOptions:
     owner: AbstractBaseUser | None = None  # None: only staff see the sessions
     replay_threshold: int | None = None  # compact chat transcripts at this many tokens
-    model_name: str | None = None  # for token counting; None: the log's own, or the default
+    # Counts tokens and sets the context window of sessions whose file names no
+    # model (an agent's session that names one keeps it); a Motus log is
+    # recounted with it. None: a Motus log's own, else settings.MOTUS_MODEL_NAME.
+    model_name: str | None = None
     max_messages: int | None = None  # per file; None: no cap (the command line)
     # Called after every batch a session writes and after every session; it may
     # raise ``ImportCancelled`` to stop the import (see ``Progress``).
@@ -234,11 +237,13 @@ class Writer:
         *,
         system_prompt: str = "",
         parent: tuple[str, int | None] | None = None,
+        model: str | None = None,
     ) -> Replayer:
+        """A memory for one session: ``model`` (the file's own) over the options' model."""
         return Replayer(
             session_id,
             system_prompt=system_prompt,
-            model_name=self.options.model_name or settings.MOTUS_MODEL_NAME,
+            model_name=model or self.options.model_name or settings.MOTUS_MODEL_NAME,
             threshold=self.options.replay_threshold,
             parent_session_id=parent[0] if parent else None,
             parent_seq=parent[1] if parent else None,
@@ -261,7 +266,10 @@ class Writer:
 
         def batches(session_id: str) -> Iterator[list[LogRecord]]:
             replayer = self._replayer(
-                session_id, system_prompt=parsed.system_prompt or "", parent=parent
+                session_id,
+                system_prompt=parsed.system_prompt or "",
+                parent=parent,
+                model=parsed.model,
             )
             try:
                 yield from agent_batches(parsed, replayer, seqs, location, self._count)

@@ -26,7 +26,7 @@ from ._blocks import BlockMapper, usage_input_tokens
 from ._io import kind, shown
 from ._json import TOO_DEEP, load, nesting_too_deep
 from .chatgpt import _first_char, _shared, _short
-from .model import FormatError, FormatProblem, ParsedSession
+from .model import FormatError, FormatProblem, ParsedSession, named_model
 
 FORMAT = "anthropic-messages"
 CLAUDE_AI = "claude-ai"
@@ -128,6 +128,10 @@ def _messages_session(document: object, source: str) -> ParsedSession:
         messages=messages,
         provider_input_tokens=tokens,
         extra=extra,
+        # The response names the model that answered; the request, the one asked for.
+        model=named_model(
+            [request.get("model"), response.get("model") if isinstance(response, dict) else None]
+        ),
     )
 
 

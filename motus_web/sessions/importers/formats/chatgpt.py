@@ -35,7 +35,7 @@ import ijson
 
 from ._io import BOM, kind, shown
 from ._json import TOO_DEEP, load, nesting_too_deep
-from .model import FormatError, FormatProblem, ParsedSession
+from .model import FormatError, FormatProblem, ParsedSession, named_model
 
 FORMAT = "chatgpt"
 
@@ -136,7 +136,17 @@ def _session(conversation: dict[str, Any], where: str) -> ParsedSession:
         messages=active.messages,
         branches=branches,
         extra=extra,
+        model=named_model(
+            [conversation.get("default_model_slug"), *map(_model_slug, active.messages)]
+        ),
     )
+
+
+def _model_slug(message: dict[str, Any]) -> object:
+    """The ``metadata.model_slug`` of an assistant message's node."""
+    node = message.get("chatgpt") if message["role"] == "assistant" else None
+    metadata = node.get("metadata") if isinstance(node, dict) else None
+    return metadata.get("model_slug") if isinstance(metadata, dict) else None
 
 
 def _children(node: dict[str, Any], mapping: dict[str, Any]) -> list[str]:

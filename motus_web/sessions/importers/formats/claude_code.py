@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 from ._blocks import BlockMapper, usage_input_tokens
 from ._io import capped, json_lines, kind
-from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession
+from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession, named_model
 
 FORMAT = "claude-code"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
@@ -412,6 +412,7 @@ def _session(tree: _Tree, source: str, children: list[ParsedSession]) -> ParsedS
         branches=branches,
         children=children,
         extra=extra,
+        model=_model(built.messages),
     )
 
 
@@ -441,6 +442,7 @@ def _sidechains(
                 messages=built.messages,
                 provider_input_tokens=built.tokens,
                 extra={"sidechain": True, "parent_session_id": session.get("sessionId")},
+                model=_model(built.messages),
             )
         )
     return found
@@ -449,6 +451,11 @@ def _sidechains(
 def _sidechain(tree: _Tree, uuid: str) -> bool:
     record = tree.nodes[uuid].record
     return record is not None and bool(record.get("isSidechain"))
+
+
+def _model(messages: list[dict[str, Any]]) -> str | None:
+    """The model of the last assistant message that names one (``message.model``)."""
+    return named_model(m.get("model") for m in messages if m["role"] == "assistant")
 
 
 def _tool(session: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ._io import capped, json_lines, kind, shown
-from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession
+from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession, named_model
 
 FORMAT = "codex-cli"
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
@@ -236,7 +236,8 @@ class _State:
     tokens: dict[int, int] = field(default_factory=dict)
     last_tokens: int | None = None
     compactions: list[ParsedCompaction] = field(default_factory=list)
-    models: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)  # distinct, in order of first use
+    last_model: str | None = None  # the latest turn's
     later_meta: list[dict[str, Any]] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)  # event_msg types, counted
     turn_settings: list[dict[str, Any]] = field(default_factory=list)
@@ -271,8 +272,10 @@ class _State:
                 self._event(payload)
             case "turn_context":
                 model = payload.get("model")
-                if isinstance(model, str) and model not in self.models:
-                    self.models.append(model)
+                if isinstance(model, str) and model:
+                    self.last_model = model
+                    if model not in self.models:
+                        self.models.append(model)
                 # Each turn repeats its settings: keep each distinct set once.
                 settings = {k: v for k, v in payload.items() if k != "turn_id"}
                 if settings not in self.turn_settings:
@@ -368,6 +371,8 @@ class _State:
             provider_input_tokens=self.tokens,
             compactions=self.compactions,
             extra=extra,
+            # Turns name their model; some session_meta lines name one too.
+            model=named_model((meta.get("model"), self.last_model)),
         )
 
 

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from ._io import kind, shown
 from ._json import load
-from .model import FormatError, FormatProblem, ParsedSession
+from .model import FormatError, FormatProblem, ParsedSession, named_model
 
 FORMAT = "gemini-cli"
 NOTICE_TYPES = frozenset({"info", "error", "warning"})
@@ -80,6 +80,9 @@ def _session(document: object) -> ParsedSession:
         messages=messages,
         provider_input_tokens=tokens,
         extra=extra,
+        model=named_model(
+            [document.get("model")] + [m.get("model") for m in messages if m["role"] == "assistant"]
+        ),
     )
 
 

@@ -11,8 +11,13 @@ ChatGPT thoughts, Gemini thoughts) and ``thinking_blocks`` (Anthropic ``thinking
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+# Model names a file writes where no model answered: Claude Code's for the
+# messages it makes up itself (an API error, an interruption), ChatGPT's router.
+_NOT_A_MODEL = frozenset({"<synthetic>", "auto"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,9 @@ class ParsedSession:
     (ChatGPT regenerations and edits, Claude Code rewinds), each a whole message
     list from the start; ``extra["branch_forks"][i]`` is how many leading messages
     branch ``i`` shares with ``messages``. ``children`` are subagent transcripts.
+    ``model`` is the model the file says answered (the last one named, when the
+    session switched), or ``None`` when it names none; the import counts tokens
+    and takes the context window from it (``named_model``).
     """
 
     source_format: str
@@ -59,6 +67,7 @@ class ParsedSession:
     branches: list[list[dict[str, Any]]] = field(default_factory=list)
     children: list[ParsedSession] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +100,16 @@ class FormatError(Exception):
 
     def problem(self, source: str) -> FormatProblem:
         return FormatProblem(source, self.location, str(self), self.field)
+
+
+def named_model(names: Iterable[object]) -> str | None:
+    """The last of ``names`` (in file order) that names a model, or ``None``.
+
+    Anything but a non-empty string is skipped, and so are the placeholders
+    tools write for messages no model produced (``"<synthetic>"``, ``"auto"``).
+    """
+    found: str | None = None
+    for name in names:
+        if isinstance(name, str) and name.strip() and name.strip() not in _NOT_A_MODEL:
+            found = name.strip()
+    return found

@@ -38,8 +38,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--model",
             metavar="NAME",
-            help="model whose tokenizer counts tokens "
-            f"(default: the log's, or {settings.MOTUS_MODEL_NAME})",
+            help="model whose tokenizer counts tokens and whose window sets the threshold "
+            "of sessions whose file names no model (a Motus log is recounted with it) "
+            f"(default: the file's own, or {settings.MOTUS_MODEL_NAME})",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
