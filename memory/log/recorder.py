@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import SessionExistsError
 from .records import LogRecord
@@ -55,6 +55,7 @@ class Recorder:
         self.meta = meta  # builds the session_meta record written before the first one
         self.started = started  # whether the session's log already has its session_meta
         self._listeners: list[Listener] = []
+        self._awaited: set[int] = set()  # id() of the coroutine-function listeners
         self._unwritten: list[LogRecord] = []  # queued for an AsyncLogStore
         self._unheard: list[LogRecord] = []  # written, waiting for async listeners
 
@@ -65,9 +66,13 @@ class Recorder:
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
+        if inspect.iscoroutinefunction(listener):
+            self._awaited.add(id(listener))
 
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.remove(listener)
+        if listener not in self._listeners:
+            self._awaited.discard(id(listener))
 
     def record(self, record: LogRecord) -> None:
         """Write ``record`` (and the session's meta before the first one)."""
@@ -92,7 +97,7 @@ class Recorder:
     def _heard(self, record: LogRecord) -> None:
         waits = False
         for listener in self._listeners:
-            if inspect.iscoroutinefunction(listener):
+            if id(listener) in self._awaited:
                 waits = True
             else:
                 _call(listener, record)
@@ -108,9 +113,9 @@ class Recorder:
         heard, self._unheard = self._unheard, []
         for record in heard:
             for listener in self._listeners:
-                if inspect.iscoroutinefunction(listener):
+                if id(listener) in self._awaited:
                     try:
-                        await listener(record)
+                        await cast("Awaitable[None]", listener(record))
                     except Exception:
                         logger.exception("log listener %r raised", listener)
 

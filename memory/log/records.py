@@ -160,8 +160,11 @@ class LogRecord:
             return  # parsed from JSON text: no lone surrogate can be in it
         for name in self._cleaned:
             value = getattr(self, name)
-            # Numbers, messages and empty containers hold no text: most fields, skipped fast.
-            if value and not isinstance(value, _NOTHING_TO_CLEAN):
+            # Numbers, messages, ASCII text and empty containers hold no lone
+            # surrogate: most fields, skipped fast.
+            if not value or isinstance(value, _NOTHING_TO_CLEAN):
+                continue
+            if not (isinstance(value, str) and value.isascii()):
                 object.__setattr__(self, name, clean_json(value))
 
     def to_dict(self) -> dict[str, Any]:
