@@ -68,6 +68,7 @@ class Ingested:
     tokens: int
     classification: Classification
     truncation: Truncation | None
+    ts: str  # when it was added (ISO-8601 UTC): its trace event's and its record's time
 
 
 class BaseMemory(ABC):
@@ -339,7 +340,7 @@ class BaseMemory(ABC):
         truncation = ingested.truncation
         c = ingested.classification
         return MessageRecord(
-            ts=now_iso(),
+            ts=ingested.ts,
             seq=ingested.seq,
             message=ingested.message,
             tokens=ingested.tokens,
@@ -397,7 +398,9 @@ class BaseMemory(ABC):
         if tokens is None:
             tokens = self.estimate_message_tokens(context_message, content_tokens=content_tokens)
         self._place(classification, seq, context_message, tokens)
-        ingested = Ingested(seq, message, context_message, tokens, classification, truncation)
+        ingested = Ingested(
+            seq, message, context_message, tokens, classification, truncation, now_iso()
+        )
         if trace:
             self._trace_message(ingested)
         self._trace_anomaly(seq, classification)
@@ -434,6 +437,7 @@ class BaseMemory(ABC):
     def _trace_message(self, ingested: Ingested) -> None:
         c = ingested.classification
         fields: dict[str, Any] = {
+            "timestamp": ingested.ts,
             "seq": ingested.seq,
             "role": ingested.message.role,
             "unit": c.unit,

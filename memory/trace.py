@@ -21,7 +21,10 @@ class Trace:
         self._totals: Counter[str] = Counter()
 
     def add(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        event = {"type": event_type, "timestamp": now_iso(), **fields}
+        """Record an event of ``event_type`` with ``fields``; ``timestamp`` (ISO-8601
+        UTC) is now unless given. Returns the event."""
+        event = {"type": event_type, "timestamp": fields.pop("timestamp", None) or now_iso()}
+        event.update(fields)
         self._events.append(event)
         self._totals[event_type] += 1
         return event
