@@ -42,8 +42,12 @@ def page(long_session: Session) -> Iterator[object]:
     # to run beside one: every row this test needs exists before it starts.
     if not CHROMIUM.exists():
         pytest.skip(f"no Chromium at {CHROMIUM}: `make test` installs it when run as root")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # A loaded CI machine (two test workers, a database, a browser) can take
+    # more than Playwright's 5 s default to show a streamed turn: waits end at
+    # the expected state, so a longer bound only delays a real failure.
+    expect.set_options(timeout=20_000)
     with sync_playwright() as playwright:
         SCREENSHOTS.mkdir(exist_ok=True)
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
