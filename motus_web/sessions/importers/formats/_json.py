@@ -7,13 +7,14 @@ is loaded whole; lists of conversations are streamed by their own parsers.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import ijson
 import orjson
 
 from ._io import BOM, loads
-from .model import FormatError
+from .model import FormatError, FormatProblem, ParsedSession
 
 
 def load(stream: BinaryIO) -> Any:
@@ -95,3 +96,48 @@ def nesting_too_deep(stream: BinaryIO) -> bool:
     finally:
         stream.seek(start)
     return False
+
+
+One = Callable[[object, int, str], ParsedSession | FormatProblem]
+
+
+def conversations(
+    stream: BinaryIO, source: str, one: One
+) -> Iterator[ParsedSession | FormatProblem]:
+    """An export of one conversation (an object, loaded whole) or of a list of
+    them (streamed), each read by ``one(conversation, number, source)``.
+
+    A bad conversation is reported and the others still parse; invalid JSON
+    stops the file at the conversation where it breaks; a file nested too deep
+    is refused before it is streamed (see ``MAX_DEPTH``).
+    """
+    if _first_char(stream) == b"{":
+        try:
+            document = load(stream)
+        except FormatError as error:
+            yield error.problem(source)
+            return
+        yield one(document, 1, source)
+        return
+    if nesting_too_deep(stream):
+        yield FormatProblem(source, "", TOO_DEEP)
+        return
+    number = 0
+    try:
+        for number, conversation in enumerate(ijson.items(stream, "item", use_float=True), start=1):
+            yield one(conversation, number, source)
+    except ijson.JSONError as error:
+        yield FormatProblem(source, f"conversation {number + 1}", f"invalid JSON: {_short(error)}")
+
+
+def _first_char(stream: BinaryIO) -> bytes:
+    head = stream.read(4096).removeprefix(BOM)
+    stream.seek(0)
+    if stream.read(3) != BOM:
+        stream.seek(0)
+    return head.lstrip()[:1]
+
+
+def _short(error: Exception) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= 200 else text[:200] + "..."

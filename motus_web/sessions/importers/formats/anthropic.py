@@ -20,12 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-import ijson
-
 from ._blocks import BlockMapper, usage_input_tokens
 from ._io import kind, shown
-from ._json import TOO_DEEP, load, nesting_too_deep
-from .chatgpt import _first_char, _shared, _short
+from ._json import conversations, load
+from .chatgpt import _shared
 from .model import FormatError, FormatProblem, ParsedSession, named_model
 
 FORMAT = "anthropic-messages"
@@ -43,23 +41,7 @@ def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProbl
 
 def parse_claude_ai(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProblem]:
     """Yield each conversation of a Claude.ai export; a bad one is reported, the rest parse."""
-    if _first_char(stream) == b"{":
-        try:
-            document = load(stream)
-        except FormatError as error:
-            yield error.problem(source)
-            return
-        yield _claude_ai_one(document, 1, source)
-        return
-    if nesting_too_deep(stream):
-        yield FormatProblem(source, "", TOO_DEEP)
-        return
-    number = 0
-    try:
-        for number, conversation in enumerate(ijson.items(stream, "item", use_float=True), start=1):
-            yield _claude_ai_one(conversation, number, source)
-    except ijson.JSONError as error:
-        yield FormatProblem(source, f"conversation {number + 1}", f"invalid JSON: {_short(error)}")
+    return conversations(stream, source, _claude_ai_one)
 
 
 # -- Messages API -------------------------------------------------------------

@@ -31,10 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
-import ijson
-
-from ._io import BOM, kind, shown
-from ._json import TOO_DEEP, load, nesting_too_deep
+from ._io import kind, shown
+from ._json import conversations
 from .model import FormatError, FormatProblem, ParsedSession, named_model
 
 FORMAT = "chatgpt"
@@ -46,38 +44,7 @@ def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProbl
     A bad conversation is reported and the others still parse; invalid JSON stops
     the file at the conversation where it breaks.
     """
-    first = _first_char(stream)
-    if first == b"{":
-        try:
-            document = load(stream)
-        except FormatError as error:
-            yield error.problem(source)
-            return
-        yield _one(document, 1, source)
-        return
-    if nesting_too_deep(stream):
-        yield FormatProblem(source, "", TOO_DEEP)
-        return
-    number = 0
-    try:
-        for number, conversation in enumerate(ijson.items(stream, "item", use_float=True), start=1):
-            yield _one(conversation, number, source)
-    except ijson.JSONError as error:
-        yield FormatProblem(source, f"conversation {number + 1}", f"invalid JSON: {_short(error)}")
-
-
-def _first_char(stream: BinaryIO) -> bytes:
-    head = stream.read(4096).removeprefix(BOM)
-    stream.seek(0)
-    if stream.read(3) != BOM:
-        stream.seek(0)
-    stripped = head.lstrip()
-    return stripped[:1]
-
-
-def _short(error: Exception) -> str:
-    text = " ".join(str(error).split())
-    return text if len(text) <= 200 else text[:200] + "..."
+    return conversations(stream, source, _one)
 
 
 def _one(conversation: object, number: int, source: str) -> ParsedSession | FormatProblem:
