@@ -100,10 +100,7 @@ def test_a_user_types_a_message_and_watches_the_reply_stream_in(
     from playwright.sync_api import Page, expect
 
     assert isinstance(page, Page)
-    page.goto(f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
-    page.get_by_label("Username").fill("olivia")
-    page.get_by_label("Password").fill("owner-pass-1234")
-    page.get_by_role("button", name="Log in").click()
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
     expect(page.get_by_role("status")).to_have_text("Connected")
 
     page.get_by_label("Message").fill("What is 6 times 7?")
@@ -257,10 +254,7 @@ def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error
     monkeypatch.setattr(consumers, "SEND_BURST", 1)
     monkeypatch.setattr(consumers, "SENDS_PER_MINUTE", 1)
     assert isinstance(page, Page)
-    page.goto(f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
-    page.get_by_label("Username").fill("olivia")
-    page.get_by_label("Password").fill("owner-pass-1234")
-    page.get_by_role("button", name="Log in").click()
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
     expect(page.get_by_role("status")).to_have_text("Connected")
     box = page.get_by_label("Message")
     send = page.get_by_role("button", name="Send")
