@@ -111,16 +111,22 @@ class JSONLLogStore:
     def _records_reversed(
         handle: Any, problems: list[LogProblem] | None
     ) -> Iterator[dict[str, Any]]:
+        # Line numbers are counted once, at the first problem (from the file's
+        # start); every line read after it is the one before.
+        number: int | None = None
         with handle:
             for offset, raw in _lines_backward(handle):
+                if number is not None:
+                    number -= 1
                 if not raw.strip():
                     continue
                 item = parse_line(0, raw)
                 if not isinstance(item, LogProblem):
                     yield item
                 elif problems is not None:
-                    line = _line_number(handle, offset)
-                    problems.append(LogProblem(line, item.error, item.torn))
+                    if number is None:
+                        number = _line_number(handle, offset)
+                    problems.append(LogProblem(number, item.error, item.torn))
 
     def exists(self, session_id: str) -> bool:
         return self.path_for(session_id).is_file()

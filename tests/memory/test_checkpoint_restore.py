@@ -256,3 +256,21 @@ async def test_a_torn_line_that_later_records_follow_is_named_as_a_write_cut_sho
     assert "a record cut short by a crash during its write" in str(problem)
     assert "the lines after it are intact" in str(problem)
     assert state(restored) == state(live)
+
+
+def test_a_backward_read_numbers_its_problems_as_a_forward_read_does(tmp_path: Path) -> None:
+    good = b'{"type": "message", "seq": 0}\n'
+    lines = [good, b"not json\n", b"\n", good, b"[1]\n", good, b"{broken\n", good, b'{"type"']
+    (tmp_path / "odd.jsonl").write_bytes(b"".join(lines))
+    store = JSONLLogStore(tmp_path)
+    forward: list[Any] = []
+    backward: list[Any] = []
+
+    records = list(store.read("odd", forward))
+    reversed_records = list(store.read_reversed("odd", backward))
+
+    assert reversed_records == records[::-1]
+    assert [(p.line, p.error, p.torn) for p in backward[::-1]] == [
+        (p.line, p.error, p.torn) for p in forward
+    ]
+    assert [p.line for p in forward] == [2, 5, 7, 9]
