@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from memory import CompactionMemoryConfig
+from memory import CompactionMemory, CompactionMemoryConfig
 from memory.log import records
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
@@ -23,9 +23,12 @@ def create_session(
     system_prompt: str = "",
     parent_session_id: str | None = None,
     extra: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> Session:
     """Store a new session owned by ``owner`` whose log holds only its meta;
-    its memory is ``CompactionMemory.restore_from_log`` of it, with ``config``."""
+    its memory is ``CompactionMemory.restore_from_log`` of it, with ``config``.
+    ``tools``: the schemas every turn will send (a chat's), so that its first
+    turn logs no change of them."""
     public_id = uuid.uuid4().hex
     stored = config.to_dict()
     for key in ("session_id", "log_base_path"):
@@ -37,8 +40,9 @@ def create_session(
         config=stored,
         parent_session_id=parent_session_id,
         format_version=records.FORMAT_VERSION,
-        memory_type="compaction",
+        memory_type=CompactionMemory.memory_type,
         model_name=model_name,
+        tools=tools or None,
         title=title[:200],
         extra=extra or {},
     )
