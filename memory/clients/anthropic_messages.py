@@ -359,10 +359,20 @@ def _usage(data: Mapping[str, Any] | None) -> Usage:
 
 @dataclass
 class _StreamedReply:
-    """Raw stream events (as dicts) in, library events out."""
+    """Raw stream events (as dicts) in, library events out.
 
-    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
-    json_parts: dict[int, list[str]] = field(default_factory=dict)
+    Each ``content_block_start`` opens a block at its ``index``, and the
+    deltas of that index go to it (https://docs.anthropic.com/en/docs/build-with-claude/streaming,
+    "Event types"). Blocks are kept in the order they opened, so a server
+    that reuses an index opens a new block rather than overwriting the first,
+    and a ``tool_use`` start whose ``id`` names a call already open continues
+    that call.
+    """
+
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    json_parts: dict[int, list[str]] = field(default_factory=dict)  # by position in blocks
+    # The block each stream index writes to now, and each call's ToolCallStart index.
+    open_blocks: dict[int, int] = field(default_factory=dict)
     call_positions: dict[int, int] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
@@ -391,15 +401,20 @@ class _StreamedReply:
         return []
 
     def _start(self, index: int, block: dict[str, Any]) -> list[ChatStreamEvent]:
-        self.blocks[index] = block
         kind = block.get("type")
+        if kind == "tool_use" and block.get("id"):
+            for position, known in enumerate(self.blocks):
+                if known.get("type") == "tool_use" and known.get("id") == block["id"]:
+                    self.open_blocks[index] = position
+                    return []
+        position = len(self.blocks)
+        self.blocks.append(block)
+        self.open_blocks[index] = position
         if kind == "tool_use":
-            position = len(self.call_positions)
-            self.call_positions[index] = position
-            self.json_parts[index] = []
-            return [
-                ToolCallStart(index=position, id=block.get("id", ""), name=block.get("name", ""))
-            ]
+            call = len(self.call_positions)
+            self.call_positions[position] = call
+            self.json_parts[position] = []
+            return [ToolCallStart(index=call, id=block.get("id", ""), name=block.get("name", ""))]
         if kind == "text" and block.get("text"):
             return [TextDelta(block["text"])]
         if kind == "thinking" and block.get("thinking"):
@@ -407,9 +422,10 @@ class _StreamedReply:
         return []
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> list[ChatStreamEvent]:
-        block = self.blocks.get(index)
-        if block is None:
+        position = self.open_blocks.get(index)
+        if position is None:
             return []
+        block = self.blocks[position]
         kind = delta.get("type")
         if kind == "text_delta":
             block["text"] = block.get("text", "") + delta["text"]
@@ -419,25 +435,27 @@ class _StreamedReply:
             return [ReasoningDelta(delta["thinking"])]
         if kind == "signature_delta":
             block["signature"] = delta["signature"]
-        elif kind == "input_json_delta" and index in self.json_parts:
-            self.json_parts[index].append(delta["partial_json"])
+        elif kind == "input_json_delta" and position in self.json_parts:
+            self.json_parts[position].append(delta["partial_json"])
             return [
-                ToolCallArgumentsDelta(index=self.call_positions[index], text=delta["partial_json"])
+                ToolCallArgumentsDelta(
+                    index=self.call_positions[position], text=delta["partial_json"]
+                )
             ]
         return []
 
     def completion(self) -> Completion:
-        blocks = [self.blocks[i] for i in sorted(self.blocks)]
         arguments = []
-        for i in sorted(self.blocks):
-            parts = self.json_parts.get(i)
+        for position, block in enumerate(self.blocks):
+            parts = self.json_parts.get(position)
             if parts:
                 arguments.append("".join(parts))
             else:  # a call without arguments streams none: its input is complete
-                arguments.append(json.dumps(self.blocks[i].get("input", {}), ensure_ascii=False))
-        for block in blocks:
-            if block.get("type") == "tool_use":
-                block.pop("input", None)
+                arguments.append(json.dumps(block.get("input", {}), ensure_ascii=False))
+        blocks = [
+            {k: v for k, v in b.items() if k != "input"} if b.get("type") == "tool_use" else b
+            for b in self.blocks
+        ]
         return Completion(
             message=message_from_blocks(blocks, arguments=arguments),
             usage=_usage(self.usage),

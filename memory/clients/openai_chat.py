@@ -10,8 +10,9 @@ onto the library's ``ProviderError`` tree.
 The streamed reply is assembled here rather than by the SDK's
 ``ChatCompletionStreamState``: compatible servers bend the chunk format (a
 tool call without an ``index``, several calls on index 0 told apart by their
-ids, ``reasoning`` instead of ``reasoning_content``), and the SDK's
-accumulator raises on the first and merges the second.
+ids, their fragments interleaved, ``reasoning`` instead of
+``reasoning_content``), and the SDK's accumulator raises on the first and
+glues the second's fragments into one call.
 """
 
 from __future__ import annotations
@@ -277,19 +278,31 @@ def _usage(data: Mapping[str, Any] | None) -> Usage:
 class _CallParts:
     id: str
     name: str
+    index: int | None  # the provider's index of the call (None: it sent none)
     arguments: list[str] = field(default_factory=list)
     type: str = "function"
 
 
 @dataclass
 class _StreamedReply:
-    """Chunks (as dicts) in, events out; ``completion()`` at the end."""
+    """Chunks (as dicts) in, events out; ``completion()`` at the end.
+
+    A tool-call fragment belongs to the call its ``id`` names when it has
+    one: several calls may share an index (or have none) and be told apart
+    only by their ids, their fragments interleaved. A fragment without an id
+    continues the latest call of its index; one with neither continues the
+    call of the previous fragment. OpenAI itself sends the id on a call's
+    first fragment and the index on all of them
+    (https://platform.openai.com/docs/api-reference/chat-streaming, ``tool_calls``).
+    """
 
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: list[_CallParts] = field(default_factory=list)
-    # The provider's index of a call -> its position in ``calls``.
-    positions: dict[int, int] = field(default_factory=dict)
+    # Positions in ``calls``: of each id (in order), of the latest call on each index.
+    by_id: dict[str, list[int]] = field(default_factory=dict)
+    by_index: dict[int, int] = field(default_factory=dict)
+    last: int | None = None
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
@@ -317,26 +330,42 @@ class _StreamedReply:
                 self.finish_reason = choice["finish_reason"]
         return events
 
+    def _position(self, call_id: str, index: int | None) -> int | None:
+        """The call a fragment continues; ``None``: it starts a new one."""
+        if call_id:
+            # The latest call of that id, unless it holds another index (a
+            # gateway that repeats one id over distinct calls).
+            same = [
+                p
+                for p in self.by_id.get(call_id, ())
+                if index is None or self.calls[p].index in (index, None)
+            ]
+            return same[-1] if same else None
+        if index is not None:
+            return self.by_index.get(index)
+        return self.last
+
     def _add_call(self, call: Mapping[str, Any]) -> list[ChatStreamEvent]:
         function = call.get("function") or {}
         call_id = call.get("id") or ""
-        index = call.get("index")
-        if isinstance(index, int):
-            position = self.positions.get(index)
-        else:  # no index: the piece continues the last call, unless its id is new
-            position = len(self.calls) - 1 if self.calls else None
-        if position is not None and call_id and call_id != self.calls[position].id:
-            position = None  # a new call on an index already used
+        index = call.get("index") if isinstance(call.get("index"), int) else None
+        position = self._position(call_id, index)
         events: list[ChatStreamEvent] = []
         if position is None:
             position = len(self.calls)
-            if isinstance(index, int):
-                self.positions[index] = position
             parts = _CallParts(
-                id=call_id, name=function.get("name") or "", type=call.get("type") or "function"
+                id=call_id,
+                name=function.get("name") or "",
+                index=index,
+                type=call.get("type") or "function",
             )
             self.calls.append(parts)
+            if call_id:
+                self.by_id.setdefault(call_id, []).append(position)
             events.append(ToolCallStart(index=position, id=parts.id, name=parts.name))
+        if index is not None:
+            self.by_index[index] = position
+        self.last = position
         parts = self.calls[position]
         if not parts.name and function.get("name"):
             parts.name = function["name"]  # a server that sends the name after the id
