@@ -148,7 +148,8 @@ async def test_text_streams_in_pieces_from_a_real_server_with_the_providers_usag
     usage = next(e for e in events if isinstance(e, UsageReported))
     assert usage.usage.input_tokens == 77
     assert server.requests[0].body["stream"] is True
-    assert events[-1] == TurnFinished("answer", "The answer is forty-two.", steps=1)
+    assert usage.finish_reason == "stop"
+    assert events[-1] == TurnFinished("answer", "The answer is forty-two.", 1, "stop")
 
 
 async def test_parallel_tool_calls_run_at_once_and_results_are_added_in_call_order() -> None:
@@ -253,14 +254,16 @@ async def test_interrupting_a_streaming_reply_keeps_the_partial_answer_marked() 
     await asyncio.wait_for(consumer, timeout=2)
 
     assert client.closed  # the HTTP stream was closed, not left to finish
-    assert events[-1] == TurnFinished("interrupted", "Once upon a time ", steps=1)
+    assert events[-1] == TurnFinished("interrupted", "Once upon a time ", 1, "interrupted")
     kept = agent.memory.messages[-1]
     assert kept.to_dict() == {
         "role": "assistant",
         "content": "Once upon a time ",
         "interrupted": True,
+        "finish_reason": "interrupted",
     }
-    assert "interrupted" not in kept.to_api_dict()
+    assert kept.finish_reason == "interrupted"
+    assert kept.to_api_dict() == {"role": "assistant", "content": "Once upon a time "}
     assert not agent.running
     assert not agent.interrupt()
 
@@ -301,7 +304,7 @@ async def test_interrupting_tools_answers_every_call_and_keeps_finished_results(
         ("c2", "Cancelled: the turn was stopped before this call finished."),
     ]
     assert agent.memory.at_boundary
-    assert events[-1] == TurnFinished("interrupted", "", steps=1)
+    assert events[-1] == TurnFinished("interrupted", "", 1, "interrupted")
 
 
 async def test_closing_the_stream_early_interrupts_the_turn_and_leaves_a_valid_context() -> None:
@@ -314,7 +317,10 @@ async def test_closing_the_stream_early_interrupts_the_turn_and_leaves_a_valid_c
                 break
 
     assert [m.role for m in agent.memory.messages] == ["user", "assistant"]
-    assert agent.memory.messages[-1].extra == {"interrupted": True}
+    assert agent.memory.messages[-1].extra == {
+        "interrupted": True,
+        "finish_reason": "interrupted",
+    }
     assert not agent.running
 
 
@@ -402,3 +408,4 @@ async def test_the_providers_input_tokens_go_to_a_memory_that_takes_them() -> No
     agent = ReActAgent(client=client, model_name="m", memory=memory)
     await agent.run("hello")
     assert memory.provider_tokens == [None, 10]  # the user's message has no count; the reply has
+
