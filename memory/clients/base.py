@@ -16,6 +16,7 @@ from contextlib import aclosing
 from dataclasses import astuple, dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from ..json_values import loads as load_json
 from ..messages import (
     FINISH_REASON,
     INVALID_TOOL_CALLS,
@@ -126,6 +127,17 @@ class Completion:
             "invalid_tool_calls" if self.ended_normally else str(self.finish_reason)
         )
         return replace(message, extra=extra)
+
+
+def call_input(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments as the JSON object providers take back: the parsed
+    ``arguments``; ``{}`` when they are empty; and when they are not a JSON
+    object (invalid JSON in an older log, a custom call's free text)
+    ``{"arguments": text}``, so what the model wrote stays visible to it."""
+    if not call.arguments.strip():
+        return {}
+    value = None if call.arguments_error() or call.type == "custom" else load_json(call.arguments)
+    return value if isinstance(value, dict) else {"arguments": call.arguments}
 
 
 # -- stream events ------------------------------------------------------------------

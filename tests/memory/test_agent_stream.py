@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -14,6 +14,7 @@ from memory import (
     AgentBusyError,
     AgentEvent,
     AnswerDelta,
+    AnthropicClient,
     BasicMemory,
     ChatMessage,
     CompactionFinished,
@@ -22,6 +23,7 @@ from memory import (
     CompactionStarted,
     Completion,
     CompletionDone,
+    InvalidReplyError,
     MaxStepsExceeded,
     MessageAdded,
     OpenAIChatClient,
@@ -36,6 +38,8 @@ from memory import (
     TurnStarted,
     Usage,
     UsageReported,
+    calculator,
+    current_time,
 )
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 
@@ -137,7 +141,7 @@ async def test_awaiting_the_agent_consumes_the_same_stream() -> None:
 
 async def test_text_streams_in_pieces_from_a_real_server_with_the_providers_usage() -> None:
     reply = ScriptedReply(text="The answer is forty-two.", usage={"input_tokens": 77})
-    with ScriptedServer(openai=[reply]) as server:
+    with ScriptedServer(openai=[reply], strict=True) as server:
         async with OpenAIChatClient(server.openai_base_url, api_key="k") as client:
             agent = ReActAgent(client=client, model_name="gpt-4o")
             events = await collect(agent, "What is the answer?")
@@ -409,3 +413,91 @@ async def test_the_providers_input_tokens_go_to_a_memory_that_takes_them() -> No
     await agent.run("hello")
     assert memory.provider_tokens == [None, 10]  # the user's message has no count; the reply has
 
+
+# -- replies a provider streams oddly, against a strict server --------------------
+
+PARALLEL = [
+    {"id": "call_calc", "name": "calculator", "arguments": {"expression": "6*7"}},
+    {"id": "call_time", "name": "current_time", "arguments": {"timezone": "UTC"}},
+]
+
+
+def strict_server(
+    api: Literal["openai", "anthropic"], script: list[ScriptedReply]
+) -> ScriptedServer:
+    if api == "openai":
+        return ScriptedServer(openai=script, strict=True)
+    return ScriptedServer(anthropic=script, strict=True)
+
+
+def strict_client(server: ScriptedServer, api: str) -> Any:
+    if api == "openai":
+        return OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5)
+    return AnthropicClient(server.anthropic_base_url, api_key="k", timeout_s=5)
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_interleaved_parallel_calls_run_as_sent_and_the_next_request_is_accepted(
+    api: Literal["openai", "anthropic"],
+) -> None:
+    script = [
+        ScriptedReply(tool_calls=PARALLEL, interleave_calls=True),
+        ScriptedReply(text="42 at noon"),
+    ]
+    with strict_server(api, script) as server:
+        async with strict_client(server, api) as client:
+            agent = ReActAgent(client=client, model_name="m", tools=[calculator, current_time])
+            events = await collect(agent, "What is 6*7, and the time?")
+
+    requested = [
+        (e.call_id, e.name, json.loads(e.arguments))
+        for e in events
+        if isinstance(e, ToolCallRequested)
+    ]
+    assert requested == [
+        ("call_calc", "calculator", {"expression": "6*7"}),
+        ("call_time", "current_time", {"timezone": "UTC"}),
+    ]
+    results = [e.content for e in events if isinstance(e, ToolResultReady)]
+    assert "42" in results
+    assert events[-1] == TurnFinished("answer", "42 at noon", 2, "stop")
+    assert [r.problems for r in server.requests] == [[], []]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_call_cut_at_the_output_limit_is_not_run_and_the_session_goes_on(
+    api: Literal["openai", "anthropic"],
+) -> None:
+    cut = {"id": "call_calc", "name": "calculator", "arguments": '{"expression": "6*'}
+    script = [
+        ScriptedReply(text="Computing.", tool_calls=[cut], finish_reason="length"),
+        ScriptedReply(text="It is 42."),
+    ]
+    ran: list[str] = []
+
+    def calculator_spy(expression: str) -> str:
+        """Evaluates an arithmetic expression."""
+        ran.append(expression)
+        return calculator(expression)
+
+    calculator_spy.__name__ = "calculator"
+    with strict_server(api, script) as server:
+        async with strict_client(server, api) as client:
+            agent = ReActAgent(client=client, model_name="m", tools=[calculator_spy])
+            first = await collect(agent, "What is 6*7?")
+            second = await collect(agent, "Please try again.")
+
+    error = next(e for e in first if isinstance(e, TurnError))
+    assert isinstance(error.error, InvalidReplyError)
+    assert "cut at the output limit" in error.message
+    assert first[-1] == TurnFinished("error", "", 1, "length")
+    assert not any(isinstance(e, ToolCallRequested) for e in first)
+    assert ran == []
+    failed = next(
+        e.message for e in first if isinstance(e, MessageAdded) and e.message.role == "assistant"
+    )
+    assert failed.tool_calls == ()
+    assert failed.finish_reason == "length"
+    assert failed.extra["invalid_tool_calls"][0]["arguments"] == '{"expression": "6*'
+    assert second[-1] == TurnFinished("answer", "It is 42.", 1, "stop")
+    assert [r.problems for r in server.requests] == [[], []]

@@ -168,7 +168,9 @@ async def test_a_model_failure_leaves_the_context_and_records_the_compaction_mod
 
 
 async def test_it_compacts_through_the_openai_client_against_a_real_server() -> None:
-    with ScriptedServer(openai=[{"text": "User asked for a hotel in Lisbon."}]) as server:
+    with ScriptedServer(
+        openai=[{"text": "User asked for a hotel in Lisbon."}], strict=True
+    ) as server:
         async with OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5) as client:
             memory = llm_memory(client, compact_model_name="small-model")
             await add_all(memory, user("Hotel in Lisbon, booking ref QX81. " + LONG), answer(LONG))
@@ -183,7 +185,9 @@ async def test_it_compacts_through_the_openai_client_against_a_real_server() -> 
 
 
 async def test_it_compacts_through_the_anthropic_client_against_a_real_server() -> None:
-    with ScriptedServer(anthropic=[{"text": "User asked for a hotel in Lisbon, ref QX81."}]) as s:
+    with ScriptedServer(
+        anthropic=[{"text": "User asked for a hotel in Lisbon, ref QX81."}], strict=True
+    ) as s:
         async with AnthropicClient(s.anthropic_base_url, api_key="k", timeout_s=5) as client:
             memory = llm_memory(client, compact_model_name="claude-haiku-4-5")
             await add_all(memory, user("Hotel in Lisbon, ref QX81. " + LONG), answer(LONG))

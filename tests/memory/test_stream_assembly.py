@@ -96,8 +96,10 @@ def openai_streams(draw: st.DrawFn) -> tuple[list[tuple[str, str, str]], list[di
         index: dict[str, Any] = {"index": 0 if "shared" in layout else i}
         if layout.startswith("no index"):
             index = {}
-        first = {**index, "id": call_id, "type": "function", "function": {"name": name}}
-        if pieces and draw(st.booleans()):
+        first: dict[str, Any] = {**index, "id": call_id, "type": "function"}
+        first["function"] = {"name": name}
+        at_once = draw(st.booleans())
+        if pieces and at_once:
             first["function"]["arguments"] = pieces.pop(0)  # some servers start at once
         again = {"id": call_id} if "every fragment" in layout else {}
         rest = [{**index, **again, "function": {"arguments": p}} for p in pieces]
