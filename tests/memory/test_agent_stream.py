@@ -43,6 +43,7 @@ from memory import (
 )
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 
+from .client_helpers import strict_server
 from .conftest import FakeClient
 
 
@@ -420,14 +421,6 @@ PARALLEL = [
     {"id": "call_calc", "name": "calculator", "arguments": {"expression": "6*7"}},
     {"id": "call_time", "name": "current_time", "arguments": {"timezone": "UTC"}},
 ]
-
-
-def strict_server(
-    api: Literal["openai", "anthropic"], script: list[ScriptedReply]
-) -> ScriptedServer:
-    if api == "openai":
-        return ScriptedServer(openai=script, strict=True)
-    return ScriptedServer(anthropic=script, strict=True)
 
 
 def strict_client(server: ScriptedServer, api: str) -> Any:
