@@ -26,7 +26,6 @@ from memory import (
     ServerError,
     StreamInterruptedError,
     TextDelta,
-    TokenCounter,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStart,
@@ -293,21 +292,6 @@ def test_tools_already_in_anthropic_shape_pass_unchanged() -> None:
         "name": "g",
         "input_schema": {"type": "object", "properties": {}},
     }
-
-
-def test_reasoning_is_counted_once_whichever_form_it_has() -> None:
-    counter = TokenCounter.for_model("claude-sonnet-4-5")
-    plain = ChatMessage.assistant("Sunny.")
-    text = "The user asked about the weather in Lisbon, so I should call the tool."
-    both = ChatMessage(
-        role="assistant",
-        content="Sunny.",
-        reasoning_content=text,
-        thinking_blocks=({"type": "thinking", "thinking": text, "signature": "s" * 400},),
-    )
-    only_text = ChatMessage(role="assistant", content="Sunny.", reasoning_content=text)
-    assert counter.message_tokens(both) == counter.message_tokens(only_text)
-    assert counter.message_tokens(both) == counter.message_tokens(plain) + counter.count(text)
 
 
 # -- errors ---------------------------------------------------------------------
