@@ -154,8 +154,9 @@ class OpenAIChatClient(OwnedHttpClient):
         if tools:
             body["tools"] = list(tools)
         if max_tokens is not None:
-            # OpenAI's reasoning models refuse max_tokens; compatible servers
-            # may not know max_completion_tokens.
+            # max_tokens "is now deprecated in favor of max_completion_tokens, and
+            # is not compatible with o-series models" (API reference, chat/create);
+            # compatible servers may not know max_completion_tokens.
             key = "max_completion_tokens" if self.base_url == OPENAI_BASE_URL else "max_tokens"
             body[key] = max_tokens
         return body
