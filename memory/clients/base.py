@@ -136,7 +136,12 @@ def call_input(call: ToolCall) -> dict[str, Any]:
     ``{"arguments": text}``, so what the model wrote stays visible to it."""
     if not call.arguments.strip():
         return {}
-    value = None if call.arguments_error() or call.type == "custom" else load_json(call.arguments)
+    value = None
+    if call.type != "custom":
+        try:
+            value = load_json(call.arguments)
+        except ValueError:  # not JSON: kept as text below
+            value = None
     return value if isinstance(value, dict) else {"arguments": call.arguments}
 
 

@@ -470,16 +470,13 @@ def _openai_events(reply: ScriptedReply, model: str, *, include_usage: bool) -> 
     events += [chunk({"reasoning_content": p}) for p in _pieces(reply.reasoning or "")]
     events += [chunk({"content": p}) for p in _pieces(reply.text)]
     fragments: list[list[dict[str, Any]]] = []
+    shared = reply.interleave_calls  # every call on index 0, told apart by its id only
     for index, (call_id, name, args) in enumerate(reply.calls()):
-        first = {"index": index, "id": call_id, "type": "function"}
-        own = [{**first, "function": {"name": name, "arguments": ""}}]
-        if reply.interleave_calls:  # told apart by id only
-            own = [{**first, "index": 0, "function": {"name": name, "arguments": ""}}]
-            own += [
-                {"index": 0, "id": call_id, "function": {"arguments": p}} for p in _pieces(args)
-            ]
-        else:
-            own += [{"index": index, "function": {"arguments": p}} for p in _pieces(args)]
+        at = 0 if shared else index
+        again = {"id": call_id} if shared else {}
+        first = {"name": name, "arguments": ""}
+        own = [{"index": at, "id": call_id, "type": "function", "function": first}]
+        own += [{"index": at, **again, "function": {"arguments": p}} for p in _pieces(args)]
         fragments.append(own)
     events += [chunk({"tool_calls": [f]}) for f in _in_turn(fragments, reply.interleave_calls)]
     events.append(chunk({}, reply.openai_finish()))
