@@ -218,10 +218,11 @@ class BaseMemory(ABC):
         threshold check guards the request as sent, not only its messages.
 
         ``schemas`` are OpenAI function-tool dicts; their tokens are counted
-        once, as their JSON, with ``token_counter``. Replaces earlier schemas;
-        ``[]`` clears them. Schemas set before the session's first record go
-        into its ``session_meta``; a later change is recorded (``tools``), so a
-        restore and "what the model saw" at any step know them. Raises
+        once, as the provider renders them (``TokenCounter.tools_tokens``).
+        Replaces earlier schemas; ``[]`` clears them. Schemas set before the
+        session's first record go into its ``session_meta``; a later change is
+        recorded (``tools``), so a restore and "what the model saw" at any step
+        know them. Raises
         ``TypeError`` for schemas JSON cannot hold.
         """
         state = self._state

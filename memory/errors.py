@@ -15,6 +15,7 @@ happens at run time::
     ├── CompactionError              a compaction attempt failed; the context is left unchanged
     ├── MaxStepsExceeded             the agent made max_steps model calls without a final answer
     └── ProviderError                a model provider call failed
+        ├── InvalidReplyError            a reply that cannot be used (tool-call arguments not JSON)
         ├── ProviderTimeoutError         connect/read timeout, after retries
         ├── ProviderConnectionError      the connection could not be made, after retries
         │   └── StreamInterruptedError       a streamed reply ended before it was complete
@@ -93,6 +94,22 @@ class CompactionError(MotusMemoryError):
 
 class ProviderError(MotusMemoryError):
     """A call to a model provider failed."""
+
+
+class InvalidReplyError(ProviderError):
+    """The provider's reply came whole but cannot be used as it is: a tool call
+    whose arguments are not valid JSON (often one cut at the output limit).
+
+    No call of that reply was run; the reply is stored without them, marked
+    failed (``finish_reason``, ``invalid_tool_calls``: see ``memory.messages``),
+    so the history stays one a provider accepts. ``finish_reason`` is the
+    provider's; ``errors`` says what is wrong with each call.
+    """
+
+    def __init__(self, message: str, *, finish_reason: str | None, errors: list[str]) -> None:
+        self.finish_reason = finish_reason
+        self.errors = errors
+        super().__init__(message)
 
 
 class ProviderTimeoutError(ProviderError):

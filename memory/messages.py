@@ -50,6 +50,25 @@ Real logs bend the format; ``from_dict`` accepts these variants:
   is read as its one tool call (with an empty id), and a ``role: "function"``
   message as a tool result without an id (``role`` is ``"tool"``); both write
   back out in their legacy form, and are sent in the current one.
+
+How a reply ended. The library adds three fields of its own to an assistant
+message it stores, kept in ``extra`` (so they round-trip and are logged) and
+never sent to a provider (``to_api_dict`` leaves them out):
+
+- ``"finish_reason"``, only when the reply did not end normally (``"stop"`` or
+  ``"tool_calls"``): the provider's reason (``"length"``: cut at the output
+  limit; ``"content_filter"``: stopped by the provider's filter, or an
+  Anthropic refusal; other values as the provider sent them), or the
+  library's own ``"interrupted"`` (the stream was stopped) and
+  ``"invalid_tool_calls"`` (a call's arguments were not JSON);
+- ``"interrupted": true`` on a partial answer kept when the turn was stopped
+  (older logs carry only this one);
+- ``"invalid_tool_calls"``: the calls of a reply that could not be made, as
+  ``{"id", "name", "arguments", "error"}`` objects. A reply holding a call
+  whose arguments are not JSON keeps none of its calls as ``tool_calls``:
+  none was run, and a provider refuses such a call sent back.
+
+``ChatMessage.finish_reason`` reads the first two.
 """
 
 from __future__ import annotations
@@ -61,6 +80,7 @@ from typing import Any, Literal, cast
 
 from .errors import ConfigurationError
 from .json_values import NotJSONError, clean_json, clean_text
+from .json_values import loads as load_json
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -70,6 +90,14 @@ Content = str | list[dict[str, Any]] | None
 
 _TOOL_CALL_KEYS = frozenset({"id", "type"})
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name"})
+# The library's own fields of a stored reply (see the module docstring).
+FINISH_REASON = "finish_reason"
+INTERRUPTED = "interrupted"
+INVALID_TOOL_CALLS = "invalid_tool_calls"
+# Normal endings, in the OpenAI names and (as imported logs may hold them) Anthropic's.
+NORMAL_FINISH_REASONS = frozenset(
+    {"stop", "tool_calls", "function_call", "end_turn", "stop_sequence", "tool_use"}
+)
 # Markers in ``extra`` that say how a legacy message was written, so it writes back so.
 _FUNCTION_ROLE = "_function_role"
 _FUNCTION_CALL = "_function_call"
@@ -125,6 +153,21 @@ class ToolCall:
     def input(self) -> str:
         """A custom call's freeform input (the same text as ``arguments``)."""
         return self.arguments
+
+    def arguments_error(self) -> str | None:
+        """Why a function call's ``arguments`` are not JSON, or ``None`` when they are.
+
+        An empty (or blank) text counts as ``{}``, as providers send a call
+        without arguments; a custom call's input is free text, never an error.
+        JSON is read strictly (RFC 8259: no ``NaN``, no trailing text).
+        """
+        if self.type == "custom" or not self.arguments.strip():
+            return None
+        try:
+            load_json(self.arguments)
+        except ValueError as error:  # orjson's JSONDecodeError is a ValueError
+            return f"the arguments of {self.name or 'a call'} are not valid JSON ({error})"
+        return None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
@@ -394,6 +437,19 @@ class ChatMessage:
         return "\n".join(
             str(p.get("text", "")) for p in self.content if p.get("type") in ("text", "input_text")
         )
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why a stored reply ended, when not normally (``"length"``,
+        ``"content_filter"``, ``"interrupted"``, ``"invalid_tool_calls"``...;
+        see the module docstring); ``None`` for a reply that ended normally
+        and for every other message."""
+        if self.role != "assistant":
+            return None
+        value = self.extra.get(FINISH_REASON)
+        if isinstance(value, str):
+            return None if value in NORMAL_FINISH_REASONS else value
+        return INTERRUPTED if self.extra.get(INTERRUPTED) is True else None
 
     @property
     def refusal(self) -> str | None:

@@ -18,7 +18,6 @@ they enter the context (``memory.call_ids``).
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Self
@@ -124,14 +123,12 @@ class ContextState:
         self._system_tokens = None
 
     def set_tools(self, schemas: Sequence[Mapping[str, Any]]) -> None:
-        """The tool schemas sent with every request, counted once as their JSON.
-        Raises ``TypeError`` for schemas JSON cannot hold."""
+        """The tool schemas sent with every request, counted once, the way the
+        model's provider renders them. Raises ``TypeError`` for schemas JSON
+        cannot hold."""
         self.tool_schemas = [dict(schema) for schema in schemas]
-        self.tools_tokens = (
-            self.counter.count(json.dumps(self.tool_schemas, ensure_ascii=False))
-            if self.tool_schemas
-            else 0
-        )
+        # As the provider renders them (``memory.tokens.provider_rules``).
+        self.tools_tokens = self.counter.tools_tokens(self.tool_schemas)
 
     def set_model(self, model_name: str) -> None:
         """Name the model once it is known; the schemas are counted again with its tokenizer."""

@@ -12,8 +12,15 @@ A turn yields, in order:
 - ``CompactionStarted`` when an added message takes the context over the
   threshold, followed by ``CompactionFinished`` or ``CompactionFailed``;
 - ``TurnError`` when the turn fails (a ``ProviderError``, a ``LogError``,
-  ``MaxStepsExceeded``...);
+  ``MaxStepsExceeded``...); a reply whose tool calls cannot be made (their
+  arguments are not JSON) is stored as failed, then ``TurnError`` carries an
+  ``InvalidReplyError``;
 - ``TurnFinished`` last, always, saying why the turn ended.
+
+How the model's reply ended is in ``UsageReported.finish_reason`` (each model
+call), ``TurnFinished.finish_reason`` (the turn's last reply) and, for a
+reply that did not end normally, the stored message's ``finish_reason``
+(``MessageAdded.message``; see ``memory.messages``).
 
 Token figures are estimates in tokens of the model's tokenizer, except in
 ``UsageReported``, which carries what the provider counted.
@@ -131,11 +138,14 @@ class CompactionFailed:
 @dataclass(frozen=True, slots=True)
 class UsageReported:
     """What the provider counted for model call ``step`` (``usage.input_tokens``
-    is the whole prompt) and the model that answered."""
+    is the whole prompt), the model that answered, and why its reply ended
+    (``Completion.finish_reason``: ``"stop"``, ``"tool_calls"``, ``"length"``,
+    ``"content_filter"``...; ``None`` when the provider said nothing)."""
 
     usage: Usage
     model: str | None
     step: int
+    finish_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +167,16 @@ class TurnFinished:
 
     ``text`` is the final answer (``reason == "answer"``), or the partial
     answer kept when the turn was interrupted; ``steps`` is the number of
-    model calls made.
+    model calls made. ``finish_reason`` is how the turn's last reply ended:
+    the provider's reason (``"stop"``; ``"length"`` for an answer cut at the
+    output limit...), ``"interrupted"`` when the turn was stopped mid-reply
+    (or mid-tools), ``None`` when no reply came.
     """
 
     reason: StopReason
     text: str
     steps: int
+    finish_reason: str | None = None
 
 
 AgentEvent = (

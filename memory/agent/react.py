@@ -12,7 +12,14 @@ signature and the docstring.
 interrupted (``interrupt()``, or the task iterating the stream cancelled)
 leaves a valid context: calls without a result get one saying they were
 cancelled, and the partial answer is kept as an assistant message marked
-``"interrupted": true`` (an extra field, never sent to the provider).
+``"interrupted": true`` and ``"finish_reason": "interrupted"`` (extra fields,
+never sent to the provider).
+
+A reply is stored as ``Completion.stored_message`` gives it: with its finish
+reason when it did not end normally (cut at the output limit, filtered), and,
+when one of its tool calls has arguments that are not JSON, without its calls:
+none is run, the turn ends with ``InvalidReplyError``, and the history stays
+one a provider accepts.
 """
 
 from __future__ import annotations
@@ -38,10 +45,15 @@ from ..clients.base import (
     Usage,
     stream_completion,
 )
-from ..errors import ConfigurationError, MotusMemoryError, StreamInterruptedError
+from ..errors import (
+    ConfigurationError,
+    InvalidReplyError,
+    MotusMemoryError,
+    StreamInterruptedError,
+)
 from ..factory import create_memory
 from ..log import records
-from ..messages import ChatMessage, ToolCall
+from ..messages import FINISH_REASON, INTERRUPTED, ChatMessage, ToolCall
 from .events import (
     AgentEvent,
     AnswerDelta,
@@ -93,6 +105,7 @@ class _Turn:
     open_calls: tuple[ToolCall, ...] = ()  # calls of the last reply still without a result
     results: dict[str, str] = field(default_factory=dict)  # finished, not yet added
     compaction_open: CompactionStarted | None = None
+    finish_reason: str | None = None  # of the last reply
 
 
 class ReActAgent:
@@ -235,7 +248,7 @@ class ReActAgent:
             while turn.steps < self.max_steps:
                 reply = await self._step(turn, emit)
                 if not reply.tool_calls:
-                    emit(TurnFinished("answer", reply.text, turn.steps))
+                    emit(TurnFinished("answer", reply.text, turn.steps, turn.finish_reason))
                     return
                 await self._run_tools(reply.tool_calls, turn, emit)
             raise MaxStepsExceeded(self.max_steps)
@@ -245,11 +258,11 @@ class ReActAgent:
                 task.uncancel()  # this turn ends here, cleanly: nothing else to cancel
             partial = turn.partial
             await self._close_interrupted(turn, emit)
-            emit(TurnFinished("interrupted", partial, turn.steps))
+            emit(TurnFinished("interrupted", partial, turn.steps, INTERRUPTED))
         except Exception as error:  # the turn's failure is an event; run() re-raises it
             emit(TurnError(error))
             reason: StopReason = "max_steps" if isinstance(error, MaxStepsExceeded) else "error"
-            emit(TurnFinished(reason, "", turn.steps))
+            emit(TurnFinished(reason, "", turn.steps, turn.finish_reason))
 
     async def _step(self, turn: _Turn, emit: Emit) -> ChatMessage:
         """One model call: stream the reply, add it to the memory, return it."""
@@ -273,14 +286,26 @@ class ReActAgent:
                     completion = event.completion
         if completion is None:
             raise StreamInterruptedError("the model's stream ended without its reply")
-        emit(UsageReported(completion.usage, completion.model, step))
-        reply = completion.message
+        turn.finish_reason = completion.finish_reason
+        emit(UsageReported(completion.usage, completion.model, step, completion.finish_reason))
+        reply = completion.stored_message
         turn.partial = ""
         if reply.tool_calls:
             turn.open_calls = reply.tool_calls
         # The calls are answered by the ids the memory holds them under (it names
         # calls a provider sent with empty ids).
         held = await self._add(reply, turn, emit, usage=completion.usage)
+        if invalid := completion.invalid_tool_calls:
+            errors = [error for _, error in invalid]
+            cut = (
+                " (the reply was cut at the output limit)" if turn.finish_reason == "length" else ""
+            )
+            raise InvalidReplyError(
+                f"the model's reply was stored as failed and none of its tool calls was run: "
+                f"{'; '.join(errors)}{cut}",
+                finish_reason=completion.finish_reason,
+                errors=errors,
+            )
         if held is not None and held.tool_calls:
             turn.open_calls = held.tool_calls
             return held
@@ -305,7 +330,9 @@ class ReActAgent:
         """Leave a valid context: the partial answer, marked, and a result for every call."""
         if turn.partial:
             partial = ChatMessage(
-                role="assistant", content=turn.partial, extra={"interrupted": True}
+                role="assistant",
+                content=turn.partial,
+                extra={INTERRUPTED: True, FINISH_REASON: INTERRUPTED},
             )
             turn.partial = ""
             await self._add(partial, turn, emit)

@@ -1,15 +1,30 @@
 """``AnthropicClient``: the Messages API over the official ``anthropic`` SDK.
 
 The library's messages are in the OpenAI shape; this module converts them
-(``to_anthropic``) and the replies (``message_from_blocks``):
+(``to_anthropic``) and the replies (``message_from_blocks``). A request obeys
+the rules ``memory.testing.strict`` checks, each from the API's documents:
 
-- system messages become the ``system`` parameter (joined, in order);
+- system messages become the ``system`` parameter (joined, in order), left
+  out when there is no text;
 - an assistant message becomes its ``thinking_blocks`` (verbatim, signature
   included, which the API checks), then a text block, then one ``tool_use``
-  block per call (``input`` is the parsed ``arguments``);
+  block per call (``input`` is the arguments as an object: ``call_input``);
+  a call id the API would refuse (it takes ``[a-zA-Z0-9_-]+``) is sent in a
+  safe form, the same in its ``tool_use`` and its ``tool_result``;
 - tool results become ``tool_result`` blocks of a user message; consecutive
   results, and a user message right after them, merge into one user message,
-  since the API wants the roles to alternate;
+  the results first;
+- the roles alternate and the first is ``user``: consecutive messages of one
+  role merge into one (the API would combine them anyway, but refuses some
+  of the results: thinking blocks must lead an assistant turn, so those of a
+  later message of the run are left out); a conversation that starts with
+  the assistant gets a short user turn first (``FIRST_USER_TURN``);
+- a reply kept with a ``finish_reason`` (cut off, filtered, interrupted, or
+  failed: see ``memory.messages``) that no user message follows is left out:
+  it was answered again, or the request would ask the model to continue it
+  (a prefill, refused with extended thinking);
+- empty and blank text is never sent (the API refuses empty text blocks),
+  nor an assistant message holding nothing but thinking;
 - tools in the OpenAI ``{"type": "function", "function": {...}}`` shape become
   ``{"name", "description", "input_schema"}``; tools already in Anthropic's
   shape are sent as they are.
@@ -20,13 +35,17 @@ back unchanged) and as plain text in ``reasoning_content`` (for display).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StreamInterruptedError
-from ..messages import ChatMessage, ToolCall
+from ..errors import ConfigurationError, StreamInterruptedError
+from ..messages import INSTRUCTION_ROLES, ChatMessage, InvalidMessageError, ToolCall
+from ..tokens.images import TEXT_PART_TYPES
+from ..tokens.model_limits import get_model_limits
 from ._provider import (
     DEFAULT_TIMEOUT_S,
     MAX_RETRY_WAIT_S,
@@ -45,6 +64,7 @@ from .base import (
     ToolCallArgumentsDelta,
     ToolCallStart,
     Usage,
+    call_input,
 )
 
 if TYPE_CHECKING:
@@ -78,7 +98,14 @@ class AnthropicClient(OwnedHttpClient):
     one). ``params``: extra request fields sent every time, e.g.
     ``{"thinking": {"type": "enabled", "budget_tokens": 2048}}``.
 
-    Calls raise ``ProviderError`` subclasses (see ``memory.errors``).
+    With extended thinking, ``max_tokens`` counts the thinking too and must
+    exceed ``budget_tokens``: a call that gives its own ``max_tokens`` (the
+    room its answer needs, as the compactor does) gets ``budget_tokens`` more,
+    within the model's output limit (``memory.tokens.model_limits``).
+
+    Raises ``ConfigurationError`` at construction for a parameter combination
+    the API refuses with thinking on (see ``check_thinking_params``); calls
+    raise ``ProviderError`` subclasses (see ``memory.errors``).
     """
 
     def __init__(
@@ -102,6 +129,7 @@ class AnthropicClient(OwnedHttpClient):
         self.max_retry_wait_s = max_retry_wait_s
         self.max_tokens = max_tokens
         self.params = dict(params or {})
+        self.thinking_budget = check_thinking_params(self.params, max_tokens)
         self._sdk: anthropic.AsyncAnthropic | None = None
 
     def __repr__(self) -> str:
@@ -145,13 +173,33 @@ class AnthropicClient(OwnedHttpClient):
             **self.params,
             "model": model,
             "messages": converted,
-            "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,
+            "max_tokens": self._max_tokens(model, max_tokens),
         }
         if system:
             body["system"] = system
         if tools:
             body["tools"] = [anthropic_tool(t) for t in tools]
         return body
+
+    def _max_tokens(self, model: str, asked: int | None) -> int:
+        if asked is None:
+            return self.max_tokens  # above any thinking budget: checked at construction
+        budget = self.thinking_budget
+        if budget is None:
+            return asked
+        # "max_tokens ... includes your thinking budget" and "budget_tokens must be
+        # set to a value less than max_tokens" (extended-thinking docs, "How to use
+        # extended thinking" and "Max tokens and context window size").
+        total = asked + budget
+        limits = get_model_limits(model)
+        if limits.known:
+            total = min(total, limits.max_output_tokens)
+        if total <= budget:
+            raise ConfigurationError(
+                f"thinking.budget_tokens {budget} leaves no room for an answer within "
+                f"{model}'s output limit of {limits.max_output_tokens} tokens"
+            )
+        return total
 
     async def create(
         self,
@@ -219,38 +267,122 @@ class AnthropicClient(OwnedHttpClient):
 
 # -- requests -----------------------------------------------------------------------
 
+# Extended thinking, https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking:
+# "The minimum budget is 1,024 tokens" ("How to use extended thinking"), and
+# "When thinking is enabled, you can set top_p to values between 1 and 0.95"
+# ("Feature compatibility").
+MIN_THINKING_BUDGET = 1024
+MIN_THINKING_TOP_P = 0.95
+
+
+def check_thinking_params(params: Mapping[str, Any], max_tokens: int) -> int | None:
+    """The thinking budget of ``params`` (``None``: no ``"enabled"`` thinking).
+
+    Raises ``ConfigurationError`` for what the extended-thinking docs say the
+    API refuses with thinking on ("Feature compatibility"): a ``temperature``
+    other than 1, ``top_k``, ``top_p`` below 0.95, a forced ``tool_choice``
+    (``any`` or ``tool``); and for ``"enabled"`` thinking a ``budget_tokens``
+    under 1,024 or not below ``max_tokens``.
+    """
+    thinking = params.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") not in ("enabled", "adaptive"):
+        return None
+    problems = []
+    if params.get("temperature", 1) != 1:
+        problems.append("temperature must be 1 or unset")
+    if "top_k" in params:
+        problems.append("top_k must be unset")
+    top_p = params.get("top_p", 1)
+    if not isinstance(top_p, int | float) or not MIN_THINKING_TOP_P <= top_p <= 1:
+        problems.append(f"top_p must be between {MIN_THINKING_TOP_P} and 1")
+    choice = params.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") not in ("auto", "none"):
+        problems.append("tool_choice must be auto or none (forced tool use is refused)")
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") == "enabled":
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
+            problems.append(f"budget_tokens must be an integer of at least {MIN_THINKING_BUDGET}")
+            budget = None
+        elif budget >= max_tokens:
+            problems.append(f"max_tokens ({max_tokens}) must be above budget_tokens ({budget})")
+    if problems:
+        raise ConfigurationError("with extended thinking, " + "; ".join(problems))
+    return budget if thinking.get("type") == "enabled" else None
+
+
+# The user turn put first when a conversation starts with the assistant: the
+# API refuses a first message of another role ("first message must use the
+# "user" role"), and its text must not be blank.
+FIRST_USER_TURN = "(The conversation so far begins with the assistant.)"
+# A call id the API takes (the Messages API's pattern for tool_use.id).
+_SAFE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_UNSAFE_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+# Block types the API takes in a user message and in a tool result.
+_USER_BLOCKS = frozenset({"text", "image", "document", "tool_result", "search_result"})
+_RESULT_BLOCKS = frozenset({"text", "image", "document", "search_result"})
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
 
 def to_anthropic(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
-    """``(system, messages)`` for the Messages API from OpenAI-shaped messages."""
+    """``(system, messages)`` for the Messages API from OpenAI-shaped messages
+    (the rules are in the module docstring). Raises ``InvalidMessageError``
+    when no message has anything to send (all of them empty)."""
     system: list[str] = []
     out: list[dict[str, Any]] = []
+    conversation = [m for m in messages if m.role not in INSTRUCTION_ROLES]
     for message in messages:
-        if message.role in ("system", "developer"):
-            if message.text:
-                system.append(message.text)
+        if message.role in INSTRUCTION_ROLES and message.text.strip():
+            system.append(message.text)
+    for position, message in enumerate(conversation):
+        if _superseded(message, conversation[position + 1 : position + 2]):
             continue
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)
         if not blocks:
             continue  # the API refuses empty messages
+        if not out and role == "assistant":
+            out.append({"role": "user", "content": [{"type": "text", "text": FIRST_USER_TURN}]})
         if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
+            # Thinking blocks lead an assistant turn; a later message's cannot.
+            kept = [b for b in blocks if b.get("type") not in _THINKING_TYPES]
+            out[-1]["content"].extend(kept if role == "assistant" else blocks)
         else:
             out.append({"role": role, "content": blocks})
+    if not out:
+        raise InvalidMessageError(
+            "nothing to send: the Messages API refuses empty messages, and every message "
+            "of this conversation is empty"
+        )
     return "\n\n".join(system), out
+
+
+def _superseded(message: ChatMessage, following: Sequence[ChatMessage]) -> bool:
+    """A reply kept as cut off, filtered, interrupted or failed, with no user
+    message after it."""
+    if message.role != "assistant" or message.tool_calls or message.finish_reason is None:
+        return False
+    return not following or following[0].role != "user"
+
+
+def tool_use_id(call_id: str) -> str:
+    """``call_id`` as the API takes it: itself when it matches ``[a-zA-Z0-9_-]+``,
+    else its safe characters and a digest of it (so two ids never become one)."""
+    if _SAFE_ID.match(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{_UNSAFE_ID_CHARS.sub('_', call_id)}_{digest}"
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
     if message.role == "tool":
-        content: Any = message.content
-        if isinstance(content, list):
-            content = [_part(p) for p in content]
-        elif not content:
-            content = ""
-        return [
-            {"type": "tool_result", "tool_use_id": call_id, "content": content}
-            for call_id in message.tool_call_ids
-        ]
+        content = _result_content(message.content)
+        results = []
+        for call_id in message.tool_call_ids:
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id(call_id)}
+            if content:
+                result["content"] = content
+            results.append(result)
+        return results
     blocks: list[dict[str, Any]] = []
     if message.role == "assistant":
         blocks.extend(dict(b) for b in message.thinking_blocks or ())
@@ -258,39 +390,53 @@ def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
         if message.content.strip():  # the API refuses empty and blank text blocks
             blocks.append({"type": "text", "text": message.content})
     elif message.content:
-        blocks.extend(_part(p) for p in message.content)
+        blocks.extend(p for p in map(_part, message.content) if p is not None)
     for call in message.tool_calls:
         blocks.append(
-            {"type": "tool_use", "id": call.id, "name": call.name, "input": _arguments(call)}
+            {
+                "type": "tool_use",
+                "id": tool_use_id(call.id),
+                "name": call.name,
+                "input": call_input(call),
+            }
         )
+    if all(b.get("type") in _THINKING_TYPES for b in blocks):
+        return []  # thinking alone says nothing to the model: the API strips it from past turns
     return blocks
 
 
-def _arguments(call: ToolCall) -> Any:
-    if not call.arguments.strip():
-        return {}
-    try:
-        value = json.loads(call.arguments)
-    except json.JSONDecodeError:
-        value = None
-    # The API wants an object; what the model wrote stays visible to it.
-    return value if isinstance(value, dict) else {"arguments": call.arguments}
+def _result_content(content: Any) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content if content.strip() else ""
+    parts = [p for p in map(_part, content or ()) if p is not None]
+    return [p if p.get("type") in _RESULT_BLOCKS else _left_out(p) for p in parts]
 
 
-def _part(part: Mapping[str, Any]) -> dict[str, Any]:
+def _part(part: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One content part as an Anthropic block; ``None`` for blank text."""
     kind = part.get("type")
-    if kind in ("text", "input_text"):
-        return {"type": "text", "text": part.get("text", "")}
+    if kind in TEXT_PART_TYPES:
+        text = part.get("text")
+        return {"type": "text", "text": text} if isinstance(text, str) and text.strip() else None
     if kind == "image_url":
         image = part.get("image_url")
         url = image.get("url", "") if isinstance(image, Mapping) else str(image or "")
         if url.startswith("data:") and ";base64," in url:
             media_type, data = url[5:].split(";base64,", 1)
+            if media_type not in _IMAGE_TYPES:
+                return _left_out(part)
             source: dict[str, Any] = {"type": "base64", "media_type": media_type, "data": data}
         else:
             source = {"type": "url", "url": url}
         return {"type": "image", "source": source}
-    return dict(part)  # already an Anthropic block (image, document, tool_result...)
+    if kind in _USER_BLOCKS:
+        return dict(part)  # already an Anthropic block (image, document, tool_result...)
+    return _left_out(part)
+
+
+def _left_out(part: Mapping[str, Any]) -> dict[str, Any]:
+    kind = part.get("type")
+    return {"type": "text", "text": f"[a {kind} part left out: the Messages API does not take it]"}
 
 
 def anthropic_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -359,10 +505,20 @@ def _usage(data: Mapping[str, Any] | None) -> Usage:
 
 @dataclass
 class _StreamedReply:
-    """Raw stream events (as dicts) in, library events out."""
+    """Raw stream events (as dicts) in, library events out.
 
-    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
-    json_parts: dict[int, list[str]] = field(default_factory=dict)
+    Each ``content_block_start`` opens a block at its ``index``, and the
+    deltas of that index go to it (https://docs.anthropic.com/en/docs/build-with-claude/streaming,
+    "Event types"). Blocks are kept in the order they opened, so a server
+    that reuses an index opens a new block rather than overwriting the first,
+    and a ``tool_use`` start whose ``id`` names a call already open continues
+    that call.
+    """
+
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    json_parts: dict[int, list[str]] = field(default_factory=dict)  # by position in blocks
+    # The block each stream index writes to now, and each call's ToolCallStart index.
+    open_blocks: dict[int, int] = field(default_factory=dict)
     call_positions: dict[int, int] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
@@ -391,15 +547,20 @@ class _StreamedReply:
         return []
 
     def _start(self, index: int, block: dict[str, Any]) -> list[ChatStreamEvent]:
-        self.blocks[index] = block
         kind = block.get("type")
+        if kind == "tool_use" and block.get("id"):
+            for position, known in enumerate(self.blocks):
+                if known.get("type") == "tool_use" and known.get("id") == block["id"]:
+                    self.open_blocks[index] = position
+                    return []
+        position = len(self.blocks)
+        self.blocks.append(block)
+        self.open_blocks[index] = position
         if kind == "tool_use":
-            position = len(self.call_positions)
-            self.call_positions[index] = position
-            self.json_parts[index] = []
-            return [
-                ToolCallStart(index=position, id=block.get("id", ""), name=block.get("name", ""))
-            ]
+            call = len(self.call_positions)
+            self.call_positions[position] = call
+            self.json_parts[position] = []
+            return [ToolCallStart(index=call, id=block.get("id", ""), name=block.get("name", ""))]
         if kind == "text" and block.get("text"):
             return [TextDelta(block["text"])]
         if kind == "thinking" and block.get("thinking"):
@@ -407,9 +568,10 @@ class _StreamedReply:
         return []
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> list[ChatStreamEvent]:
-        block = self.blocks.get(index)
-        if block is None:
+        position = self.open_blocks.get(index)
+        if position is None:
             return []
+        block = self.blocks[position]
         kind = delta.get("type")
         if kind == "text_delta":
             block["text"] = block.get("text", "") + delta["text"]
@@ -419,25 +581,27 @@ class _StreamedReply:
             return [ReasoningDelta(delta["thinking"])]
         if kind == "signature_delta":
             block["signature"] = delta["signature"]
-        elif kind == "input_json_delta" and index in self.json_parts:
-            self.json_parts[index].append(delta["partial_json"])
+        elif kind == "input_json_delta" and position in self.json_parts:
+            self.json_parts[position].append(delta["partial_json"])
             return [
-                ToolCallArgumentsDelta(index=self.call_positions[index], text=delta["partial_json"])
+                ToolCallArgumentsDelta(
+                    index=self.call_positions[position], text=delta["partial_json"]
+                )
             ]
         return []
 
     def completion(self) -> Completion:
-        blocks = [self.blocks[i] for i in sorted(self.blocks)]
         arguments = []
-        for i in sorted(self.blocks):
-            parts = self.json_parts.get(i)
+        for position, block in enumerate(self.blocks):
+            parts = self.json_parts.get(position)
             if parts:
                 arguments.append("".join(parts))
             else:  # a call without arguments streams none: its input is complete
-                arguments.append(json.dumps(self.blocks[i].get("input", {}), ensure_ascii=False))
-        for block in blocks:
-            if block.get("type") == "tool_use":
-                block.pop("input", None)
+                arguments.append(json.dumps(block.get("input", {}), ensure_ascii=False))
+        blocks = [
+            {k: v for k, v in b.items() if k != "input"} if b.get("type") == "tool_use" else b
+            for b in self.blocks
+        ]
         return Completion(
             message=message_from_blocks(blocks, arguments=arguments),
             usage=_usage(self.usage),

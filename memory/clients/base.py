@@ -13,10 +13,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from ..messages import ChatMessage
+from ..json_values import loads as load_json
+from ..messages import (
+    FINISH_REASON,
+    INVALID_TOOL_CALLS,
+    NORMAL_FINISH_REASONS,
+    ChatMessage,
+    ToolCall,
+)
+
+# The error kept for a sound call of a reply whose other call was invalid.
+UNRUN_CALL = "not run: another call of the same reply was invalid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,20 +55,94 @@ class Usage:
             return None
         return self.input_tokens + self.output_tokens
 
+    def __add__(self, other: Usage) -> Usage:
+        """The usage of two requests together: each count summed over the
+        requests that reported it (``None`` when neither did)."""
+        return Usage(
+            *(
+                None if mine is None and theirs is None else (mine or 0) + (theirs or 0)
+                for mine, theirs in zip(astuple(self), astuple(other), strict=True)
+            )
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Completion:
     """One model reply: the assistant message, the provider's usage and finish reason.
 
-    ``finish_reason`` uses the OpenAI names whatever the provider: ``"stop"``,
-    ``"tool_calls"``, ``"length"`` (cut at ``max_tokens``), ``"content_filter"``;
-    other values are passed through as the provider sent them.
+    ``message`` is the reply as the provider sent it, tool calls included
+    whatever their arguments. ``finish_reason`` uses the OpenAI names whatever
+    the provider: ``"stop"``, ``"tool_calls"``, ``"length"`` (cut at
+    ``max_tokens``), ``"content_filter"``; other values are passed through as
+    the provider sent them; ``None`` when it said nothing. ``stored_message``
+    is the reply as a memory should keep it.
     """
 
     message: ChatMessage
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     model: str | None = None
+
+    @property
+    def ended_normally(self) -> bool:
+        """``finish_reason`` is a normal end (``"stop"``, ``"tool_calls"``), or unknown."""
+        return self.finish_reason is None or self.finish_reason in NORMAL_FINISH_REASONS
+
+    @property
+    def invalid_tool_calls(self) -> list[tuple[ToolCall, str]]:
+        """The calls whose arguments are not valid JSON, each with why."""
+        return [
+            (call, error) for call in self.message.tool_calls if (error := call.arguments_error())
+        ]
+
+    @property
+    def stored_message(self) -> ChatMessage:
+        """The reply as a memory keeps it (see ``memory.messages``, "How a reply ended").
+
+        A normal reply is ``message`` itself. One that ended otherwise carries
+        ``"finish_reason"``. When a call's arguments are not valid JSON, no
+        call of the reply is kept as a call (none may run, and a provider
+        refuses such a call sent back): all of them go to
+        ``"invalid_tool_calls"`` with their error, and the finish reason is
+        ``"invalid_tool_calls"`` unless the provider gave another abnormal one.
+        """
+        message = self.message
+        errors = [call.arguments_error() for call in message.tool_calls]
+        invalid = any(errors)
+        if self.ended_normally and not invalid:
+            return message
+        extra = dict(message.extra)
+        if invalid:
+            extra[INVALID_TOOL_CALLS] = [
+                {
+                    "id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "error": error or UNRUN_CALL,
+                }
+                for call, error in zip(message.tool_calls, errors, strict=True)
+            ]
+            message = replace(message, content=message.content or "", tool_calls=())
+        extra[FINISH_REASON] = (
+            "invalid_tool_calls" if self.ended_normally else str(self.finish_reason)
+        )
+        return replace(message, extra=extra)
+
+
+def call_input(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments as the JSON object providers take back: the parsed
+    ``arguments``; ``{}`` when they are empty; and when they are not a JSON
+    object (invalid JSON in an older log, a custom call's free text)
+    ``{"arguments": text}``, so what the model wrote stays visible to it."""
+    if not call.arguments.strip():
+        return {}
+    value = None
+    if call.type != "custom":
+        try:
+            value = load_json(call.arguments)
+        except ValueError:  # not JSON: kept as text below
+            value = None
+    return value if isinstance(value, dict) else {"arguments": call.arguments}
 
 
 # -- stream events ------------------------------------------------------------------

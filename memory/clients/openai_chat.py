@@ -10,18 +10,21 @@ onto the library's ``ProviderError`` tree.
 The streamed reply is assembled here rather than by the SDK's
 ``ChatCompletionStreamState``: compatible servers bend the chunk format (a
 tool call without an ``index``, several calls on index 0 told apart by their
-ids, ``reasoning`` instead of ``reasoning_content``), and the SDK's
-accumulator raises on the first and merges the second.
+ids, their fragments interleaved, ``reasoning`` instead of
+``reasoning_content``), and the SDK's accumulator raises on the first and
+glues the second's fragments into one call.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import StreamInterruptedError
 from ..messages import ChatMessage, ToolCall
+from ..tokens.images import TEXT_PART_TYPES
 from ._provider import (
     DEFAULT_TIMEOUT_S,
     MAX_RETRY_WAIT_S,
@@ -40,6 +43,7 @@ from .base import (
     ToolCallArgumentsDelta,
     ToolCallStart,
     Usage,
+    call_input,
 )
 
 if TYPE_CHECKING:
@@ -145,24 +149,17 @@ class OpenAIChatClient(OwnedHttpClient):
         body: dict[str, Any] = {
             **self.params,
             "model": model,
-            "messages": [self._api_message(m) for m in messages],
+            "messages": to_openai(messages, send_reasoning_content=self.send_reasoning_content),
         }
         if tools:
             body["tools"] = list(tools)
         if max_tokens is not None:
-            # OpenAI's reasoning models refuse max_tokens; compatible servers
-            # may not know max_completion_tokens.
+            # max_tokens "is now deprecated in favor of max_completion_tokens, and
+            # is not compatible with o-series models" (API reference, chat/create);
+            # compatible servers may not know max_completion_tokens.
             key = "max_completion_tokens" if self.base_url == OPENAI_BASE_URL else "max_tokens"
             body[key] = max_tokens
         return body
-
-    def _api_message(self, message: ChatMessage) -> dict[str, Any]:
-        out = message.to_api_dict()
-        if message.role == "assistant" and message.reasoning_content is not None:
-            policy = self.send_reasoning_content
-            if policy == "always" or (policy == "tool_calls" and message.tool_calls):
-                out["reasoning_content"] = message.reasoning_content
-        return out
 
     async def create(
         self,
@@ -218,6 +215,118 @@ class OpenAIChatClient(OwnedHttpClient):
                 "the reply stream ended before the model finished (no finish_reason)"
             )
         yield CompletionDone(reply.completion())
+
+
+# -- requests -----------------------------------------------------------------------
+
+# Said in a tool message whose images or files had to move to the next message.
+MEDIA_MOVED = "(this result's images and files are in the next message)"
+# The content parts a user message takes (ChatCompletionContentPartParam).
+USER_PART_TYPES = frozenset({"text", "image_url", "input_audio", "file"})
+
+
+def to_openai(
+    messages: Sequence[ChatMessage], *, send_reasoning_content: ReasoningPolicy = "tool_calls"
+) -> list[dict[str, Any]]:
+    """The ``messages`` of a chat-completions request.
+
+    Each message goes as ``ChatMessage.to_api_dict`` gives it, with what the
+    API and strict compatible servers require (see ``memory.testing.strict``):
+
+    - instructions with no text are not sent: a memory without a system
+      prompt sends no empty system message;
+    - an assistant message with neither text nor calls (a failed reply that
+      only held invalid calls) is not sent, since the API requires ``content``
+      unless there are ``tool_calls``;
+    - tool-call ``arguments`` go as the model wrote them when they are JSON;
+      empty ones as ``{}`` and invalid ones (kept in older logs) as
+      ``{"arguments": text}`` (``call_input``);
+    - a tool message's content is text only (``ChatCompletionToolMessageParam``):
+      the images and files of a batch's results go in one user message right
+      after the batch's last result;
+    - ``reasoning_content`` goes back on assistant messages as
+      ``send_reasoning_content`` says (see ``OpenAIChatClient``).
+    """
+    out: list[dict[str, Any]] = []
+    media: list[dict[str, Any]] = []  # of the tool batch in progress
+    for message in messages:
+        if message.role != "tool" and media:
+            out.append({"role": "user", "content": media})
+            media = []
+        if message.role in ("system", "developer") and not message.text.strip():
+            continue
+        if message.role == "assistant" and not _has_payload(message):
+            continue
+        api = message.to_api_dict()
+        if message.role == "user":
+            content = api["content"]
+            parts = isinstance(content, list)
+            api["content"] = [_user_part(p) for p in content] if parts else content or ""
+        elif message.role == "tool":
+            api["content"], moved = _tool_content(message)
+            if moved:
+                heading = f"Returned by tool call {message.tool_call_id}:"
+                media += [{"type": "text", "text": heading}, *map(_user_part, moved)]
+        elif message.role == "assistant":
+            if message.tool_calls:
+                api["tool_calls"] = [_api_call(c) for c in message.tool_calls]
+            policy = send_reasoning_content
+            sends = policy == "always" or (policy == "tool_calls" and bool(message.tool_calls))
+            if message.reasoning_content is not None and sends:
+                api["reasoning_content"] = message.reasoning_content
+        out.append(api)
+    if media:
+        out.append({"role": "user", "content": media})
+    return out
+
+
+def _has_payload(message: ChatMessage) -> bool:
+    content = message.content
+    has_content = bool(content.strip()) if isinstance(content, str) else bool(content)
+    return has_content or bool(message.tool_calls) or message.refusal is not None
+
+
+def _api_call(call: ToolCall) -> dict[str, Any]:
+    out = call.to_api_dict()
+    if call.type == "function" and (not call.arguments.strip() or call.arguments_error()):
+        out["function"]["arguments"] = json.dumps(call_input(call), ensure_ascii=False)
+    return out
+
+
+def _tool_content(message: ChatMessage) -> tuple[str | list[dict[str, Any]], list[dict[str, Any]]]:
+    """A tool message's text content, and the parts that must move out of it."""
+    content = message.content
+    if not isinstance(content, list):
+        return content or "", []
+    texts = [_text_part(p) for p in content if p.get("type") in TEXT_PART_TYPES]
+    moved = [p for p in content if p.get("type") not in TEXT_PART_TYPES]
+    if moved and not texts:
+        return MEDIA_MOVED, moved
+    return texts or "", moved
+
+
+def _text_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    text = part.get("text")
+    return {"type": "text", "text": text if isinstance(text, str) else ""}
+
+
+def _user_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A content part in a shape chat completions takes: text parts of other
+    APIs as ``text``, Anthropic image blocks as ``image_url``; a part it
+    cannot take at all is named in a text part instead."""
+    kind = part.get("type")
+    if kind in TEXT_PART_TYPES:
+        return _text_part(part)
+    if kind in USER_PART_TYPES:
+        return dict(part)
+    source = part.get("source")
+    if kind == "image" and isinstance(source, Mapping):
+        if source.get("type") == "base64":
+            url = f"data:{source.get('media_type')};base64,{source.get('data')}"
+            return {"type": "image_url", "image_url": {"url": url}}
+        if source.get("type") == "url":
+            return {"type": "image_url", "image_url": {"url": str(source.get("url"))}}
+    return {"type": "text", "text": f"[a {kind} part left out: chat completions do not take it]"}
 
 
 # -- replies ------------------------------------------------------------------------
@@ -277,19 +386,31 @@ def _usage(data: Mapping[str, Any] | None) -> Usage:
 class _CallParts:
     id: str
     name: str
+    index: int | None  # the provider's index of the call (None: it sent none)
     arguments: list[str] = field(default_factory=list)
     type: str = "function"
 
 
 @dataclass
 class _StreamedReply:
-    """Chunks (as dicts) in, events out; ``completion()`` at the end."""
+    """Chunks (as dicts) in, events out; ``completion()`` at the end.
+
+    A tool-call fragment belongs to the call its ``id`` names when it has
+    one: several calls may share an index (or have none) and be told apart
+    only by their ids, their fragments interleaved. A fragment without an id
+    continues the latest call of its index; one with neither continues the
+    call of the previous fragment. OpenAI itself sends the id on a call's
+    first fragment and the index on all of them
+    (https://platform.openai.com/docs/api-reference/chat-streaming, ``tool_calls``).
+    """
 
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     calls: list[_CallParts] = field(default_factory=list)
-    # The provider's index of a call -> its position in ``calls``.
-    positions: dict[int, int] = field(default_factory=dict)
+    # Positions in ``calls``: of each id (in order), of the latest call on each index.
+    by_id: dict[str, list[int]] = field(default_factory=dict)
+    by_index: dict[int, int] = field(default_factory=dict)
+    last: int | None = None
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
@@ -317,26 +438,42 @@ class _StreamedReply:
                 self.finish_reason = choice["finish_reason"]
         return events
 
+    def _position(self, call_id: str, index: int | None) -> int | None:
+        """The call a fragment continues; ``None``: it starts a new one."""
+        if call_id:
+            # The latest call of that id, unless it holds another index (a
+            # gateway that repeats one id over distinct calls).
+            same = [
+                p
+                for p in self.by_id.get(call_id, ())
+                if index is None or self.calls[p].index in (index, None)
+            ]
+            return same[-1] if same else None
+        if index is not None:
+            return self.by_index.get(index)
+        return self.last
+
     def _add_call(self, call: Mapping[str, Any]) -> list[ChatStreamEvent]:
         function = call.get("function") or {}
         call_id = call.get("id") or ""
-        index = call.get("index")
-        if isinstance(index, int):
-            position = self.positions.get(index)
-        else:  # no index: the piece continues the last call, unless its id is new
-            position = len(self.calls) - 1 if self.calls else None
-        if position is not None and call_id and call_id != self.calls[position].id:
-            position = None  # a new call on an index already used
+        index = call.get("index") if isinstance(call.get("index"), int) else None
+        position = self._position(call_id, index)
         events: list[ChatStreamEvent] = []
         if position is None:
             position = len(self.calls)
-            if isinstance(index, int):
-                self.positions[index] = position
             parts = _CallParts(
-                id=call_id, name=function.get("name") or "", type=call.get("type") or "function"
+                id=call_id,
+                name=function.get("name") or "",
+                index=index,
+                type=call.get("type") or "function",
             )
             self.calls.append(parts)
+            if call_id:
+                self.by_id.setdefault(call_id, []).append(position)
             events.append(ToolCallStart(index=position, id=parts.id, name=parts.name))
+        if index is not None:
+            self.by_index[index] = position
+        self.last = position
         parts = self.calls[position]
         if not parts.name and function.get("name"):
             parts.name = function["name"]  # a server that sends the name after the id

@@ -123,6 +123,7 @@ class ModelSummariser:
             max_output_tokens=min(request.budget_tokens, limits.max_output_tokens),
             timeout_s=self.timeout_s,
             instructions=request.instructions,
+            output_limit=limits.max_output_tokens,
         )
 
 

@@ -27,6 +27,7 @@ from ..errors import CompactionError
 from ..json_values import clean_text
 from ..messages import ChatMessage
 from ..tokens import TokenCounter
+from ..tokens.model_limits import get_model_limits
 
 CompactFn = Callable[..., "str | Awaitable[str]"]
 """``compact_fn(messages, system_prompt) -> summary``, sync or async. ``messages``
@@ -125,6 +126,8 @@ class Summary:
     model: str
     chunks: int = 1
     usage: Usage | None = None
+    """What the model's requests for this summary used, summed over all of
+    them (retries included); ``None`` when no model wrote it."""
 
     def usage_record(self) -> dict[str, Any] | None:
         """The compaction record's ``usage``: ``{"input_tokens", "output_tokens",
@@ -150,6 +153,7 @@ async def summarize_with_model(
     max_output_tokens: int,
     timeout_s: float,
     instructions: str | None = None,
+    output_limit: int | None = None,
 ) -> Summary:
     """Summarise ``messages`` (folding ``previous_summary``) with a model,
     following the caller's ``instructions`` (what the summary must keep).
@@ -157,9 +161,20 @@ async def summarize_with_model(
     Every request stays within ``context_window`` tokens: the transcript is split
     into chunks of at most ``context_window - max_output_tokens - overhead``
     tokens, and one message larger than a chunk is shortened for the request.
-    Raises ``CompactionError`` on a timeout (``timeout_s`` seconds per request),
-    a provider error or an empty reply.
+
+    Only a whole reply is a summary: one that ended with a normal stop
+    (``finish_reason`` ``"stop"``, or none reported) and holds text that is
+    not a refusal. Anything else (cut at the output limit, filtered, refused,
+    empty) is retried once: a reply cut at the limit with twice the output
+    room, up to ``output_limit`` (the model's most output tokens; ``None``:
+    looked up in ``memory.tokens.model_limits``), else with its chunk split in
+    two; another failure with its chunk split, or as it was. The summary's
+    ``usage`` sums every request's (input, output and cached tokens).
+
+    Raises ``CompactionError`` (saying why) on a timeout (``timeout_s`` seconds
+    per request), a provider error, or a reply still unusable after its retry.
     """
+    limit = max(output_limit or get_model_limits(model).max_output_tokens, max_output_tokens)
     prompt = _instructions(previous=True, max_tokens=max_output_tokens, asked=instructions)
     prompt_tokens = counter.count(prompt) + _REQUEST_OVERHEAD_TOKENS
     budget = context_window - max_output_tokens - prompt_tokens
@@ -167,21 +182,72 @@ async def summarize_with_model(
     chunks = _chunk_transcript(
         messages, counter, budget - (counter.count(summary) if summary else 0)
     )
-    for number, chunk in enumerate(chunks, start=1):
+    usage = Usage()
+    asked = 0
+
+    async def ask(chunk: str, output_tokens: int) -> tuple[str, str | None, bool]:
+        """The reply's text, why it is not a summary (``None``: it is one), and
+        whether it was cut at the output limit."""
+        nonlocal usage, asked
+        asked += 1
         request = _summary_request(chunk, summary, max_output_tokens, instructions)
         try:
             completion = await asyncio.wait_for(
-                client.create(model=model, messages=request, max_tokens=max_output_tokens),
+                client.create(model=model, messages=request, max_tokens=output_tokens),
                 timeout=timeout_s,
             )
         except TimeoutError as exc:
             raise CompactionError(
-                f"the compaction model did not answer within {timeout_s:g} s (chunk {number})"
+                f"the compaction model did not answer within {timeout_s:g} s (request {asked})"
             ) from exc
         except Exception as exc:  # any provider failure leaves the context as it was
             raise CompactionError(f"the compaction model call failed: {exc}") from exc
-        summary = checked_summary(completion.message.text, f"model {model}")
-    return Summary(summary or "", model, len(chunks))
+        usage = usage + completion.usage
+        reply = completion.message
+        reason = completion.finish_reason
+        cut = reason == "length"
+        if reason not in (None, "stop"):
+            at_limit = " (cut at the output limit)" if cut else ""
+            return reply.text, f"the reply ended with finish_reason {reason!r}{at_limit}", cut
+        if reply.refusal is not None:
+            return reply.text, f"the model refused: {reply.refusal[:200]}", False
+        if not reply.text.strip():
+            return reply.text, "the reply was empty", False
+        return reply.text, None, False
+
+    pieces = 0
+    for number, chunk in enumerate(chunks, start=1):
+        text, problem, cut = await ask(chunk, max_output_tokens)
+        if problem is None:
+            summary, pieces = clean_text(text), pieces + 1
+            continue
+        # One retry: more room for a reply cut at the limit (while the request
+        # still fits the window), else the chunk in two halves, else as it was.
+        lines = chunk.split("\n")
+        room = min(
+            2 * max_output_tokens,
+            limit,
+            context_window
+            - prompt_tokens
+            - (counter.count(chunk) + (counter.count(summary) if summary else 0)),
+        )
+        if cut and room > max_output_tokens:
+            retries = [(chunk, room)]
+        elif len(lines) > 1:
+            half = len(lines) // 2
+            retries = [("\n".join(lines[:half]), max_output_tokens)]
+            retries.append(("\n".join(lines[half:]), max_output_tokens))
+        else:
+            retries = [(chunk, max_output_tokens)]
+        for part, output_tokens in retries:
+            text, again, _ = await ask(part, output_tokens)
+            if again is not None:
+                raise CompactionError(
+                    f"the compaction model's summary of part {number} was unusable twice: "
+                    f"{problem}; then {again}"
+                )
+            summary, pieces = clean_text(text), pieces + 1
+    return Summary(summary or "", model, pieces, usage)
 
 
 def _summary_request(

@@ -3,11 +3,14 @@
 It speaks the OpenAI chat-completions API (``POST /v1/chat/completions``) and
 the Anthropic Messages API (``POST /v1/messages``), whole or streamed (SSE),
 on 127.0.0.1. Each API has its own script: a list of ``ScriptedReply``
-consumed in order, one per request. A reply is a text, tool calls (parallel),
-reasoning / thinking with a signature, usage, or a failure: an error status
-(401, 429 with ``retry-after``, 500, 529, a context-length 400), a slow
-answer, or a stream cut off mid-way. The server records every request it got
-(``server.requests``), so a test can assert what a client sent.
+consumed in order, one per request. A reply is a text, tool calls (parallel,
+their streamed fragments in order or interleaved), reasoning / thinking with a
+signature, usage, or a failure: an error status (401, 429 with
+``retry-after``, 500, 529, a context-length 400), a slow answer, or a stream
+cut off mid-way. The server records every request it got
+(``server.requests``), so a test can assert what a client sent. With
+``strict=True`` it refuses (400, consuming no reply) every request that
+``memory.testing.strict`` finds a problem in, as a strict provider would.
 
 In tests::
 
@@ -20,7 +23,7 @@ From a shell (the script is a JSON file ``{"openai": [...], "anthropic": [...]}`
 of ``ScriptedReply`` fields; ``--fallback echo`` answers "echo: <last user
 text>" once a script is used up, instead of a 500)::
 
-    python -m memory.testing.scripted_server --port 8765 --script replies.json
+    python -m memory.testing.scripted_server --port 8765 --script replies.json --strict
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,6 +44,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from .strict import request_problems
 
 Api = Literal["openai", "anthropic"]
 APIS: tuple[Api, ...] = ("openai", "anthropic")
@@ -103,6 +108,11 @@ class ScriptedReply:
     (``input_tokens`` for the whole prompt, ``output_tokens``,
     ``cached_input_tokens``) and ``finish_reason`` (default: ``"tool_calls"``
     with calls, else ``"stop"``; Anthropic names are derived).
+    ``interleave_calls`` streams the calls' fragments taking turns, as some
+    compatible servers do: OpenAI chunks all on index 0, each fragment with
+    its call's id; Anthropic ``tool_use`` blocks all opened first, then their
+    deltas in turn. An ``arguments`` string that is not JSON (a call cut off
+    at the output limit) is streamed as it is.
 
     A failure: ``error`` (``bad_key`` 401, ``rate_limit`` 429, ``server`` 500,
     ``overloaded`` 529, ``context_length`` 400, ``bad_request`` 400) with
@@ -128,6 +138,7 @@ class ScriptedReply:
     chunk_delay_s: float = 0.0
     cut_after: int | None = None
     stream_error: ErrorKind | None = None
+    interleave_calls: bool = False
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScriptedReply:
@@ -177,6 +188,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any
     disconnected: bool = False
+    problems: list[str] = field(default_factory=list)
 
 
 def load_script(path: str | Path) -> dict[Api, list[ScriptedReply]]:
@@ -194,7 +206,10 @@ class ScriptedServer:
     read with ``ScriptedReply.from_dict``). ``api_key``: when set, a request
     without it (``Authorization: Bearer`` or ``x-api-key``) gets 401 and
     consumes nothing. ``fallback``: what to answer once a script is used up:
-    ``"error"`` (a 500 saying so) or ``"echo"``.
+    ``"error"`` (a 500 saying so) or ``"echo"``. ``strict``: refuse with a
+    400 ``invalid_request_error`` (listing the problems, also kept in the
+    request's ``problems``) every request body ``memory.testing.strict``
+    finds fault with; such a request consumes no reply.
 
     Use it as a context manager, or ``start()`` / ``stop()``.
     """
@@ -206,6 +221,7 @@ class ScriptedServer:
         anthropic: Iterable[ScriptedReply | Mapping[str, Any]] = (),
         api_key: str | None = None,
         fallback: Literal["error", "echo"] = "error",
+        strict: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -215,6 +231,7 @@ class ScriptedServer:
         self.add("anthropic", *anthropic)
         self.api_key = api_key
         self.fallback = fallback
+        self.strict = strict
         self.host = host
         self.port = port
         self.requests: list[RecordedRequest] = []
@@ -317,6 +334,10 @@ class ScriptedServer:
         self.requests.append(record)
         if self.api_key is not None and self.api_key not in _sent_keys(request):
             return _error_response(api, ScriptedReply(error="bad_key"))
+        if self.strict and (problems := request_problems(api, body)):
+            record.problems = problems
+            refusal = ScriptedReply(error="bad_request", message="; ".join(problems))
+            return _error_response(api, refusal)
         reply = self._next(api)
         if reply is None:
             if self.fallback == "echo":
@@ -448,15 +469,16 @@ def _openai_events(reply: ScriptedReply, model: str, *, include_usage: bool) -> 
     events = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({"reasoning_content": p}) for p in _pieces(reply.reasoning or "")]
     events += [chunk({"content": p}) for p in _pieces(reply.text)]
+    fragments: list[list[dict[str, Any]]] = []
+    shared = reply.interleave_calls  # every call on index 0, told apart by its id only
     for index, (call_id, name, args) in enumerate(reply.calls()):
-        first = {"index": index, "id": call_id, "type": "function"}
-        events.append(
-            chunk({"tool_calls": [{**first, "function": {"name": name, "arguments": ""}}]})
-        )
-        events += [
-            chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
-            for p in _pieces(args)
-        ]
+        at = 0 if shared else index
+        again = {"id": call_id} if shared else {}
+        first = {"name": name, "arguments": ""}
+        own = [{"index": at, "id": call_id, "type": "function", "function": first}]
+        own += [{"index": at, **again, "function": {"arguments": p}} for p in _pieces(args)]
+        fragments.append(own)
+    events += [chunk({"tool_calls": [f]}) for f in _in_turn(fragments, reply.interleave_calls)]
     events.append(chunk({}, reply.openai_finish()))
     if include_usage:
         data = {**head, "created": 0, "choices": [], "usage": _openai_usage(reply)}
@@ -478,6 +500,24 @@ def _anthropic_usage(reply: ScriptedReply) -> dict[str, Any]:
     }
 
 
+def _in_turn(groups: Sequence[Sequence[Any]], interleave: bool) -> list[Any]:
+    """The items of ``groups`` one group after another, or taking turns."""
+    if not interleave:
+        return [item for group in groups for item in group]
+    out = []
+    for depth in range(max((len(g) for g in groups), default=0)):
+        out += [g[depth] for g in groups if depth < len(g)]
+    return out
+
+
+def _input(arguments: str) -> Any:
+    """A call's ``input``: its arguments parsed, or ``{}`` for text that is not JSON."""
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return {}
+
+
 def _anthropic_blocks(reply: ScriptedReply) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if reply.reasoning is not None:
@@ -489,7 +529,7 @@ def _anthropic_blocks(reply: ScriptedReply) -> list[dict[str, Any]]:
     if reply.text:
         blocks.append({"type": "text", "text": reply.text})
     for call_id, name, args in reply.calls():
-        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": json.loads(args)})
+        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": _input(args)})
     return blocks
 
 
@@ -514,6 +554,8 @@ def _anthropic_events(reply: ScriptedReply, model: str) -> list[str]:
     start = {**_anthropic_body(reply, model), "content": [], "stop_reason": None}
     start["usage"] = {**usage, "output_tokens": 1}
     events = [event({"type": "message_start", "message": start}), event({"type": "ping"})]
+    arguments = iter(args for _, _, args in reply.calls())
+    calls: list[list[str]] = []
     for index, block in enumerate(_anthropic_blocks(reply)):
         kind = block["type"]
         opening: dict[str, Any] = {
@@ -521,9 +563,7 @@ def _anthropic_events(reply: ScriptedReply, model: str) -> list[str]:
             "text": {"type": "text", "text": ""},
             "tool_use": {**block, "input": {}},
         }.get(kind, block)
-        events.append(
-            event({"type": "content_block_start", "index": index, "content_block": opening})
-        )
+        started = event({"type": "content_block_start", "index": index, "content_block": opening})
         deltas: list[dict[str, Any]] = []
         if kind == "thinking":
             deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
@@ -531,12 +571,16 @@ def _anthropic_events(reply: ScriptedReply, model: str) -> list[str]:
         elif kind == "text":
             deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
         elif kind == "tool_use":
-            args = json.dumps(block["input"])
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(args)]
-        events += [
-            event({"type": "content_block_delta", "index": index, "delta": d}) for d in deltas
-        ]
-        events.append(event({"type": "content_block_stop", "index": index}))
+            raw = next(arguments)
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(raw)]
+        own = [event({"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
+        stopped = event({"type": "content_block_stop", "index": index})
+        if kind == "tool_use" and reply.interleave_calls:
+            events.append(started)
+            calls.append([*own, stopped])
+        else:
+            events += [started, *own, stopped]
+    events += _in_turn(calls, interleave=True)
     events.append(
         event(
             {
@@ -577,6 +621,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--script", help="JSON file {'openai': [...], 'anthropic': [...]}")
     parser.add_argument("--api-key", help="answer 401 to requests without this key")
     parser.add_argument("--fallback", choices=["error", "echo"], default="echo")
+    parser.add_argument(
+        "--strict", action="store_true", help="refuse (400) requests a strict provider would"
+    )
     args = parser.parse_args(argv)
     script = load_script(args.script) if args.script else {"openai": [], "anthropic": []}
     server = ScriptedServer(
@@ -584,6 +631,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         anthropic=script["anthropic"],
         api_key=args.api_key,
         fallback=args.fallback,
+        strict=args.strict,
         host=args.host,
         port=args.port,
     )

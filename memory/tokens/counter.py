@@ -31,6 +31,10 @@ What is exact and what is an estimate
   to prime the reply). The overhead of a tool call is an estimate; images
   follow the providers' published rules; audio and files are rough
   estimates (``memory.tokens.images``).
+- They count what the model's provider receives and counts, by its
+  documented rules (``memory.tokens.provider_rules``): the reasoning of
+  earlier replies only where the provider keeps it, no empty system message,
+  and ``tools_tokens`` the tool schemas as the provider renders them.
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ from typing import Any
 
 import regex
 
-from ..messages import ChatMessage
-from .encodings import encoding_for_model, normalize_model_name
+from ..messages import INSTRUCTION_ROLES, ChatMessage
+from .encodings import encoding_for_model
 from .images import (
     ANTHROPIC_UNKNOWN_IMAGE_TOKENS,
     AUDIO_PART_TYPES,
@@ -64,6 +68,7 @@ from .images import (
     image_part_size,
     openai_image_tokens,
 )
+from .provider_rules import CountingRules, counting_rules, tools_tokens
 
 # OpenAI cookbook, "How to count tokens with tiktoken" (gpt-3.5-turbo-0613 and later):
 # every message is wrapped as <|start|>{role/name}\n{content}<|end|>\n.
@@ -162,7 +167,9 @@ class TokenCounter:
 
     ``model`` is the name it was asked for, ``encoding_name`` the tiktoken
     encoding it uses, ``approximate`` whether that is not the model's own
-    tokenizer. Thread-safe; every method is a pure function of its arguments.
+    tokenizer, ``rules`` how its provider counts a request
+    (``memory.tokens.provider_rules``). Thread-safe; every method is a pure
+    function of its arguments.
     Raises ``memory.encodings.EncodingDataError`` at creation when the shipped
     BPE files are bad.
     """
@@ -180,7 +187,8 @@ class TokenCounter:
         self.approximate = resolved.approximate
         self._encode = resolved.encoding.encode_ordinary
         self._decode_bytes = resolved.encoding.decode_bytes
-        self._anthropic_images = model is not None and "claude" in normalize_model_name(model)
+        self.rules: CountingRules = counting_rules(model, resolved.encoding_name)
+        self._anthropic = self.rules.shape == "anthropic"
         self._short_counts: dict[str, int] = {}
 
     @classmethod
@@ -346,7 +354,7 @@ class TokenCounter:
         if isinstance(image_url, Mapping):
             detail = image_url.get("detail", detail)
         size = image_part_size(part)
-        if self._anthropic_images:
+        if self._anthropic:
             return anthropic_image_tokens(*size) if size else ANTHROPIC_UNKNOWN_IMAGE_TOKENS
         detail_name = detail if isinstance(detail, str) else "auto"
         if size is None:
@@ -386,12 +394,13 @@ class TokenCounter:
 
         ``TOKENS_PER_MESSAGE`` + role + content (+ ``TOKENS_PER_NAME`` + name)
         + each tool call's name and arguments + ``TOKENS_PER_TOOL_CALL`` +
-        ``tool_call_id`` + reasoning: the text of the ``thinking_blocks`` when
-        there are any (their signature is not rendered into the prompt, and a
-        ``redacted_thinking`` block's encrypted size is unknown, so counts 0),
-        else ``reasoning_content`` + an assistant's ``refusal`` text. Other
-        fields kept in ``extra`` are not sent and not counted.
+        ``tool_call_id`` + the reasoning the provider counts (``reasoning_tokens``)
+        + an assistant's ``refusal`` text. Instructions with no text count 0:
+        they are not sent. Other fields kept in ``extra`` are not sent and not
+        counted.
         """
+        if message.role in INSTRUCTION_ROLES and not message.text.strip():
+            return 0
         tokens = TOKENS_PER_MESSAGE + self._short(message.role)
         if content_tokens is None:
             content_tokens = self.content_tokens(message.content)
@@ -402,17 +411,40 @@ class TokenCounter:
             tokens += self._short(call.name) + self.count(call.arguments) + TOKENS_PER_TOOL_CALL
         if message.tool_call_id is not None:
             tokens += self.count(message.tool_call_id)
-        # A provider's reply carries its reasoning in one of the two forms (an
-        # Anthropic reply fills both with the same text): count it once.
-        if message.thinking_blocks:
-            for block in message.thinking_blocks:
-                thinking = block.get("thinking")
-                tokens += self.count(thinking) if isinstance(thinking, str) else 0
-        elif message.reasoning_content:
-            tokens += self.count(message.reasoning_content)
+        tokens += self.reasoning_tokens(message)
         if message.role == "assistant" and (refusal := message.refusal) is not None:
             tokens += self.count(refusal)
         return tokens
+
+    def reasoning_tokens(self, message: ChatMessage) -> int:
+        """Tokens of an assistant message's reasoning that its provider counts
+        in later requests (``memory.tokens.provider_rules``).
+
+        Anthropic: the text of its ``thinking_blocks``, when the model keeps
+        earlier thinking or the message calls tools (the signature is not
+        rendered into the prompt, and a ``redacted_thinking`` block's encrypted
+        size is unknown, so it counts 0). OpenAI chat: its
+        ``reasoning_content``, when the message calls tools. An Anthropic
+        reply fills both fields with the same text; one shape counts one.
+        """
+        if message.role != "assistant":
+            return 0
+        if self._anthropic:
+            if not message.thinking_blocks:
+                return 0
+            if not (self.rules.counts_earlier_thinking or message.tool_calls):
+                return 0
+            texts = [b.get("thinking") for b in message.thinking_blocks]
+            return sum(self.count(t) for t in texts if isinstance(t, str))
+        if message.reasoning_content and message.tool_calls:
+            return self.count(message.reasoning_content)
+        return 0
+
+    def tools_tokens(self, schemas: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens the tool ``schemas`` (OpenAI function-tool dicts) add to a
+        request, as the model's provider renders them
+        (``memory.tokens.provider_rules``); 0 for none."""
+        return tools_tokens(schemas, self.rules, self.count)
 
     def context_tokens(self, messages: Iterable[ChatMessage | Mapping[str, Any]]) -> int:
         """Tokens of a whole request's messages, plus ``REPLY_PRIMING_TOKENS``."""

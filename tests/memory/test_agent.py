@@ -14,6 +14,7 @@ from memory import (
     CompactionMemory,
     CompactionMemoryConfig,
     ConfigurationError,
+    InvalidReplyError,
     MotusMemoryError,
     RateLimitError,
     ToolCall,
@@ -133,14 +134,13 @@ async def test_a_tool_that_raises_becomes_an_error_result() -> None:
     assert tool_results(agent) == ["Error: divide raised ZeroDivisionError: division by zero"]
 
 
-async def test_arguments_that_are_not_json_or_do_not_fit_become_error_results() -> None:
+async def test_arguments_that_do_not_fit_the_tool_become_error_results() -> None:
     client = FakeClient(
         [
             calling(
-                call("divide", '{"a": 1, "b":', "c1"),
-                call("divide", {"a": 1, "c": 2}, "c2"),
-                call("divide", "[1, 2]", "c3"),
-                call("divide", {"a": 6, "b": 3}, "c4"),
+                call("divide", {"a": 1, "c": 2}, "c1"),
+                call("divide", "[1, 2]", "c2"),
+                call("divide", {"a": 6, "b": 3}, "c3"),
             ),
             "ok",
         ]
@@ -148,11 +148,42 @@ async def test_arguments_that_are_not_json_or_do_not_fit_become_error_results() 
     agent = ReActAgent(client=client, model_name="gpt-4o", tools=[divide])
 
     await agent.run("divide things")
-    bad_json, bad_name, not_object, good = tool_results(agent)
-    assert bad_json.startswith("Error: the arguments of divide are not valid JSON")
+    bad_name, not_object, good = tool_results(agent)
     assert bad_name.startswith("Error: bad arguments for divide:")
     assert not_object == "Error: bad arguments for divide: the arguments must be a JSON object"
     assert good == "2.0"
+
+
+async def test_a_reply_with_arguments_that_are_not_json_runs_no_call_and_is_stored_as_failed() -> (
+    None
+):
+    ran: list[tuple[float, float]] = []
+
+    def record(a: float, b: float) -> float:
+        """Divides, and remembers it did."""
+        ran.append((a, b))
+        return a / b
+
+    record.__name__ = "divide"
+    client = FakeClient(
+        [calling(call("divide", {"a": 6, "b": 3}, "c1"), call("divide", '{"a": 1, "b":', "c2"))]
+    )
+    agent = ReActAgent(client=client, model_name="gpt-4o", tools=[record])
+
+    with pytest.raises(InvalidReplyError, match="not valid JSON") as raised:
+        await agent.run("divide things")
+    assert ran == []
+    assert len(raised.value.errors) == 1
+    failed = agent.memory.messages[-1]
+    assert failed.tool_calls == ()
+    assert failed.finish_reason == "invalid_tool_calls"
+    assert [(c["id"], c["arguments"]) for c in failed.extra["invalid_tool_calls"]] == [
+        ("c1", '{"a": 6, "b": 3}'),
+        ("c2", '{"a": 1, "b":'),
+    ]
+    assert "not valid JSON" in failed.extra["invalid_tool_calls"][1]["error"]
+    assert failed.to_api_dict() == {"role": "assistant", "content": ""}
+    assert agent.memory.at_boundary
 
 
 async def test_it_stops_after_max_steps_with_every_message_in_memory() -> None:

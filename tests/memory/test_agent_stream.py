@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -14,6 +14,7 @@ from memory import (
     AgentBusyError,
     AgentEvent,
     AnswerDelta,
+    AnthropicClient,
     BasicMemory,
     ChatMessage,
     CompactionFinished,
@@ -22,6 +23,7 @@ from memory import (
     CompactionStarted,
     Completion,
     CompletionDone,
+    InvalidReplyError,
     MaxStepsExceeded,
     MessageAdded,
     OpenAIChatClient,
@@ -36,9 +38,12 @@ from memory import (
     TurnStarted,
     Usage,
     UsageReported,
+    calculator,
+    current_time,
 )
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 
+from .client_helpers import strict_server
 from .conftest import FakeClient
 
 
@@ -137,7 +142,7 @@ async def test_awaiting_the_agent_consumes_the_same_stream() -> None:
 
 async def test_text_streams_in_pieces_from_a_real_server_with_the_providers_usage() -> None:
     reply = ScriptedReply(text="The answer is forty-two.", usage={"input_tokens": 77})
-    with ScriptedServer(openai=[reply]) as server:
+    with ScriptedServer(openai=[reply], strict=True) as server:
         async with OpenAIChatClient(server.openai_base_url, api_key="k") as client:
             agent = ReActAgent(client=client, model_name="gpt-4o")
             events = await collect(agent, "What is the answer?")
@@ -148,7 +153,8 @@ async def test_text_streams_in_pieces_from_a_real_server_with_the_providers_usag
     usage = next(e for e in events if isinstance(e, UsageReported))
     assert usage.usage.input_tokens == 77
     assert server.requests[0].body["stream"] is True
-    assert events[-1] == TurnFinished("answer", "The answer is forty-two.", steps=1)
+    assert usage.finish_reason == "stop"
+    assert events[-1] == TurnFinished("answer", "The answer is forty-two.", 1, "stop")
 
 
 async def test_parallel_tool_calls_run_at_once_and_results_are_added_in_call_order() -> None:
@@ -253,14 +259,16 @@ async def test_interrupting_a_streaming_reply_keeps_the_partial_answer_marked() 
     await asyncio.wait_for(consumer, timeout=2)
 
     assert client.closed  # the HTTP stream was closed, not left to finish
-    assert events[-1] == TurnFinished("interrupted", "Once upon a time ", steps=1)
+    assert events[-1] == TurnFinished("interrupted", "Once upon a time ", 1, "interrupted")
     kept = agent.memory.messages[-1]
     assert kept.to_dict() == {
         "role": "assistant",
         "content": "Once upon a time ",
         "interrupted": True,
+        "finish_reason": "interrupted",
     }
-    assert "interrupted" not in kept.to_api_dict()
+    assert kept.finish_reason == "interrupted"
+    assert kept.to_api_dict() == {"role": "assistant", "content": "Once upon a time "}
     assert not agent.running
     assert not agent.interrupt()
 
@@ -301,7 +309,7 @@ async def test_interrupting_tools_answers_every_call_and_keeps_finished_results(
         ("c2", "Cancelled: the turn was stopped before this call finished."),
     ]
     assert agent.memory.at_boundary
-    assert events[-1] == TurnFinished("interrupted", "", steps=1)
+    assert events[-1] == TurnFinished("interrupted", "", 1, "interrupted")
 
 
 async def test_closing_the_stream_early_interrupts_the_turn_and_leaves_a_valid_context() -> None:
@@ -314,7 +322,10 @@ async def test_closing_the_stream_early_interrupts_the_turn_and_leaves_a_valid_c
                 break
 
     assert [m.role for m in agent.memory.messages] == ["user", "assistant"]
-    assert agent.memory.messages[-1].extra == {"interrupted": True}
+    assert agent.memory.messages[-1].extra == {
+        "interrupted": True,
+        "finish_reason": "interrupted",
+    }
     assert not agent.running
 
 
@@ -402,3 +413,84 @@ async def test_the_providers_input_tokens_go_to_a_memory_that_takes_them() -> No
     agent = ReActAgent(client=client, model_name="m", memory=memory)
     await agent.run("hello")
     assert memory.provider_tokens == [None, 10]  # the user's message has no count; the reply has
+
+
+# -- replies a provider streams oddly, against a strict server --------------------
+
+PARALLEL = [
+    {"id": "call_calc", "name": "calculator", "arguments": {"expression": "6*7"}},
+    {"id": "call_time", "name": "current_time", "arguments": {"timezone": "UTC"}},
+]
+
+
+def strict_client(server: ScriptedServer, api: str) -> Any:
+    if api == "openai":
+        return OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5)
+    return AnthropicClient(server.anthropic_base_url, api_key="k", timeout_s=5)
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_interleaved_parallel_calls_run_as_sent_and_the_next_request_is_accepted(
+    api: Literal["openai", "anthropic"],
+) -> None:
+    script = [
+        ScriptedReply(tool_calls=PARALLEL, interleave_calls=True),
+        ScriptedReply(text="42 at noon"),
+    ]
+    with strict_server(api, script) as server:
+        async with strict_client(server, api) as client:
+            agent = ReActAgent(client=client, model_name="m", tools=[calculator, current_time])
+            events = await collect(agent, "What is 6*7, and the time?")
+
+    requested = [
+        (e.call_id, e.name, json.loads(e.arguments))
+        for e in events
+        if isinstance(e, ToolCallRequested)
+    ]
+    assert requested == [
+        ("call_calc", "calculator", {"expression": "6*7"}),
+        ("call_time", "current_time", {"timezone": "UTC"}),
+    ]
+    results = [e.content for e in events if isinstance(e, ToolResultReady)]
+    assert "42" in results
+    assert events[-1] == TurnFinished("answer", "42 at noon", 2, "stop")
+    assert [r.problems for r in server.requests] == [[], []]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_call_cut_at_the_output_limit_is_not_run_and_the_session_goes_on(
+    api: Literal["openai", "anthropic"],
+) -> None:
+    cut = {"id": "call_calc", "name": "calculator", "arguments": '{"expression": "6*'}
+    script = [
+        ScriptedReply(text="Computing.", tool_calls=[cut], finish_reason="length"),
+        ScriptedReply(text="It is 42."),
+    ]
+    ran: list[str] = []
+
+    def calculator_spy(expression: str) -> str:
+        """Evaluates an arithmetic expression."""
+        ran.append(expression)
+        return calculator(expression)
+
+    calculator_spy.__name__ = "calculator"
+    with strict_server(api, script) as server:
+        async with strict_client(server, api) as client:
+            agent = ReActAgent(client=client, model_name="m", tools=[calculator_spy])
+            first = await collect(agent, "What is 6*7?")
+            second = await collect(agent, "Please try again.")
+
+    error = next(e for e in first if isinstance(e, TurnError))
+    assert isinstance(error.error, InvalidReplyError)
+    assert "cut at the output limit" in error.message
+    assert first[-1] == TurnFinished("error", "", 1, "length")
+    assert not any(isinstance(e, ToolCallRequested) for e in first)
+    assert ran == []
+    failed = next(
+        e.message for e in first if isinstance(e, MessageAdded) and e.message.role == "assistant"
+    )
+    assert failed.tool_calls == ()
+    assert failed.finish_reason == "length"
+    assert failed.extra["invalid_tool_calls"][0]["arguments"] == '{"expression": "6*'
+    assert second[-1] == TurnFinished("answer", "It is 42.", 1, "stop")
+    assert [r.problems for r in server.requests] == [[], []]

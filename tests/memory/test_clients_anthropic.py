@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -25,7 +26,6 @@ from memory import (
     ServerError,
     StreamInterruptedError,
     TextDelta,
-    TokenCounter,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStart,
@@ -46,7 +46,7 @@ TWO_CALLS = [
 
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer(api_key=KEY) as running:
+    with ScriptedServer(api_key=KEY, strict=True) as running:
         yield running
 
 
@@ -238,6 +238,52 @@ def test_the_conversion_keeps_roles_alternating() -> None:
     ]
 
 
+THINKING = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+
+
+@pytest.mark.parametrize(
+    ("params", "max_tokens", "refused"),
+    [
+        ({**THINKING, "temperature": 0.2}, 4096, "temperature must be 1 or unset"),
+        ({**THINKING, "top_k": 5}, 4096, "top_k must be unset"),
+        ({**THINKING, "top_p": 0.5}, 4096, "top_p must be between 0.95 and 1"),
+        ({**THINKING, "tool_choice": {"type": "any"}}, 4096, "tool_choice must be auto or none"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 512}}, 4096, "at least 1024"),
+        (THINKING, 2048, "max_tokens (2048) must be above budget_tokens (2048)"),
+    ],
+)
+def test_parameters_extended_thinking_refuses_are_a_configuration_error(
+    params: dict[str, Any], max_tokens: int, refused: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(refused)):
+        AnthropicClient(api_key=KEY, params=params, max_tokens=max_tokens)
+
+
+def test_thinking_with_temperature_one_and_top_p_near_one_is_accepted() -> None:
+    client = AnthropicClient(api_key=KEY, params={**THINKING, "temperature": 1, "top_p": 0.95})
+    assert client.thinking_budget == 2048
+
+
+async def test_a_call_asking_for_max_tokens_gets_the_thinking_budget_on_top(
+    server: ScriptedServer,
+) -> None:
+    server.add("anthropic", ScriptedReply(text="A summary."), ScriptedReply(text="Another."))
+    async with AnthropicClient(
+        server.anthropic_base_url, api_key=KEY, timeout_s=5, params=THINKING
+    ) as client:
+        await client.create(model="claude-haiku-4-5", messages=HELLO, max_tokens=500)
+        # Within the model's output limit (8,192 tokens for Claude 3.5 Haiku).
+        await client.create(model="claude-3-5-haiku-latest", messages=HELLO, max_tokens=8000)
+    assert [r.body["max_tokens"] for r in server.requests] == [2548, 8192]
+    assert [r.problems for r in server.requests] == [[], []]
+    with pytest.raises(ConfigurationError, match="leaves no room"):
+        AnthropicClient(
+            api_key=KEY,
+            params={"thinking": {"type": "enabled", "budget_tokens": 9000}},
+            max_tokens=9500,
+        ).request_body(model="claude-3-5-haiku", messages=HELLO, max_tokens=100)
+
+
 def test_tools_already_in_anthropic_shape_pass_unchanged() -> None:
     native = {"name": "f", "input_schema": {"type": "object"}}
     assert anthropic_tool(native) == native
@@ -246,21 +292,6 @@ def test_tools_already_in_anthropic_shape_pass_unchanged() -> None:
         "name": "g",
         "input_schema": {"type": "object", "properties": {}},
     }
-
-
-def test_reasoning_is_counted_once_whichever_form_it_has() -> None:
-    counter = TokenCounter.for_model("claude-sonnet-4-5")
-    plain = ChatMessage.assistant("Sunny.")
-    text = "The user asked about the weather in Lisbon, so I should call the tool."
-    both = ChatMessage(
-        role="assistant",
-        content="Sunny.",
-        reasoning_content=text,
-        thinking_blocks=({"type": "thinking", "thinking": text, "signature": "s" * 400},),
-    )
-    only_text = ChatMessage(role="assistant", content="Sunny.", reasoning_content=text)
-    assert counter.message_tokens(both) == counter.message_tokens(only_text)
-    assert counter.message_tokens(both) == counter.message_tokens(plain) + counter.count(text)
 
 
 # -- errors ---------------------------------------------------------------------

@@ -24,7 +24,6 @@ from memory import (
     ServerError,
     StreamingChatClient,
     TextDelta,
-    TokenCounter,
     ToolCall,
     ToolCallArgumentsDelta,
     ToolCallStart,
@@ -186,13 +185,3 @@ def test_reasoning_fields_round_trip_losslessly() -> None:
 def test_odd_reasoning_values_still_round_trip(odd: dict[str, Any]) -> None:
     data = {"role": "assistant", "content": "hi", **odd}
     assert ChatMessage.from_dict(data).to_dict() == data
-
-
-def test_reasoning_is_counted_in_the_estimate() -> None:
-    counter = TokenCounter.for_model("deepseek-chat")
-    reasoning = "First I check the booking, then I cancel it."
-    plain = ChatMessage.assistant("Done.")
-    thinking = ChatMessage(role="assistant", content="Done.", reasoning_content=reasoning)
-    assert counter.message_tokens(thinking) == counter.message_tokens(plain) + counter.count(
-        reasoning
-    )

@@ -51,7 +51,7 @@ TWO_CALLS = [
 
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer(api_key=KEY) as running:
+    with ScriptedServer(api_key=KEY, strict=True) as running:
         yield running
 
 

@@ -69,7 +69,7 @@ def test_it_runs_from_the_command_line(tmp_path: Path) -> None:
     script.write_text(json.dumps({"openai": [{"text": "scripted hello"}]}))
     command = [sys.executable, "-m", "memory.testing.scripted_server", "--port", "0"]
     process = subprocess.Popen(
-        [*command, "--script", str(script), "--api-key", "k"],
+        [*command, "--script", str(script), "--api-key", "k", "--strict"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

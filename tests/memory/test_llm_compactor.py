@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from memory import (
     AnthropicClient,
     ChatMessage,
+    CompactionError,
     CompactionMemory,
     CompactionMemoryConfig,
     InMemoryLogStore,
@@ -19,9 +20,12 @@ from memory import (
     ProviderTimeoutError,
 )
 from memory.compaction.ledger import LEDGER_HEADING
+from memory.compaction.summarize import summarize_with_model
 from memory.log import records
 from memory.testing.scripted_server import ScriptedServer
+from memory.tokens import TokenCounter
 
+from .client_helpers import strict_server
 from .conftest import FakeClient, answer, calls, result, user
 from .test_invariants import SYSTEM_PROMPT, assert_restores_exactly, check_context, conversations
 
@@ -155,7 +159,9 @@ async def test_a_model_failure_leaves_the_context_and_records_the_compaction_mod
 
 
 async def test_it_compacts_through_the_openai_client_against_a_real_server() -> None:
-    with ScriptedServer(openai=[{"text": "User asked for a hotel in Lisbon."}]) as server:
+    with ScriptedServer(
+        openai=[{"text": "User asked for a hotel in Lisbon."}], strict=True
+    ) as server:
         async with OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5) as client:
             memory = llm_memory(client, compact_model_name="small-model")
             await add_all(memory, user("Hotel in Lisbon, booking ref QX81. " + LONG), answer(LONG))
@@ -170,7 +176,9 @@ async def test_it_compacts_through_the_openai_client_against_a_real_server() -> 
 
 
 async def test_it_compacts_through_the_anthropic_client_against_a_real_server() -> None:
-    with ScriptedServer(anthropic=[{"text": "User asked for a hotel in Lisbon, ref QX81."}]) as s:
+    with ScriptedServer(
+        anthropic=[{"text": "User asked for a hotel in Lisbon, ref QX81."}], strict=True
+    ) as s:
         async with AnthropicClient(s.anthropic_base_url, api_key="k", timeout_s=5) as client:
             memory = llm_memory(client, compact_model_name="claude-haiku-4-5")
             await add_all(memory, user("Hotel in Lisbon, ref QX81. " + LONG), answer(LONG))
@@ -248,3 +256,123 @@ def test_every_context_of_the_llm_compactor_is_valid_and_restores_exactly(
 
     asyncio.run(drive())
     assert_restores_exactly(memory, store, lambda messages, system_prompt: "unused")
+
+
+# -- only a whole summary is a summary ------------------------------------------------
+
+FOLDED = [
+    ChatMessage.user("Cancel booking ZFA04Y and refund card 7447."),
+    ChatMessage.assistant("Cancelled ZFA04Y; the refund goes to card 7447 in 5 days."),
+    ChatMessage.user("Also move my Lisbon flight to Friday."),
+    ChatMessage.assistant("Moved HAT083 to Friday 08:10."),
+]
+
+
+async def summarise_against(server: ScriptedServer, api: str, **kwargs: Any) -> Any:
+    if api == "openai":
+        client: Any = OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5)
+    else:
+        client = AnthropicClient(server.anthropic_base_url, api_key="k", timeout_s=5)
+    async with client:
+        return await summarize_with_model(
+            client,
+            model=kwargs.pop("model", "gpt-4o"),
+            messages=kwargs.pop("messages", FOLDED),
+            previous_summary=None,
+            counter=TokenCounter.for_model("gpt-4o"),
+            context_window=kwargs.pop("context_window", 128_000),
+            max_output_tokens=kwargs.pop("max_output_tokens", 300),
+            timeout_s=5,
+            **kwargs,
+        )
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_summary_cut_at_the_output_limit_is_asked_again_with_more_room(
+    api: Literal["openai", "anthropic"],
+) -> None:
+    script = [
+        {
+            "text": "The user asked to cancel ZFA04Y and for the refund to be cancel",
+            "finish_reason": "length",
+            "usage": {"input_tokens": 400, "output_tokens": 300},
+        },
+        {
+            "text": "The user cancelled ZFA04Y (refund to card 7447), moved HAT083 to Friday.",
+            "usage": {"input_tokens": 400, "output_tokens": 40},
+        },
+    ]
+    with strict_server(api, script) as server:
+        summary = await summarise_against(server, api)
+    assert summary.text.startswith("The user cancelled ZFA04Y")
+    assert "to be cancel" not in summary.text
+    asked = [r.body["max_tokens"] for r in server.requests]
+    assert asked == [300, 600]
+    assert (summary.usage.input_tokens, summary.usage.output_tokens) == (800, 340)
+
+
+async def test_a_cut_summary_with_no_more_room_is_asked_again_in_two_halves() -> None:
+    script = [
+        {"text": "Cancelled ZFA04Y and", "finish_reason": "length"},
+        {"text": "Cancelled ZFA04Y, refund to 7447."},
+        {"text": "Cancelled ZFA04Y, refund to 7447; HAT083 moved to Friday 08:10."},
+    ]
+    with ScriptedServer(openai=script, strict=True) as server:
+        summary = await summarise_against(server, "openai", output_limit=300)
+    first, second, third = (r.body["messages"][-1]["content"] for r in server.requests)
+    assert ("ZFA04Y" in first, "HAT083" in first) == (True, True)
+    assert ("ZFA04Y" in second, "HAT083" in second) == (True, False)
+    # The second half folds the summary of the first.
+    assert ("HAT083" in third, "Cancelled ZFA04Y, refund to 7447." in third) == (True, True)
+    assert summary.text.startswith("Cancelled ZFA04Y, refund to 7447; HAT083 moved")
+    assert summary.chunks == 2
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "why"),
+    [
+        (
+            {"text": "half a summ", "finish_reason": "length"},
+            {"text": "still half", "finish_reason": "length"},
+            "finish_reason 'length' (cut at the output limit)",
+        ),
+        ({"text": ""}, {"text": "  "}, "the reply was empty"),
+        (
+            {"text": "I can't help.", "finish_reason": "content_filter"},
+            {"text": ""},
+            "finish_reason 'content_filter'",
+        ),
+    ],
+)
+async def test_a_summary_unusable_twice_is_a_compaction_error_saying_why(
+    first: dict[str, Any], second: dict[str, Any], why: str
+) -> None:
+    with (
+        ScriptedServer(openai=[first, second, second], strict=True) as server,
+        pytest.raises(CompactionError, match="unusable twice") as raised,
+    ):
+        await summarise_against(server, "openai", output_limit=300)
+    assert why in str(raised.value)
+
+
+async def test_an_anthropic_refusal_is_never_a_summary() -> None:
+    script = [{"text": "I won't summarise this.", "finish_reason": "refusal"}] * 3
+    with (
+        ScriptedServer(anthropic=script, strict=True) as server,
+        pytest.raises(CompactionError, match="finish_reason 'content_filter'"),
+    ):
+        await summarise_against(server, "anthropic", model="claude-haiku-4-5")
+
+
+async def test_a_cut_summary_is_never_committed_and_the_context_stays() -> None:
+    cut = {"text": "The user wants to be cancel", "finish_reason": "length"}
+    with ScriptedServer(openai=[cut, cut, cut, cut], strict=True) as server:
+        async with OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5) as client:
+            memory = llm_memory(client)
+            await add_all(memory, user("Cancel ZFA04Y. " + LONG), answer(LONG))
+    assert memory.compaction_count == 0
+    assert memory.summary is None
+    assert [m.text[:15] for m in memory.messages] == ["Cancel ZFA04Y. ", "word word word "]
+    log = list(memory.log_store.read("llm"))  # type: ignore[union-attr]
+    (failed,) = [r for r in log if r["type"] == records.COMPACTION_FAILED]
+    assert "cut at the output limit" in failed["error"]

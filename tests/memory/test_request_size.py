@@ -47,8 +47,9 @@ def big_schema(tokens: int) -> dict[str, Any]:
 
 
 def request_tokens(messages: list[ChatMessage], tools: list[dict[str, Any]] | None) -> int:
-    """The size of a request as sent: its messages and its tool schemas."""
-    return COUNTER.context_tokens(messages) + (COUNTER.count(json.dumps(tools)) if tools else 0)
+    """The size of a request as sent: its messages and its tool schemas, as the
+    provider renders them."""
+    return COUNTER.context_tokens(messages) + COUNTER.tools_tokens(tools or [])
 
 
 async def drive_agent_turns(memory: CompactionMemory, tools: list[dict[str, Any]]) -> list[int]:
@@ -125,7 +126,7 @@ def test_set_tools_counts_the_schemas_once_and_the_estimate_includes_them() -> N
     before = memory.estimate_context_tokens()
     schema = big_schema(300)
     memory.set_tools([schema])
-    assert memory.tool_schema_tokens == COUNTER.count(json.dumps([schema], ensure_ascii=False))
+    assert memory.tool_schema_tokens == COUNTER.tools_tokens([schema])
     assert memory.estimate_context_tokens() == before + memory.tool_schema_tokens
     assert memory.tool_schemas == [schema]
     memory.set_tools([])
@@ -136,7 +137,8 @@ def test_tools_set_before_the_model_is_known_are_counted_again_with_its_tokenize
     memory = BasicMemory()
     memory.set_tools([big_schema(300)])
     memory.set_model(model_name="gpt-4")  # cl100k, not the default o200k
-    expected = TokenCounter.for_model("gpt-4").count(json.dumps(memory.tool_schemas))
+    expected = TokenCounter.for_model("gpt-4").tools_tokens(memory.tool_schemas)
+    assert expected != TokenCounter.for_model("gpt-4o").tools_tokens(memory.tool_schemas)
     assert memory.tool_schema_tokens == expected
 
 

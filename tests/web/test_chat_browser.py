@@ -207,7 +207,7 @@ def compacting_model(settings: Settings) -> Iterator[ScriptedServer]:
 
 @pytest.fixture
 def small_session(owner: User) -> Session:
-    return chat_session(owner, threshold=1200)
+    return chat_session(owner, threshold=1000)
 
 
 def test_a_compaction_shows_up_in_the_chat_with_its_token_counts(

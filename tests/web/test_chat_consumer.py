@@ -357,7 +357,7 @@ async def test_a_compaction_in_a_chat_streams_its_start_and_its_token_counts(
 ) -> None:
     # The tool schemas go with every request, so the room is in the second,
     # long answer: after it everything is summarised.
-    session = await database_sync_to_async(chat_session)(owner, 1200)
+    session = await database_sync_to_async(chat_session)(owner, 1000)
     server.add(
         "openai",
         ScriptedReply(text="Noted."),
