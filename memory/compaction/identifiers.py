@@ -30,7 +30,11 @@ What does not count, because agents' transcripts are full of it:
   lower case, and does not read as one (``Installing``, ``Successfully``,
   ``Fixed``); ``True``, ``False``, ``None`` and other programming literals
   never are;
-* terminal colour codes and the line numbers of a file listing (``253→``).
+* terminal colour codes and the line numbers of a file listing (``253→``);
+* the keys of JSON and of Python dicts (``"first_name":``): the values are
+  what a conversation names, the keys are the schema's;
+* CSS: declarations (``font-family: "Segoe UI", Roboto;``, ``margin-top: 12px``)
+  and hex colours (``#1d2330``), with the fonts, sizes and names inside them.
 """
 
 from __future__ import annotations
@@ -55,6 +59,20 @@ _UNIT = (
 _ATTACHED_UNIT = r"(?:[smhglxV])"
 _CURRENCY = r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|dollars?|euros?|pounds?)"
 
+_CSS_PROPERTIES = (
+    "color|background|margin|padding|border|display|position|width|height|top|left|right|"
+    "bottom|font|opacity|transform|transition|cursor|overflow|content|flex|grid|gap|outline|"
+    "filter|animation|visibility|float|clear|fill|stroke"
+)
+_CSS_DECLARATION = (
+    rf"(?<![\w-])(?:--[\w-]+|[a-z]+(?:-[a-z]+)+|{_CSS_PROPERTIES})\s*:\s*"
+    r"[^;{}\n\"]{1,200}(?:;|(?=\s*\})|(?=\"))"
+)
+
+_HEX_COLOUR = (
+    r"(?<![\w&])#(?=[0-9a-fA-F]*[a-fA-F])(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b"
+)
+
 # Order matters: an earlier kind claims its text first, so the path inside a
 # URL is not reported again, nor the digits of a date as a number.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -66,6 +84,17 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # So are the line numbers a file viewer puts before each line (Claude Code's
     # Read tool: "   253→", cat -n: "   253\t").
     ("", re.compile(r"^ *\d+→|^ +\d+\t", re.MULTILINE)),
+    # The keys of JSON objects and Python dicts, quotes and all.
+    ("", re.compile(r"\"(?:[^\"\\\n]|\\.){1,100}\"(?=\s*:)|'[^'\\\n]{1,100}'(?=\s*:)")),
+    # CSS declarations, up to their ";" (or the rule's "}", or the attribute's quote),
+    # and hex colours with a letter in them (#123 stays an issue number).
+    ("", re.compile(_CSS_DECLARATION)),
+    (
+        "",
+        re.compile(
+            r"(?<![\w&])#(?=[0-9a-fA-F]*[a-fA-F])(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b"
+        ),
+    ),
     (
         "date",
         re.compile(
