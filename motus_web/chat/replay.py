@@ -30,10 +30,10 @@ from memory import (
 )
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
+from motus_web.sessions.operations import create_session
 
 from .providers import ChatModel
 from .render import RecordPublisher, last_position
-from .sessions import create_session
 from .turns import error_frame
 
 REPLAY_OF = "replay_of"  # the session_meta field naming the original

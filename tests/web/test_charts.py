@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from memory import CompactionMemory, CompactionMemoryConfig
 from motus_web.dashboard import charts
 from motus_web.dashboard.charts import EventMark, Point
 
@@ -35,11 +36,19 @@ def test_a_context_past_the_window_still_fits_the_gauge() -> None:
     assert gauge.over_threshold
 
 
-def test_without_a_stated_threshold_it_is_the_models_window_times_the_safety_ratio() -> None:
-    assert charts.compaction_threshold({}, "gpt-4o") == 96_000  # 128k x 0.75
-    assert charts.compaction_threshold({"safety_ratio": 0.5}, "gpt-4o") == 64_000
-    # nonsense in a logged config falls back to the default ratio
-    assert charts.compaction_threshold({"safety_ratio": "lots"}, "gpt-4o") == 96_000
+def test_without_a_stated_threshold_it_is_the_librarys_window_times_the_safety_ratio() -> None:
+    assert charts.gauge(0, {}, "gpt-4o").threshold == 96_000  # 128k x 0.75
+    assert charts.gauge(0, {"safety_ratio": 0.5}, "gpt-4o").threshold == 64_000
+    assert (
+        charts.gauge(0, {"safety_ratio": 0.5}, "gpt-4o").threshold
+        == (
+            CompactionMemory(config=CompactionMemoryConfig(safety_ratio=0.5), model_name="gpt-4o")
+        ).token_threshold
+    )
+    # A config the library refuses names no threshold: the gauge says so, not a guess.
+    nonsense = charts.gauge(10, {"safety_ratio": "lots"}, "gpt-4o")
+    assert nonsense.threshold is None
+    assert not nonsense.over_threshold
 
 
 def test_a_compaction_becomes_a_drop_of_two_kept_points() -> None:

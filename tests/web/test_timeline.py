@@ -6,6 +6,7 @@ from typing import Any
 
 from motus_web.dashboard import timeline
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message
+from motus_web.sessions.operations import undoable
 
 
 def msg(seq: int, role: str, unit: str, index: int, **fields: Any) -> Message:
@@ -105,6 +106,10 @@ def test_only_the_latest_unreverted_compaction_can_be_undone() -> None:
     revert = CompactionEvent(position=10, kind="revert", reverts=1)
     failed = CompactionEvent(position=11, kind="failed")
 
-    assert timeline.undoable([first, failed]) is first
-    assert timeline.undoable([first, revert]) is None
-    assert timeline.undoable([]) is None
+    assert undoable([first, failed])[0] is first
+    assert undoable([first, revert]) == (
+        None,
+        "The latest compaction (compaction 1) was already undone; an undo reverts only "
+        "the latest one, once.",
+    )
+    assert undoable([])[0] is None

@@ -76,6 +76,12 @@ def pretty_json(text: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+@register.filter
+def as_json(value: object) -> str:
+    """A value from the log (a tool schema, say) as JSON text."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _depth(value: object) -> int:
     """How deeply ``value`` nests lists and objects, without recursion."""
     deepest, stack = 0, [(value, 1)]
