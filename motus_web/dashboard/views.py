@@ -33,7 +33,7 @@ from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 from motus_web.sessions.once import StaleTargetError
 
-from . import charts, live_context, lost, steps, timeline, trace
+from . import charts, costs, live_context, lost, steps, timeline, trace
 from . import session_list as listing
 from .access import visible_job, visible_parent, visible_session
 from .exactly_once import Refused, acting, fields, spent_before, stale
@@ -117,6 +117,8 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     context.update(
         gauge=charts.gauge(session.context_tokens, session.config, session.model_name),
         provider=_provider_reading(session, events),
+        cost=_session_cost(session),
+        price_data=costs.PRICE_DATA,
         chart=_token_chart(session, compactions),
         compactions=_with_lost_identifiers(session, listed),
         compactions_total=len(compactions),
@@ -182,6 +184,18 @@ def _provider_reading(
     return charts.ProviderReading(
         row.seq, row.context_tokens - row.tokens, row.provider_tokens, since
     )
+
+
+def _session_cost(session: Session) -> tuple[costs.Cost | None, int]:
+    """The estimated cost of every reply whose usage the provider reported."""
+    reported = session.messages.filter(provider_tokens__isnull=False).values_list(
+        "provider_tokens", "record_extra"
+    )
+    usages = (
+        costs.Tokens.of(session.model_name, provider_tokens, extra or {})
+        for provider_tokens, extra in reported.iterator(chunk_size=2000)
+    )
+    return costs.total(usage for usage in usages if usage is not None and usage.model)
 
 
 def _context_change(event: CompactionEvent | ContextChange) -> str:

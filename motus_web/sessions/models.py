@@ -186,6 +186,16 @@ class Message(LogRecord):
         return found if isinstance(found, str) else ""
 
     @property
+    def finish_reason(self) -> str:
+        """How a reply that did not end normally ended (``"length"``,
+        ``"content_filter"``, ``"interrupted"``, ``"invalid_tool_calls"``...),
+        as the library stores it on the message; ``""`` for a normal end."""
+        found = self.extra.get("finish_reason")
+        if isinstance(found, str):
+            return found
+        return "interrupted" if self.extra.get("interrupted") is True else ""
+
+    @property
     def reasoning_text(self) -> str:
         """An assistant's reasoning as text (``ChatMessage.reasoning_text``), or ``""``."""
         if "reasoning_content" not in self.extra and "thinking_blocks" not in self.extra:

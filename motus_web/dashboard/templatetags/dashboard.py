@@ -107,6 +107,56 @@ def paired_calls(context: template.Context, message: Any) -> list[tuple[Any, Any
     ]
 
 
+FINISH_REASONS = {
+    "length": (
+        "cut off at the output limit",
+        "The reply ended because it reached the output limit",
+    ),
+    "content_filter": (
+        "stopped by a content filter",
+        "The provider's content filter ended the reply",
+    ),
+    "interrupted": (
+        "interrupted",
+        "The turn was stopped while this reply streamed: a partial answer",
+    ),
+    "invalid_tool_calls": (
+        "tool calls not run",
+        "The reply's tool calls had arguments that are not valid JSON: none was run or sent back",
+    ),
+}
+
+
+@register.filter
+def finish_badge(reason: str) -> tuple[str, str]:
+    """The badge text and its explanation of a reply's ``finish_reason``."""
+    return FINISH_REASONS.get(reason, (f"ended: {reason}", f"The reply ended with {reason!r}"))
+
+
+@register.simple_tag(takes_context=True)
+def reply_cost(context: template.Context, message: Any) -> Any:
+    """``{% reply_cost message as cost %}``: the estimated cost of a reply's reported
+    usage (``costs.Cost``), or ``None``."""
+    from ..costs import Tokens, cost
+
+    if message.role != "assistant":
+        return None
+    session = context.get("session")
+    tokens = Tokens.of(
+        getattr(session, "model_name", "") or "", message.provider_tokens, message.record_extra
+    )
+    return cost(tokens) if tokens is not None and tokens.model else None
+
+
+@register.filter
+def dollars(amount: Any) -> str:
+    """An estimated amount in dollars, to four significant places for small ones."""
+    value = float(amount)
+    if value == 0:
+        return "$0"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4g}"
+
+
 @register.filter
 def is_compaction(event: object) -> bool:
     return isinstance(event, CompactionEvent)
