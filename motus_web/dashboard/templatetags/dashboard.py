@@ -77,6 +77,21 @@ def pretty_json(text: object) -> str:
 
 
 @register.filter
+def call_arguments(call: object) -> str:
+    """A stored tool call's arguments (a function's) or input (a custom tool's), as text."""
+    if not isinstance(call, dict):
+        return ""
+    payload = call.get("function") or call.get("custom") or {}
+    text = payload.get("arguments", payload.get("input", "")) if isinstance(payload, dict) else ""
+    return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+
+
+@register.filter
+def line_count(text: object) -> int:
+    return str(text).count("\n") + 1
+
+
+@register.filter
 def as_json(value: object) -> str:
     """A value from the log (a tool schema, say) as JSON text."""
     return json.dumps(value, ensure_ascii=False)
