@@ -97,6 +97,20 @@ class Marker:
 
 
 @dataclass(frozen=True, slots=True)
+class Sample:
+    """A point of the line a person can point at: its figures on hover or focus,
+    a link to the request of the reply that followed, a row of the chart's table."""
+
+    seq: int
+    tokens: int
+    x: float
+    y: float
+
+
+SAMPLES = 60  # points of a chart that carry their figures, whatever the session's length
+
+
+@dataclass(frozen=True, slots=True)
 class TokenChart:
     points: str  # the polyline's "x,y x,y ..."
     point_count: int
@@ -105,8 +119,15 @@ class TokenChart:
     y_max: int  # tokens at the top of the chart
     last_seq: int
     threshold_above: int | None = None  # a threshold far above the data, left off the scale
+    threshold: int | None = None
+    samples: tuple[Sample, ...] = ()
     width: int = CHART_WIDTH
     height: int = CHART_HEIGHT
+
+    @property
+    def y_ticks(self) -> tuple[int, int, int]:
+        """The token axis' labels, top to bottom."""
+        return self.y_max, self.y_max // 2, 0
 
 
 def series(messages: Sequence[tuple[int, int]], events: Sequence[EventMark]) -> list[Point]:
@@ -234,6 +255,9 @@ def token_chart(
         if event.kind != "ok":
             top, bottom = 0.0, float(CHART_HEIGHT)
         markers.append(Marker(event.key, event.kind, event.label, x(event.seq), top, bottom))
+    step = max(1, math.ceil(len(messages) / SAMPLES))
+    picked = [*messages[::step], *messages[-1:]] if messages else []
+    samples = tuple(Sample(seq, tokens, x(seq), y(tokens)) for seq, tokens in dict(picked).items())
     return TokenChart(
         points=" ".join(f"{x(p.seq)},{y(p.tokens)}" for p in line),
         point_count=len(line),
@@ -242,6 +266,8 @@ def token_chart(
         y_max=y_max,
         last_seq=last_seq,
         threshold_above=above,
+        threshold=threshold,
+        samples=samples,
     )
 
 

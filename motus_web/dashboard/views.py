@@ -33,7 +33,7 @@ from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 from motus_web.sessions.once import StaleTargetError
 
-from . import charts, costs, live_context, lost, steps, timeline, trace
+from . import charts, comparison, costs, live_context, lost, steps, timeline, trace
 from . import session_list as listing
 from .access import visible_job, visible_parent, visible_session
 from .exactly_once import Refused, acting, fields, spent_before, stale
@@ -530,6 +530,26 @@ def _earlier_reply(session: Session, reply: Message, since: str | None) -> Messa
 def _page_of(session: Session, seq: int) -> int:
     """The timeline page that shows message ``seq``."""
     return session.messages.filter(seq__lt=seq).count() // MESSAGES_PER_PAGE + 1
+
+
+# -- a what-if replay against its original ------------------------------------------
+
+
+@require_safe
+@login_required
+def replay_comparison(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """The replay's figures beside its original's (htmx: the table only)."""
+    replay = visible_session(request, public_id)
+    original_id = replay.replay_of
+    if original_id is None:
+        raise Http404("This session is not a replay.")
+    original = get_object_or_404(Session.objects.visible_to(request.user), public_id=original_id)
+    context = {
+        "session": replay,
+        "original": original,
+        "comparison": comparison.compare(original, replay),
+    }
+    return _render(request, "dashboard/replay_comparison.html", "table", context)
 
 
 # -- a compaction event --------------------------------------------------------

@@ -106,8 +106,17 @@ class Session(models.Model):
             )
         ]
 
+    # The session_meta field a what-if replay names its original with.
+    REPLAY_OF = "replay_of"
+
     def __str__(self) -> str:
         return self.title or self.public_id
+
+    @property
+    def replay_of(self) -> str | None:
+        """The public id of the session this one replays, if it is a replay."""
+        value = (self.record_extra or {}).get(self.REPLAY_OF)
+        return value if isinstance(value, str) else None
 
     def is_visible_to(self, user: AbstractBaseUser | AnonymousUser) -> bool:
         """What ``Session.objects.visible_to(user)`` says of this session, without a query."""

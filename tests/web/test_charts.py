@@ -160,8 +160,34 @@ def test_the_chart_legend_says_where_the_threshold_is_and_keys_differ(owner: Use
     html = logged_in(owner).get(f"/sessions/{session.public_id}/").content.decode()
 
     legend = html.split('class="chart-legend')[1].split("</ul>")[0]
-    assert "threshold 96,000: above this scale" in legend
+    assert "threshold 96,000 tokens: above this scale" in legend
     assert 'class="threshold"' not in html.split('class="token-chart"')[1].split("</svg>")[0]
     assert '<span class="swatch note"></span>revert or warning' in legend
     css = (Path(__file__).parents[2] / "static/dashboard/motus.css").read_text()
     assert "marker-revert line { stroke: var(--note)" in css
+
+
+def test_the_chart_labels_its_token_axis_and_threshold_and_its_points_carry_their_figures(
+    owner: User,
+) -> None:
+    session = make_session(owner, turns=8, filler=60, threshold=600)
+
+    html = logged_in(owner).get(f"/sessions/{session.public_id}/").content.decode()
+
+    chart = html[
+        html.index('id="token-chart"') : html.index("</section>", html.index('id="token-chart"'))
+    ]
+    assert '<span class="chart-axis-title">tokens</span>' in chart
+    assert chart.count('class="chart-tick"') == 3
+    assert "threshold: 600 tokens" in chart
+    assert "<title>Compaction threshold: 600 tokens</title>" in chart
+    last = session.messages.order_by("-seq").first()
+    assert last is not None
+    step = f"/sessions/{session.public_id}/steps/{last.seq}/"
+    assert (
+        f'<a href="{step}" class="sample" data-figures="#{last.seq}: {last.context_tokens:,} tokens'
+        in chart
+    )
+    # The same figures, for a screen reader or anyone, in a table.
+    assert f'<tr><td>#{last.seq}</td><td class="num">{last.context_tokens:,}</td>' in chart
+    assert chart.count('class="sample"') == session.message_count  # a short session: all
