@@ -41,6 +41,11 @@ class Text:
     text: str
     tools: tuple[str, ...] = ()  # the names of the tools the message called
 
+    @property
+    def preview(self) -> str:
+        """The start of the text, for a one-line list."""
+        return self.text if len(self.text) <= 240 else self.text[:239] + "\u2026"
+
 
 def texts(messages: QuerySet[Message]) -> list[Text]:
     """The first ``FOLDED_LIMIT`` of ``messages`` as bounded text, in seq order."""

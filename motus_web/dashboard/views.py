@@ -564,9 +564,8 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
     session = visible_session(request, public_id)
     event = get_object_or_404(session.compaction_events, position=position)
     compactions = session.compaction_events.filter(kind=CompactionEvent.Kind.OK)
-    previous_summary = None
-    if event.kind == CompactionEvent.Kind.OK:
-        previous_summary = memories.restore_view(session, event.position).summary
+    folded_in = _summary_before(session, event.position)
+    previous_summary = folded_in.summary if folded_in is not None else None
     folded, replayed = _compaction_messages(session, event)
     texts = lost.texts(folded)
     only_lost = request.GET.get("show") == "lost"
@@ -579,10 +578,16 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         "previous": compactions.filter(position__lt=position).order_by("-position").first(),
         "next": compactions.filter(position__gt=position).order_by("position").first(),
         "previous_summary": previous_summary,
+        "folded_in": folded_in,
+        "message_urls": {
+            text.seq: reverse("dashboard:message_detail", args=[session.public_id, text.seq])
+            for text in texts
+            if text.seq is not None
+        },
     }
     if _wants_fragment(request):
         return _render(request, "dashboard/compaction_detail.html", "identifiers", context)
-    shown = list(folded.order_by("seq")[:FOLDED_SHOWN])
+    shown = texts[:FOLDED_SHOWN]  # one line each, from the bounded texts already read
     context.update(
         folded=shown,
         folded_hidden=max(len(texts) - len(shown), 0),
@@ -601,6 +606,27 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         ).first(),
     )
     return _render(request, "dashboard/compaction_detail.html", "identifiers", context)
+
+
+def _summary_before(session: Session, position: int) -> CompactionEvent | None:
+    """The compaction whose summary was in force just before log position
+    ``position``, as the library replays it: a compaction sets the summary, an
+    undo gives back the one before, a reset clears it."""
+    events: list[CompactionEvent | ContextChange] = [
+        *session.compaction_events.filter(position__lt=position).exclude(
+            kind__in=[CompactionEvent.Kind.FAILED, CompactionEvent.Kind.WARNING]
+        ),
+        *session.context_changes.filter(position__lt=position, kind=ContextChange.Kind.RESET),
+    ]
+    in_force: list[CompactionEvent] = []
+    for event in sorted(events, key=lambda row: row.position):
+        if isinstance(event, ContextChange):
+            in_force.clear()
+        elif event.kind == CompactionEvent.Kind.OK:
+            in_force.append(event)
+        elif in_force and in_force[-1].number == event.reverts:
+            in_force.pop()
+    return in_force[-1] if in_force else None
 
 
 def _unit_at(session: Session, seq: int | None) -> str:

@@ -262,7 +262,7 @@ def test_a_compaction_page_shows_before_and_after(compacted: Session) -> None:
     before = html[html.index('class="card before"') : html.index('class="card after"')]
     after = html[html.index('class="card after"') :]
     assert event.messages_compacted is not None
-    assert before.count('class="message ') == event.messages_compacted
+    assert before.count('class="message-line ') == event.messages_compacted  # a line each
     for seq in event.replayed_seqs or []:
         assert f'id="m{seq}"' in after
     assert "Identifiers:" in html

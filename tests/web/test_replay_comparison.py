@@ -20,6 +20,9 @@ async def _publish(frame: dict[str, Any]) -> None:
     return None
 
 
+# The replay's database_sync_to_async closes the connection it ran on, as after a
+# request: the test's own transaction cannot wrap it.
+@pytest.mark.django_db(transaction=True)
 def test_a_replay_without_compaction_compares_with_its_compacting_original(owner: User) -> None:
     original = make_session(owner, turns=8, filler=60, threshold=600)
     settings = ReplaySettings(

@@ -78,6 +78,9 @@ TURNS = [
 ]
 
 
+# A chat turn's database_sync_to_async closes the connection it ran on, as after a
+# request: the test's own transaction cannot wrap it.
+@pytest.mark.django_db(transaction=True)
 def test_each_replys_step_is_the_request_the_agent_really_sent(
     owner: User, settings: Settings, server: ScriptedServer
 ) -> None:

@@ -4,6 +4,8 @@ from datetime import timedelta
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from memory import ChatMessage
 from motus_web.sessions.models import CompactionEvent
@@ -170,6 +172,36 @@ def dollars(amount: Any) -> str:
     if value == 0:
         return "$0"
     return f"${value:,.2f}" if value >= 1 else f"${value:.4g}"
+
+
+@register.simple_tag
+def identifier_items(report: Any, only_lost: bool, message_urls: dict[int, str]) -> str:
+    """The ``<li>`` of each identifier of a ``lost.Report`` (the lost ones only when
+    ``only_lost``), each naming where it was held: a compaction can list a
+    thousand, so they are joined here rather than looped over in the template."""
+    rows = []
+    for item in report.found:
+        if only_lost and item.kept:
+            continue
+        state = "kept" if item.kept else "lost"
+        user = ", named by the user" if item.from_user else ""
+        if item.seq is None:
+            where = mark_safe("in the previous summary")
+        else:
+            where = format_html('in <a href="{}">#{}</a>', message_urls.get(item.seq, ""), item.seq)
+        rows.append(
+            format_html(
+                '<li class="{}"><span class="mark">{}</span> <code>{}</code> '
+                '<span class="muted">{}{}, {}</span></li>',
+                state,
+                state,
+                item.identifier.value,
+                item.identifier.kind,
+                user,
+                where,
+            )
+        )
+    return mark_safe("".join(rows))  # each row built by format_html, which escapes
 
 
 @register.filter
