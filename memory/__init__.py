@@ -42,7 +42,7 @@ from .compaction.base import CompactionBase
 from .compaction.identifiers import Identifier, find_identifiers, kept_in, lost_identifiers
 from .compaction.memory import CompactionMemory
 from .compaction.offline import offline_summary
-from .compaction.replay import upgrade_records
+from .compaction.restore import upgrade_records
 from .config import CompactionMemoryConfig
 from .errors import (
     AuthenticationError,
@@ -67,7 +67,7 @@ from .errors import (
 from .factory import create_memory
 from .json_values import clean_text
 from .json_values import loads as load_json
-from .log import InMemoryLogStore, JSONLLogStore, LogProblem, LogStore
+from .log import InMemoryLogStore, JSONLLogStore, LogPoint, LogProblem, LogStore, PointNotFoundError
 from .messages import (
     INSTRUCTION_ROLES,
     ChatMessage,
@@ -111,6 +111,7 @@ __all__ = [
     "JSONLLogStore",
     "LogCorruptError",
     "LogError",
+    "LogPoint",
     "LogProblem",
     "LogStore",
     "MaxStepsExceeded",
@@ -118,6 +119,7 @@ __all__ = [
     "ModelLimits",
     "MotusMemoryError",
     "OpenAIChatClient",
+    "PointNotFoundError",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderStatusError",

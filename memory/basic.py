@@ -29,7 +29,7 @@ class BasicMemory(BaseMemory):
     def restore(cls, state: SessionState) -> BasicMemory:
         """Rebuild a memory from ``get_session_state()`` output."""
         memory = cls(model_name=state.model_name)
-        memory._apply_system_prompt(state.system_prompt, state.system_role)
+        memory._state.set_system_prompt(state.system_prompt, state.system_role)
         for data in state.messages:
-            memory._ingest(ChatMessage.from_dict(data))
+            memory._state.ingest(ChatMessage.from_dict(data))
         return memory

@@ -58,6 +58,10 @@ class CompactionSessionState(SessionState):
     ``seqs`` gives each message's log seq (``None`` for the continuation and
     for placeholder results). ``tracker`` is the open tool-call batch.
     ``log_base_path`` names the JSONL folder, when the session is logged there.
+    ``compaction_in_force`` (``{"number", "through_seq", "kept",
+    "continuation"}``) names the compaction whose summary heads ``messages``,
+    so that it can still be undone; ``tools`` are the tool schemas and
+    ``rewind_count`` the last rewind's number.
     """
 
     session_id: str = ""
@@ -70,5 +74,8 @@ class CompactionSessionState(SessionState):
     seqs: list[int | None] = field(default_factory=list)
     units: list[list[Any]] = field(default_factory=list)
     tracker: dict[str, Any] = field(default_factory=dict)
+    compaction_in_force: dict[str, Any] | None = None
+    rewind_count: int = 0
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
     kind = "compaction"

@@ -18,6 +18,7 @@ from memory import (
     CompactionMemoryConfig,
     InMemoryLogStore,
     JSONLLogStore,
+    LogPoint,
     LogStore,
     SessionNotFoundError,
 )
@@ -297,3 +298,42 @@ async def test_a_live_memory_logs_into_the_database_from_inside_the_event_loop()
     assert [m.to_dict() for m in restored.get_context()] == [
         m.to_dict() for m in memory.get_context()
     ]
+
+
+def test_rewinds_deep_undos_and_corrections_restore_the_same_in_every_store(
+    store: LogStore,
+) -> None:
+    staging = InMemoryLogStore()
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="rewound", token_threshold=300),
+        compact_fn=lambda messages, system_prompt: f"summary of {len(messages)}",
+        log_store=staging,
+        model_name="gpt-4o",
+    )
+    memory.set_system_prompt("Be brief.")
+
+    async def feed() -> None:
+        for message in chat(20, filler=60):
+            await memory.add_message(message)
+        memory.revert_last_compaction("first undo")
+        memory.revert_last_compaction("second undo")
+        memory.rewind(LogPoint("after_message", 7), reason="back to turn three")
+        for message in chat(6, filler=60):
+            await memory.add_message(message)
+        memory.correct_summary("The user asked about mugs; keep order 4411.")
+        await memory.flush()
+
+    asyncio.run(feed())
+    assert memory.compaction_count >= 4
+    for record in staging.read("rewound"):
+        store.append("rewound", record)
+
+    for full_replay in (False, True):
+        restored = CompactionMemory.restore_from_log(
+            "rewound", log_store=store, full_replay=full_replay
+        )
+        assert restored.restore_problems == []
+        assert [m.to_dict() for m in restored.get_context()] == [
+            m.to_dict() for m in memory.get_context()
+        ]
+        assert restored.summary == memory.summary

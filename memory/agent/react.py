@@ -382,7 +382,7 @@ class ReActAgent:
                         model=record.model,
                     )
                 )
-            elif isinstance(record, records.CompactionFailed):
+            elif isinstance(record, records.CompactionFailure):
                 turn.compaction_open = None
                 emit(CompactionFailed(record.error or "failed", record.tokens_before))
             elif isinstance(record, records.CompactionWarning) and turn.compaction_open:

@@ -21,70 +21,94 @@ overflow, the offline summariser takes over. When even the floor (system
 prompt + summary + kept messages) is above the threshold, one warning is
 recorded and auto-compaction skips the boundaries where that stays true,
 instead of compacting again at every one.
+
+The state itself (``memory.compaction.state.CompactionState``) changes only
+through its own methods; this class decides when and records what it did.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..base import BaseMemory, EntryMeta, Ingested
+from ..base import BaseMemory
 from ..clients.base import ChatClient
 from ..config import CompactionMemoryConfig
 from ..errors import CompactionError
 from ..log.records import (
     Compaction,
-    CompactionFailed,
+    CompactionFailure,
     CompactionRevert,
     CompactionWarning,
     Reset,
+    SummaryCorrection,
     now_iso,
 )
 from ..messages import ChatMessage
+from ..state import Ingested
 from ..tokens import REPLY_PRIMING_TOKENS
-from ..tokens.model_limits import compaction_threshold, get_model_limits
+from ..tokens.model_limits import compaction_threshold
 from . import policy
 from .checkpoint import Checkpoint
-from .offline import offline_summary
-from .summarize import (
-    CompactFn,
-    Summary,
-    call_compact_fn,
-    continuation_message,
-    summarize_with_model,
+from .ledger import LEDGER_SHARE, Ledger, LedgerEntry, compose, narrative_of
+from .state import CompactionState, PriorLoader
+from .summariser import (
+    OFFLINE,
+    FunctionSummariser,
+    ModelSummariser,
+    OfflineSummariser,
+    Summariser,
+    SummaryRequest,
 )
+from .summarize import CompactFn, Summary, continuation_message
 
 logger = logging.getLogger("memory.compaction")
 
-Trigger = Literal["auto", "manual"]
-OnCompact = Callable[[dict[str, Any]], object]
-OFFLINE_MODEL = "offline"
-Entry = tuple[ChatMessage, EntryMeta, int]
-
 
 @dataclass(frozen=True, slots=True)
-class Undo:
-    """What reverting the latest compaction needs: the context before it (its
-    entries and summary), how many messages it kept, and which one it was."""
+class Draft:
+    """A summary ready to commit: the tokens of its continuation message and of
+    the context after it, and the ledger it carries (and what gave way)."""
 
-    entries: list[Entry]
-    summary: str | None
-    kept: int
-    number: int
+    summary: Summary
+    continuation_tokens: int
+    tokens_after: int
+    ledger: Ledger
+    given_way: list[LedgerEntry]
+
+
+def compaction_trace_fields(record: Compaction) -> dict[str, Any]:
+    """A compaction's trace event: the record's figures, without its bulky text."""
+    bulky = ("type", "ts", "summary", "checkpoint", "ledger", "ledger_given_way")
+    fields = {k: v for k, v in record.to_dict().items() if k not in bulky}
+    fields["ledger_entries"] = len(record.ledger or ())
+    if record.ledger_given_way:
+        fields["ledger_given_way"] = len(record.ledger_given_way)
+    return fields
+
+
+Trigger = Literal["auto", "manual"]
+OnCompact = Callable[[dict[str, Any]], object]
+OFFLINE_MODEL = OFFLINE
+LEDGER_SLACK_TOKENS = 32  # unused ledger room worth a second offline pass
 
 
 class CompactionBase(BaseMemory):
     """Auto-compacting memory; see the module docstring for the rules.
 
     ``client``/``model_name`` may be left out and filled later by
-    ``set_model()`` (the agent does this). With neither a client nor a
-    ``compact_fn``, summaries come from the offline extractive summariser.
+    ``set_model()`` (the agent does this). The summariser is, in order: the
+    ``compact_fn`` given, a model through ``client`` (``compact_model_name``,
+    else the agent's model), else the offline extractive summariser
+    (``memory.compaction.summariser``).
     """
 
     memory_type = "compact"
+    _state: CompactionState
 
     def __init__(
         self,
@@ -108,11 +132,11 @@ class CompactionBase(BaseMemory):
         self._on_compact = on_compact
         self._compact_model_name = self.config.compact_model_name
         self._compaction_timeout_s = compaction_timeout_s
-        self._summary: str | None = None
-        self._compaction_count = 0
         self._consecutive_failures = 0
         self._floor_warned = False
-        self._undo: Undo | None = None
+
+    def _new_state(self, model_name: str | None, max_tool_result_tokens: int) -> CompactionState:
+        return CompactionState(model_name=model_name, max_tool_result_tokens=max_tool_result_tokens)
 
     # -- model -----------------------------------------------------------------
 
@@ -122,14 +146,25 @@ class CompactionBase(BaseMemory):
         if self._client is None:
             self._client = client
         if self._compact_model_name is None:
-            self._compact_model_name = self._model_name
+            self._compact_model_name = self.model_name
+
+    @property
+    def summariser(self) -> Summariser:
+        """Who writes the next summary (see the class docstring)."""
+        timeout = self._compaction_timeout_s
+        if self._compact_fn is not None:
+            return FunctionSummariser(self._compact_fn, timeout_s=timeout)
+        model = self._compact_model_name or self.model_name
+        if self._client is not None and model is not None:
+            return ModelSummariser(self._client, model, timeout_s=timeout)
+        return OfflineSummariser()
 
     @property
     def token_threshold(self) -> int:
         """Estimated context tokens above which auto-compaction fires."""
         if self.config.token_threshold is not None:
             return self.config.token_threshold
-        return compaction_threshold(self._model_name, self.config.safety_ratio)
+        return compaction_threshold(self.model_name, self.config.safety_ratio)
 
     @property
     def threshold_estimate(self) -> int:
@@ -139,19 +174,28 @@ class CompactionBase(BaseMemory):
         ``token_threshold``. Equal to ``token_threshold`` until the provider
         has reported usage for the model."""
         threshold = self.token_threshold
-        if self._model_name is None:
+        if self.model_name is None:
             return threshold
-        factor = self.calibration.factor(self._model_name)
+        factor = self.calibration.factor(self.model_name)
         return threshold if factor == 1.0 else int(threshold / factor)
 
     @property
     def summary(self) -> str | None:
         """The summary at the head of the context, if any."""
-        return self._summary
+        return self._state.summary
 
     @property
     def compaction_count(self) -> int:
-        return self._compaction_count
+        """The number of the newest compaction of the session (reverts and
+        rewinds do not give numbers back)."""
+        return self._state.compaction_number
+
+    @property
+    def compaction_in_force(self) -> int | None:
+        """The number of the compaction whose summary heads the context, if any:
+        the one ``revert_last_compaction`` undoes."""
+        head = self._state.head
+        return head.number if head is not None else None
 
     # -- auto-compaction -------------------------------------------------------
 
@@ -168,39 +212,44 @@ class CompactionBase(BaseMemory):
         if self.compaction_due() is not None:
             await self._compact("auto")
 
-    async def compact(self, **kwargs: Any) -> str | None:
+    async def compact(self, *, instructions: str | None = None, **kwargs: Any) -> str | None:
         """Compact now, at any point (an open tool batch is kept whole).
 
-        Returns the new summary, or ``None`` when there was nothing to fold or
-        the attempt failed (the failure is in the trace and the log).
+        ``instructions`` (like Claude Code's ``/compact <instructions>``) say
+        what the summary must keep; every summariser is given them, and the
+        compaction record keeps them. Returns the new summary, or ``None``
+        when there was nothing to fold or the attempt failed (the failure is
+        in the trace and the log).
         """
-        summary = await self._compact("manual")
+        summary = await self._compact("manual", instructions=instructions or None)
         await self.flush()
         return summary
 
     # -- the compaction itself -------------------------------------------------
 
     def _plan_cut(self) -> policy.CutPlan:
+        state = self._state
         return policy.plan_cut(
-            [(meta.unit, meta.unit_index) for meta in self._meta],
-            [message.role for message in self._messages],
-            start=1 if self._summary is not None else 0,
+            [(meta.unit, meta.unit_index) for meta in state.meta],
+            [message.role for message in state.messages],
+            start=1 if state.head is not None else 0,
             at_boundary=self.at_boundary,
         )
 
-    async def _compact(self, trigger: Trigger) -> str | None:
-        self._check_in_sync()
+    async def _compact(self, trigger: Trigger, instructions: str | None = None) -> str | None:
+        state = self._state
+        state.sync()
         plan = self._plan_cut()
         if not plan.summarize:
             return None
         tokens_before = self.estimate_context_tokens()
         threshold = self.threshold_estimate
-        kept_tokens = sum(self._tokens[i] for i in plan.keep)
+        kept_tokens = sum(state.tokens[i] for i in plan.keep)
         # A new summary folds the current one in, so expect it at least as large.
         summary_estimate = (
-            self._tokens[0] if self._summary is not None else policy.CONTINUATION_OVERHEAD_TOKENS
+            state.tokens[0] if state.head is not None else policy.CONTINUATION_OVERHEAD_TOKENS
         )
-        floor = tokens_before - self._tokens_total + kept_tokens + summary_estimate
+        floor = tokens_before - state.tokens_total + kept_tokens + summary_estimate
         if floor >= threshold and trigger == "auto":
             if not self._floor_warned:
                 self._warn(
@@ -209,139 +258,161 @@ class CompactionBase(BaseMemory):
                     threshold,
                 )
             return None
-        budget = policy.summary_budget(
-            threshold=threshold,
-            ratio=self.config.summary_budget_ratio,
-            beside=floor - summary_estimate,
-            template_tokens=self.estimate_message_tokens(continuation_message("")),
-            summary_max_tokens=self.config.summary_max_tokens,
+        request = SummaryRequest(
+            messages=[state.messages[i] for i in plan.summarize],
+            previous_summary=state.summary,
+            previous_message=state.messages[0] if state.head is not None else None,
+            budget_tokens=policy.summary_budget(
+                threshold=threshold,
+                ratio=self.config.summary_budget_ratio,
+                beside=floor - summary_estimate,
+                template_tokens=self.estimate_message_tokens(continuation_message("")),
+                summary_max_tokens=self.config.summary_max_tokens,
+            ),
+            counter=self.token_counter,
+            system_prompt=state.system_prompt,
+            instructions=instructions,
         )
-        to_fold = [self._messages[i] for i in plan.summarize]
         started = time.monotonic()
+        summariser = self.summariser
+        folded = [(state.meta[i].seq, state.messages[i]) for i in plan.summarize]
         try:
-            summary = await self._summarize(to_fold, budget)
-            continuation = self.estimate_message_tokens(continuation_message(summary.text))
-            tokens_after = self._tokens_after(continuation, kept_tokens)
-            if tokens_after >= tokens_before:
-                raise CompactionError(
-                    "the summary would not lower the token count "
-                    f"({tokens_before} -> {tokens_after})"
-                )
+            draft = await self._draft(summariser, request, folded, kept_tokens, tokens_before)
         except CompactionError as exc:
             self._record_failure(trigger, str(exc), tokens_before, started)
-            if not self._should_fall_back(tokens_before):
+            if not self._should_fall_back(tokens_before, summariser):
                 return None
-            summary = Summary(self._offline(to_fold, budget), OFFLINE_MODEL)
-            continuation = self.estimate_message_tokens(continuation_message(summary.text))
-            tokens_after = self._tokens_after(continuation, kept_tokens)
-            if tokens_after >= tokens_before:
-                return None
-        counts = (tokens_before, continuation, tokens_after)
-        self._commit_compaction(plan, summary, trigger, counts, started)
-        if tokens_after > threshold:
-            self._warn(
-                "the context is still above the threshold after compaction", tokens_after, threshold
-            )
-        return summary.text
-
-    async def _summarize(self, messages: list[ChatMessage], budget: int) -> Summary:
-        model = self._compact_model_name or self._model_name
-        if self._compact_fn is not None:
-            head = [self._messages[0]] if self._summary is not None else []
             try:
-                text = await call_compact_fn(
-                    self._compact_fn,
-                    head + messages,
-                    self._system_prompt,
-                    timeout_s=self._compaction_timeout_s,
+                draft = await self._draft(
+                    OfflineSummariser(), request, folded, kept_tokens, tokens_before
                 )
             except CompactionError:
-                raise
-            # A user callback may raise anything: record it and keep the context.
-            except Exception as exc:
-                raise CompactionError(f"compact_fn raised {type(exc).__name__}: {exc}") from exc
-            return Summary(text, "compact_fn")
-        if self._client is not None and model is not None:
-            limits = get_model_limits(model)
-            return await summarize_with_model(
-                self._client,
-                model=model,
-                messages=messages,
-                previous_summary=self._summary,
-                counter=self.token_counter,
-                context_window=limits.context_window,
-                max_output_tokens=min(budget, limits.max_output_tokens),
-                timeout_s=self._compaction_timeout_s,
+                return None
+        self._commit_compaction(plan, draft, trigger, tokens_before, started, request)
+        if draft.tokens_after > threshold:
+            self._warn(
+                "the context is still above the threshold after compaction",
+                draft.tokens_after,
+                threshold,
             )
-        return Summary(self._offline(messages, budget), OFFLINE_MODEL)
+        return draft.summary.text
 
-    def _offline(self, messages: list[ChatMessage], budget: int) -> str:
-        return offline_summary(
-            messages,
-            budget_tokens=budget,
-            counter=self.token_counter,
-            previous_summary=self._summary,
-        )
+    async def _draft(
+        self,
+        summariser: Summariser,
+        request: SummaryRequest,
+        folded: list[tuple[int | None, ChatMessage]],
+        kept_tokens: int,
+        tokens_before: int,
+    ) -> Draft:
+        """The summary ``summariser`` writes, with the ledger carried on when
+        it is one of the library's (``memory.compaction.ledger``). Raises
+        ``CompactionError`` when it fails or would not lower ``tokens_before``."""
+        head = self._state.head
+        ledger, given_way = Ledger(), list[LedgerEntry]()
+        if summariser.carries_ledger:
+            previous = head.ledger if head is not None else Ledger()
+            updated = previous.updated(folded, request.instructions)
+            share = int(request.budget_tokens * LEDGER_SHARE)
+            ledger, given_way = updated.fit(share, request.counter)
+            ledger_tokens = request.counter.count(ledger.render()) if ledger.entries else 0
+            request = dataclasses.replace(
+                request,
+                budget_tokens=max(policy.MIN_SUMMARY_BUDGET, request.budget_tokens - ledger_tokens),
+                previous_summary=narrative_of(request.previous_summary),
+            )
+        summary = await summariser.summarise(request)
+        if ledger.entries:
+            summary = await self._with_ledger(summariser, request, summary, ledger)
+        if given_way:
+            ledger, given_way = ledger.keeping_present(given_way, summary.text)
+        continuation = self.estimate_message_tokens(continuation_message(summary.text))
+        tokens_after = self._tokens_after(continuation, kept_tokens)
+        if tokens_after >= tokens_before:
+            raise CompactionError(
+                f"the summary would not lower the token count ({tokens_before} -> {tokens_after})"
+            )
+        return Draft(summary, continuation, tokens_after, ledger, given_way)
 
-    def _should_fall_back(self, tokens_before: int) -> bool:
+    async def _with_ledger(
+        self, summariser: Summariser, request: SummaryRequest, summary: Summary, ledger: Ledger
+    ) -> Summary:
+        """``summary`` followed by the ledger's block. The block lists only what
+        the narrative lacks, so its room may be partly unused: a summariser
+        without a model (cheap) writes again into that room, and the longer
+        narrative is taken when the whole still fits the budget."""
+        counter = request.counter
+        text = compose(summary.text, ledger)
+        budget = request.budget_tokens + counter.count(ledger.render())
+        room = budget - counter.count(text)
+        if summariser.uses_model or room < LEDGER_SLACK_TOKENS:
+            return dataclasses.replace(summary, text=text)
+        wider = dataclasses.replace(request, budget_tokens=request.budget_tokens + room)
+        again = await summariser.summarise(wider)
+        longer = compose(again.text, ledger)
+        if counter.count(longer) <= budget:
+            return dataclasses.replace(again, text=longer)
+        return dataclasses.replace(summary, text=text)
+
+    def _should_fall_back(self, tokens_before: int, summariser: Summariser) -> bool:
         return policy.should_fall_back(
             tokens_before=tokens_before,
-            overflow_line=compaction_threshold(self._model_name, 1.0),
-            uses_model=self._compact_fn is None and self._client is not None,
+            overflow_line=compaction_threshold(self.model_name, 1.0),
+            uses_model=summariser.uses_model,
             consecutive_failures=self._consecutive_failures,
         )
 
     def _tokens_after(self, continuation_tokens: int, kept_tokens: int) -> int:
-        system = self.estimate_context_tokens() - self._tokens_total - REPLY_PRIMING_TOKENS
-        return system + continuation_tokens + kept_tokens + REPLY_PRIMING_TOKENS
+        state = self._state
+        fixed = self.estimate_context_tokens() - state.tokens_total - REPLY_PRIMING_TOKENS
+        return fixed + continuation_tokens + kept_tokens + REPLY_PRIMING_TOKENS
 
     def _commit_compaction(
         self,
         plan: policy.CutPlan,
-        summary: Summary,
+        draft: Draft,
         trigger: Trigger,
-        counts: tuple[int, int, int],
+        tokens_before: int,
         started: float,
+        request: SummaryRequest,
     ) -> None:
-        """``counts``: tokens before, of the continuation message, and after."""
-        tokens_before, continuation_tokens, tokens_after = counts
-        folded = [seq for i in plan.summarize if (seq := self._meta[i].seq) is not None]
-        replayed = [seq for i in plan.keep if (seq := self._meta[i].seq) is not None]
+        state = self._state
+        summary = draft.summary
+        folded = [seq for i in plan.summarize if (seq := state.meta[i].seq) is not None]
+        kept = [seq for i in plan.keep if (seq := state.meta[i].seq) is not None]
         record = Compaction(
             ts=now_iso(),
-            compaction_number=self._compaction_count + 1,
+            compaction_number=state.compaction_number + 1,
             status="ok",
             trigger=trigger,
-            through_seq=self._next_seq - 1,
+            through_seq=state.next_seq - 1,
             summarized_seqs=[min(folded), max(folded)] if folded else None,
-            replayed_seqs=replayed,
+            replayed_seqs=kept,
             messages_compacted=len(plan.summarize),
-            messages_replayed=len(replayed),
+            messages_replayed=len(kept),
             summary=summary.text,
-            summary_tokens=continuation_tokens,
+            summary_tokens=draft.continuation_tokens,
             tokens_before=tokens_before,
-            tokens_after=tokens_after,
+            tokens_after=draft.tokens_after,
             model=summary.model,
             chunks=summary.chunks,
             duration_s=round(time.monotonic() - started, 4),
-            checkpoint=Checkpoint.capture(self).to_dict(),
-            # How many identifiers the model left out and the compactor appended.
-            extra=(
-                {"identifiers_appended": summary.identifiers_appended}
-                if summary.identifiers_appended
-                else {}
-            ),
+            checkpoint=Checkpoint.capture(state).to_dict(),
+            instructions=request.instructions,
+            usage=summary.usage_record(),
+            ledger=draft.ledger.to_record() or None,
+            ledger_given_way=[entry.to_dict() for entry in draft.given_way] or None,
         )
         self._apply_compaction(record)
         self._consecutive_failures = 0
         self._recorder.record(record)
         logger.info(
             "compaction %d: %d messages folded, %d kept, %d -> %d tokens",
-            self._compaction_count,
+            state.compaction_number,
             len(plan.summarize),
-            len(replayed),
+            len(kept),
             tokens_before,
-            tokens_after,
+            draft.tokens_after,
         )
         if self._on_compact is not None:
             stats = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
@@ -353,90 +424,82 @@ class CompactionBase(BaseMemory):
                 logger.exception("on_compact callback raised")
 
     def _apply_compaction(self, record: Compaction) -> None:
-        """Make the context ``[continuation, *kept]``, kept being the messages
-        whose seq ``record.replayed_seqs`` lists, in context order.
-
-        The one place a compaction changes the context, live and on restore.
-        The continuation is ``record.continuation`` verbatim when set, else our
-        template around the summary. Raises ``CompactionError`` when a
-        replayed seq is not in the context.
-        """
-        summary = record.summary or ""
-        entries = self._entries()
-        wanted = set(record.replayed_seqs or ())
-        kept = [e for e in entries if e[1].seq is not None and e[1].seq in wanted]
-        if len(kept) != len(wanted):
-            found = {e[1].seq for e in kept}
-            missing = sorted(s for s in wanted if s not in found)
-            raise CompactionError(f"compaction replays seqs {missing} not in the context")
-        number = record.compaction_number or self._compaction_count + 1
-        self._undo = Undo(entries, self._summary, len(kept), number)
-        if record.continuation is not None:
-            message = ChatMessage.user(record.continuation)
-        else:
-            message = continuation_message(summary)
-        tokens = record.summary_tokens
-        if tokens is None:
-            tokens = self.estimate_message_tokens(message)
-        self._summary = summary
-        self._replace_context([(message, EntryMeta(None, None, None), tokens), *kept])
-        self._compaction_count = number
+        """Apply ``record`` to the state and trace it (live and for an imported
+        tool's own compaction)."""
+        self._state.compact(record)
         self._floor_warned = False
-        self._trace.add(
-            "compaction",
-            **{k: v for k, v in record.to_dict().items() if k not in ("type", "ts", "summary")},
-        )
+        self._trace_compaction(record)
 
-    def revert_last_compaction(self, reason: str = "") -> None:
-        """Undo the latest compaction: the context goes back to what it was
-        before it, plus every message added since. Nothing is deleted: the
-        log gets a ``compaction_revert`` record. Only the latest compaction can
-        be reverted, once (the memory keeps one previous context, bounded by
-        the threshold). Raises ``CompactionError`` when there is none.
+    def _trace_compaction(self, record: Compaction) -> None:
+        self._trace.add("compaction", **compaction_trace_fields(record))
+
+    # -- undo and correct ------------------------------------------------------
+
+    def revert_last_compaction(self, reason: str = "", *, number: int | None = None) -> int:
+        """Undo the compaction in force: the context goes back to what it was
+        just before it, plus every message added since. Call it again to undo
+        the one before (any depth: a memory with a log reads what it needs
+        from the log; one without holds the newest four). ``number``, when
+        given, must be the compaction in force (an operator confirms what they
+        saw). Nothing is deleted: the log gets a ``compaction_revert`` record.
+        Returns the number undone. Raises ``CompactionError`` when there is
+        nothing to undo or ``number`` is not in force.
         """
-        number = self._apply_revert(None)
+        state = self._state
+        undone = state.revert(number, self._prior_loader())
+        self._floor_warned = False
+        self._trace.add("compaction_revert", reverts=undone)
         self._recorder.record(
             CompactionRevert(
                 ts=now_iso(),
-                reverts=number,
-                through_seq=self._next_seq - 1,
+                reverts=undone,
+                through_seq=state.next_seq - 1,
                 reason=reason,
                 context_tokens=self.estimate_context_tokens(),
             )
         )
+        return undone
 
-    def _apply_revert(self, number: int | None) -> int:
-        undo = self._undo
-        if undo is None and number is None:
-            raise CompactionError(
-                "cannot revert: there has been no compaction in this context"
-                if self._compaction_count == 0
-                else "cannot revert: the latest compaction was already reverted, or the context "
-                "was cleared or forked since (only the latest compaction can be reverted, once)"
+    def correct_summary(self, summary: str, *, reason: str = "", number: int | None = None) -> None:
+        """Replace the summary of the compaction in force with ``summary`` (an
+        operator's correction, before the session continues). The compaction
+        record keeps the original; a ``summary_correction`` record is logged,
+        and the context and every restore use the corrected text. Raises
+        ``CompactionError`` when no compaction is in force, ``number`` is not
+        it, or ``summary`` is empty.
+        """
+        state = self._state
+        corrected = state.correct_summary(number, summary)
+        self._trace.add("summary_correction", compaction_number=corrected)
+        self._recorder.record(
+            SummaryCorrection(
+                ts=now_iso(),
+                compaction_number=corrected,
+                summary=summary,
+                reason=reason,
+                through_seq=state.next_seq - 1,
+                context_tokens=self.estimate_context_tokens(),
             )
-        if undo is None or (number is not None and number != undo.number):
-            raise CompactionError(
-                f"cannot revert compaction {number}: it is not the latest one in this context"
-            )
-        since = self._entries()[1 + undo.kept :]
-        self._summary = undo.summary
-        self._replace_context([*undo.entries, *since])
-        self._undo = None
-        self._floor_warned = False
-        self._trace.add("compaction_revert", reverts=undo.number)
-        return undo.number
+        )
+
+    def _prior_loader(self) -> PriorLoader | None:
+        """How to read the context before a compaction whose snapshot the
+        state no longer holds (``None``: no log to read it from)."""
+        return None
+
+    # -- failures and warnings -------------------------------------------------
 
     def _record_failure(
         self, trigger: Trigger, error: str, tokens_before: int, started: float
     ) -> None:
         self._consecutive_failures += 1
-        record = CompactionFailed(
+        record = CompactionFailure(
             ts=now_iso(),
             trigger=trigger,
-            through_seq=self._next_seq - 1,
+            through_seq=self.next_seq - 1,
             error=error,
             tokens_before=tokens_before,
-            model=self._compact_model_name or self._model_name,
+            model=self._compact_model_name or self.model_name,
             duration_s=round(time.monotonic() - started, 4),
         )
         logger.warning("compaction failed (%s); the context is unchanged", error)
@@ -447,7 +510,7 @@ class CompactionBase(BaseMemory):
         self._floor_warned = True
         record = CompactionWarning(
             ts=now_iso(),
-            through_seq=self._next_seq - 1,
+            through_seq=self.next_seq - 1,
             reason=reason,
             floor_tokens=floor,
             threshold=threshold,
@@ -456,7 +519,7 @@ class CompactionBase(BaseMemory):
         self._trace_event(record)
         self._recorder.record(record)
 
-    def _trace_event(self, record: CompactionFailed | CompactionWarning) -> None:
+    def _trace_event(self, record: CompactionFailure | CompactionWarning) -> None:
         """The trace event of a record that leaves the context as it was."""
         fields = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
         self._trace.add(record.type, **fields)
@@ -467,31 +530,22 @@ class CompactionBase(BaseMemory):
         """Forget the context, the summary and the trace (the log keeps
         everything, and records the reset so that a restore starts from the
         same empty context). Returns ``{"messages", "trace_events", "compactions"}``."""
-        counts = self._apply_reset()
+        compactions = self.compaction_count
+        counts = self._clear_context()
+        counts["compactions"] = compactions
+        self._consecutive_failures = 0
+        self._floor_warned = False
         if self._recorder.active:
             self._recorder.record(
                 Reset(
                     ts=now_iso(),
-                    through_seq=self._next_seq - 1,
+                    through_seq=self.next_seq - 1,
                     context_tokens=self.estimate_context_tokens(),
                 )
             )
         return counts
 
-    def _apply_clear_messages(self) -> int:
-        cleared = super()._apply_clear_messages()
-        self._summary = None
-        self._undo = None
+    def clear_messages(self) -> int:
         self._consecutive_failures = 0
         self._floor_warned = False
-        return cleared
-
-    def _apply_reset(self) -> dict[str, int]:
-        counts = self._clear_context()
-        counts["compactions"] = self._compaction_count
-        self._summary = None
-        self._compaction_count = 0
-        self._consecutive_failures = 0
-        self._floor_warned = False
-        self._undo = None
-        return counts
+        return super().clear_messages()

@@ -1,4 +1,4 @@
-"""Checkpoints: restoring a session from its latest compactions, not its first record.
+"""Checkpoints: restoring a session from the end of its log, not its first record.
 
 After a compaction the context is ``[instructions, continuation, *kept]`` plus
 every message added since. The compaction record already names the
@@ -7,57 +7,66 @@ messages (``replayed_seqs``; their message records hold the form they have in
 the context, their tokens and their unit). Its ``checkpoint`` field holds the
 rest of the memory's state at that point::
 
-    {"version": 1,
+    {"version": 2,
      "next_seq": 120,                       # the seq the next message gets
      "system_prompt": "...",                # the instructions in force
      "system_role": "developer",            # absent for "system"
      "tracker": {"unit_index": 41, "unit": "B",
                  "pending": ["call_7"], "answered": []},   # the open tool batch
-     "calibration": {"models": {...}}}      # absent until usage was reported
+     "calibration": {"models": {...}},      # absent until usage was reported
+     "tools": [{...}],                      # the tool schemas; absent: none
+     "rewind_number": 2}                    # the last rewind numbered; absent: 0
+
+(Version 1, written before tools and rewinds were logged, lacks the last two
+and still loads.) A ``rewind`` record is a start too: the state after it is
+the state of the log at its target, which the same backward read reaches by
+reading on past the records the rewind left behind.
 
 Where a restore starts (``read_tail``): reading the log backwards from its
-end, at the newest compaction with a usable checkpoint that
+end, at the first of
 
-1. is not the newest compaction of the log: undoing that one
-   (``revert_last_compaction``) needs the context just before it, which only a
-   replay from an earlier point rebuilds; and
-2. is not reverted by a later ``compaction_revert``, for the same reason.
+1. a compaction with a usable checkpoint that no later ``compaction_revert``
+   undid (undoing it later reads what came before it from the log: the
+   restored memory is given a loader), or
+2. a ``rewind`` (its target is then found the same way, further back).
 
-The records after it are replayed as usual. So a restore reads about two
-compactions' worth of records, however long the log is. A log without such a
-compaction (shorter, or written before checkpoints: older versions, the
-reference implementation, other tools) is replayed whole, as is any log whose
-tail does not replay cleanly; ``CompactionMemory.restore_from_log(...,
-full_replay=True)`` always replays everything and reports every problem of
-the log, where a restore from a checkpoint reports those of the records it read.
+The records after the start are applied as usual. So a restore reads about
+one compaction's worth of records, however long the log is. A log without
+such a start (shorter, or written before checkpoints: older versions, the
+reference implementation, other tools) is applied whole, as is any log whose
+tail does not apply cleanly; ``restore_from_log(..., full_replay=True)``
+always reads everything and reports every problem of the log, where a
+restore from a checkpoint reports those of the records it read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeGuard, cast
+from typing import Any, TypeGuard, cast
 
-from ..base import EntryMeta
+from ..log.prefix import LogPoint
 from ..log.records import (
     COMPACTION,
     COMPACTION_REVERT,
     MESSAGE,
+    REWIND,
     SESSION_META,
     Compaction,
     MessageRecord,
+    Rewind,
     record_from_dict,
 )
+from ..state import Entry, EntryMeta
 from ..units import TurnTracker, Unit
+from .state import CompactionState
 
-if TYPE_CHECKING:
-    from .base import CompactionBase, Entry
-
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 UNITS = ("A", "B", "C")
-# A backward read gives up after this many records without a usable
-# checkpoint, and the log is replayed forwards instead: holding every record
-# of a long log that has none would cost the memory a streamed replay avoids.
+# A backward read gives up after this many records without a usable start,
+# and the log is applied forwards instead: holding every record of a long log
+# that has none would cost the memory a streamed read avoids.
 MAX_TAIL_RECORDS = 20_000
 
 
@@ -73,21 +82,25 @@ class Checkpoint:
     pending: tuple[str, ...]
     answered: tuple[str, ...]
     calibration: Mapping[str, Any] = field(default_factory=dict)
+    tools: tuple[Mapping[str, Any], ...] = ()
+    rewind_number: int = 0
 
     @classmethod
-    def capture(cls, memory: CompactionBase) -> Checkpoint:
-        """The checkpoint of ``memory`` as it is now."""
-        tracker = memory._tracker
-        learned = memory.calibration.to_dict()
+    def capture(cls, state: CompactionState) -> Checkpoint:
+        """The checkpoint of ``state`` as it is now."""
+        tracker = state.tracker
+        learned = state.calibration.to_dict()
         return cls(
-            next_seq=memory.next_seq,
-            system_prompt=memory.system_prompt,
-            system_role=None if memory.system_role == "system" else memory.system_role,
+            next_seq=state.next_seq,
+            system_prompt=state.system_prompt,
+            system_role=None if state.system_role == "system" else state.system_role,
             unit_index=tracker.unit_index,
             unit=tracker.unit,
             pending=tuple(tracker.pending),
             answered=tuple(sorted(tracker.answered)),
             calibration=learned if learned["models"] else {},
+            tools=tuple(state.tool_schemas),
+            rewind_number=state.rewind_number,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,13 +119,17 @@ class Checkpoint:
             out["system_role"] = self.system_role
         if self.calibration:
             out["calibration"] = dict(self.calibration)
+        if self.tools:
+            out["tools"] = [dict(schema) for schema in self.tools]
+        if self.rewind_number:
+            out["rewind_number"] = self.rewind_number
         return out
 
     @classmethod
     def from_dict(cls, data: object) -> Checkpoint | None:
         """The checkpoint ``data`` holds; ``None`` when it is absent, of another
         version or malformed (the restore then starts at an earlier one)."""
-        if not isinstance(data, Mapping) or data.get("version") != VERSION:
+        if not isinstance(data, Mapping) or data.get("version") not in READABLE_VERSIONS:
             return None
         tracker = data.get("tracker")
         if not isinstance(tracker, Mapping):
@@ -125,6 +142,8 @@ class Checkpoint:
         unit_index, unit = tracker.get("unit_index"), tracker.get("unit")
         pending, answered = tracker.get("pending"), tracker.get("answered")
         calibration = data.get("calibration", {})
+        tools = data.get("tools", [])
+        rewinds = data.get("rewind_number", 0)
         if not (
             _is_int(next_seq)
             and next_seq >= 0
@@ -136,10 +155,22 @@ class Checkpoint:
             and _is_str_list(pending)
             and _is_str_list(answered)
             and isinstance(calibration, Mapping)
+            and isinstance(tools, list)
+            and all(isinstance(schema, Mapping) for schema in tools)
+            and _is_int(rewinds)
         ):
             return None
         return cls(
-            next_seq, prompt, role, unit_index, unit, tuple(pending), tuple(answered), calibration
+            next_seq,
+            prompt,
+            role,
+            unit_index,
+            unit,
+            tuple(pending),
+            tuple(answered),
+            calibration,
+            tuple(tools),
+            rewinds,
         )
 
     def tracker(self) -> TurnTracker:
@@ -159,16 +190,26 @@ def _is_str_list(value: object) -> TypeGuard[list[str]]:
 class Tail:
     """What a backward read found.
 
-    ``start`` is the compaction a restore starts at, with its ``checkpoint``
-    and the context entries of its ``kept`` messages (in seq order), and ``records`` the
-    records after it, in log order. With ``start`` ``None`` the read reached
-    the log's first record: ``records`` is the whole log.
+    ``records`` are the records after the start, in log order. The start is
+    ``compaction`` (with its ``checkpoint`` and the context entries of its
+    ``kept`` messages, in seq order), or ``rewind`` (with ``prefix``: the tail
+    of the log up to the rewind's target), or neither: the read reached the
+    log's first record, and ``records`` is the whole log.
     """
 
     records: list[dict[str, Any]]
-    start: Compaction | None = None
+    compaction: Compaction | None = None
     checkpoint: Checkpoint | None = None
     kept: list[Entry] = field(default_factory=list)
+    rewind: Rewind | None = None
+    prefix: Tail | None = None
+
+    @property
+    def start(self) -> str:
+        """``"compaction"``, ``"rewind"`` or ``"log"`` (its first record)."""
+        if self.compaction is not None:
+            return "compaction"
+        return "rewind" if self.rewind is not None else "log"
 
 
 def read_tail(backward: Iterator[dict[str, Any]]) -> Tail | None:
@@ -176,13 +217,12 @@ def read_tail(backward: Iterator[dict[str, Any]]) -> Tail | None:
     yields its records newest first; see the module for the rule).
 
     Returns ``None`` when a restore cannot start from what was read: no usable
-    checkpoint within ``MAX_TAIL_RECORDS`` records, or a kept message whose
-    record is missing or lacks its ``tokens``/``unit``/``unit_index``; the
-    caller then replays the log forwards.
+    start within ``MAX_TAIL_RECORDS`` records, a kept message whose record is
+    missing or lacks its ``tokens``/``unit``/``unit_index``, or a rewind whose
+    target is not in the log; the caller then applies the log forwards.
     """
     after: list[dict[str, Any]] = []
     reverted: set[int] = set()
-    later_compactions = 0
     for raw in backward:
         kind = raw.get("type")
         if kind == SESSION_META:
@@ -191,22 +231,64 @@ def read_tail(backward: Iterator[dict[str, Any]]) -> Tail | None:
             return Tail(after)
         if kind == COMPACTION_REVERT and _is_int(raw.get("reverts")):
             reverted.add(raw["reverts"])
-        elif kind == COMPACTION:
-            number = raw.get("compaction_number")
-            checkpoint = Checkpoint.from_dict(raw.get("checkpoint"))
-            if later_compactions and checkpoint is not None and number not in reverted:
-                start = record_from_dict(raw, exact=False, parsed_json=True)
-                if isinstance(start, Compaction) and _is_int(number) and start.summary is not None:
-                    kept = _kept(backward, start.replayed_seqs or [])
-                    if kept is None:
-                        return None
-                    after.reverse()
-                    return Tail(after, start, checkpoint, kept)
-            later_compactions += 1
+        elif kind == COMPACTION and raw.get("compaction_number") not in reverted:
+            start = _usable_start(raw)
+            if start is not None:
+                kept = _kept(backward, start[0].replayed_seqs or [])
+                if kept is None:
+                    return None
+                after.reverse()
+                return Tail(after, compaction=start[0], checkpoint=start[1], kept=kept)
+        elif kind == REWIND:
+            return _rewind_start(raw, backward, after)
         after.append(raw)
         if len(after) > MAX_TAIL_RECORDS:
             return None
-    return None  # a log without its session_meta: the forward replay reports it
+    return None  # a log without its session_meta: the forward read reports it
+
+
+def _usable_start(raw: dict[str, Any]) -> tuple[Compaction, Checkpoint] | None:
+    """Compaction ``raw`` and its checkpoint, when a restore can start there."""
+    checkpoint = Checkpoint.from_dict(raw.get("checkpoint"))
+    if checkpoint is None or not _is_int(raw.get("compaction_number")):
+        return None
+    start = record_from_dict(raw, exact=False, parsed_json=True)
+    if not isinstance(start, Compaction) or start.summary is None:
+        return None
+    # A record its own checkpoint contradicts was edited by hand: the forward
+    # read applies it and says what is wrong.
+    through = start.through_seq
+    if through is None or through >= checkpoint.next_seq:
+        return None
+    return start, checkpoint
+
+
+def _rewind_start(
+    raw: dict[str, Any], backward: Iterator[dict[str, Any]], after: list[dict[str, Any]]
+) -> Tail | None:
+    """The tail starting at rewind ``raw``: the log up to its target is read
+    on from the same backward read (the records between are no longer in force)."""
+    record = record_from_dict(raw, exact=False, parsed_json=True)
+    try:
+        point = LogPoint.from_dict(raw.get("target"))
+    except ValueError:
+        return None
+    if not isinstance(record, Rewind):
+        return None
+    for older in backward:
+        if point.names(older):
+            rest = _chain([older], backward) if point.includes_its_record else backward
+            prefix = read_tail(rest)
+            if prefix is None:
+                return None
+            after.reverse()
+            return Tail(after, rewind=record, prefix=prefix)
+    return None
+
+
+def _chain(first: list[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    yield from first
+    yield from rest
 
 
 def _kept(backward: Iterator[dict[str, Any]], seqs: list[int]) -> list[Entry] | None:
@@ -221,7 +303,7 @@ def _kept(backward: Iterator[dict[str, Any]], seqs: list[int]) -> list[Entry] | 
         seq = raw.get("seq")
         if not _is_int(seq) or seq < lowest:
             break
-        if seq in wanted:
+        if seq in wanted and seq not in found:
             record = record_from_dict(raw, exact=False, parsed_json=True)
             if not (
                 isinstance(record, MessageRecord)
@@ -240,19 +322,20 @@ def _kept(backward: Iterator[dict[str, Any]], seqs: list[int]) -> list[Entry] | 
     return [found[seq] for seq in sorted(found)]
 
 
-def start_at(memory: CompactionBase, tail: Tail) -> None:
-    """Give ``memory`` (new, built from the log's session_meta) the state it
-    had just after ``tail.start``: the checkpoint's instructions, calibration
-    and open tool batch, and the context ``[continuation, *kept]``."""
-    start, checkpoint = tail.start, tail.checkpoint
-    assert start is not None
-    assert checkpoint is not None
-    memory._apply_system_prompt(checkpoint.system_prompt, checkpoint.system_role)
-    memory.calibration.load(checkpoint.calibration)
-    memory._replace_context(tail.kept)
-    memory._apply_compaction(start)
-    # Nothing after the start reverts it (the read made sure), and the next
-    # compaction replaces what undo holds.
-    memory._undo = None
-    memory._next_seq = checkpoint.next_seq
-    memory._tracker = checkpoint.tracker()
+def start_at(
+    state: CompactionState, compaction: Compaction, checkpoint: Checkpoint, kept: list[Entry]
+) -> None:
+    """Give ``state`` (new, built from the log's session_meta) the state it
+    had just after ``compaction``: the checkpoint's instructions, tools,
+    calibration and open tool batch, and the context ``[continuation, *kept]``."""
+    state.set_system_prompt(checkpoint.system_prompt, checkpoint.system_role)
+    state.calibration.load(checkpoint.calibration)
+    state.set_tools(checkpoint.tools)
+    state.replace(kept)
+    state.compact(compaction)
+    assert state.head is not None
+    # What came before is read from the log if this compaction is ever undone.
+    state.head.prior = None
+    state.next_seq = checkpoint.next_seq
+    state.tracker = checkpoint.tracker()
+    state.rewind_number = checkpoint.rewind_number

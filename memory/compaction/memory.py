@@ -2,9 +2,9 @@
 
 Every message and every compaction event goes to the session's log as a typed
 record (``memory.log.records``) through the memory's recorder.
-``restore_from_log`` replays the log through the same ``_apply_*`` code that
-built the live context (``memory.compaction.replay``), so the restored
-``get_context()`` equals the live one: summary, replayed messages, the pending
+``restore_from_log`` applies the log's records through the same state methods
+that built the live context (``memory.compaction.restore``), so the restored
+``get_context()`` equals the live one: summary, kept messages, the pending
 request, truncated tool results and placeholder results included.
 """
 
@@ -18,16 +18,22 @@ from typing import Any, Self
 
 from ..clients.base import ChatClient
 from ..config import CompactionMemoryConfig
+from ..errors import CompactionError
 from ..log.jsonl import JSONLLogStore
+from ..log.prefix import LogPoint
 from ..log.recorder import Recorder
-from ..log.records import FORMAT_VERSION, Compaction, SessionMeta, now_iso
+from ..log.records import Compaction, Rewind, SessionMeta, now_iso
 from ..log.store import LogProblem, LogStore
 from ..messages import ChatMessage
 from ..session_state import CompactionSessionState
-from . import replay
+from ..state import EntryMeta
+from ..units import TurnTracker
+from . import restore
 from .base import CompactionBase, OnCompact
 from .checkpoint import Checkpoint
-from .summarize import CompactFn, continuation_message
+from .meta import session_meta
+from .state import Head, PriorLoader
+from .summarize import CompactFn
 from .tools import build_memory_tools
 
 
@@ -41,7 +47,8 @@ class CompactionMemory(CompactionBase):
 
     With a log, ``build_tools()`` gives the agent two memory tools (search the
     full log, read a past summary; see ``memory.compaction.tools``) unless
-    ``enable_memory_tools=False``.
+    ``enable_memory_tools=False``; every compaction can be undone in turn
+    (``revert_last_compaction``) and the session can be rewound (``rewind``).
     """
 
     def __init__(
@@ -87,6 +94,11 @@ class CompactionMemory(CompactionBase):
     def parent_session_id(self) -> str | None:
         return self._parent_session_id
 
+    @property
+    def rewind_count(self) -> int:
+        """The number of the session's newest rewind (0: none)."""
+        return self._state.rewind_number
+
     def build_tools(self) -> list[Callable[..., Any]]:
         """``search_conversation_log`` and ``read_compaction_summary`` over this
         session's log (see ``memory.compaction.tools``); none without a log
@@ -96,31 +108,100 @@ class CompactionMemory(CompactionBase):
         return build_memory_tools(self)
 
     def _session_meta(self) -> SessionMeta:
-        config = self.config.to_dict()
-        config.pop("session_id")
-        config.pop("log_base_path")
-        return SessionMeta(
-            ts=now_iso(),
+        return session_meta(
+            self._state,
+            self.config,
             session_id=self.session_id,
-            system_prompt=self._system_prompt,
-            system_role=None if self._system_role == "system" else self._system_role,
-            config=config,
-            parent_session_id=self._parent_session_id,
-            format_version=FORMAT_VERSION,
             memory_type=self.memory_type,
-            model_name=self._model_name,
+            parent_session_id=self._parent_session_id,
             parent_seq=self._parent_seq,
-            # The Motus format writes these keys even when empty: keep writing them.
-            extra={
-                k: None
-                for k, v in (
-                    ("parent_session_id", self._parent_session_id),
-                    ("model_name", self._model_name),
-                    ("parent_seq", self._parent_seq),
-                )
-                if v is None
-            },
         )
+
+    # -- reading the log back ----------------------------------------------------
+
+    def state_at(self, point: LogPoint) -> CompactionMemory:
+        """A memory (without a log of its own) holding this session's state at
+        ``point`` of its log (``memory.log.prefix``): after a message, before a
+        compaction or a rewind. What "the model saw" for reply ``seq`` is
+        ``state_at(LogPoint("before_message", seq)).get_context()``. Raises
+        ``LogError`` without a log, ``PointNotFoundError`` when the log has no
+        such point.
+        """
+        self._check_logged("read an earlier point")
+        state = restore.state_at(
+            self._log(), self.session_id, point, config=self.config, model_name=self.model_name
+        )
+        memory = CompactionMemory(config=self.config, model_name=self.model_name)
+        memory._state = state
+        return memory
+
+    def _prior_loader(self) -> PriorLoader | None:
+        if self.log_store is None:
+            return None
+
+        def load(head: Head) -> restore.Prior:
+            state = restore.state_at(
+                self._log(),
+                self.session_id,
+                restore.before_compaction(head),
+                config=self.config,
+                model_name=self.model_name,
+            )
+            return restore.prior_of(state)
+
+        return load
+
+    def _log(self) -> LogStore:
+        store = self.log_store
+        assert store is not None
+        return store
+
+    def _check_logged(self, what: str) -> None:
+        if self.log_store is None or not self._recorder.started:
+            raise CompactionError(f"cannot {what}: this memory has no log to read it from")
+
+    # -- rewind ------------------------------------------------------------------
+
+    def rewind(self, target: LogPoint, *, reason: str = "") -> int:
+        """Continue this session in place from an earlier point of its log.
+
+        The context (instructions and tools included) becomes what a restore
+        of the log up to ``target`` gives: ``LogPoint("after_message", seq)``
+        (a turn-unit boundary: A, C, or B with all its results),
+        ``LogPoint("before_compaction", n)``, or ``LogPoint("before_rewind",
+        n)`` (which undoes rewind ``n``). Nothing is deleted: a ``rewind``
+        record is appended, the records after the target stay in the log
+        (no longer in force), and seqs, turn units and compaction numbers keep
+        growing. Returns the rewind's number. Raises ``CompactionError`` when
+        the memory has no log or the target is inside a tool round (a call
+        without its result), ``PointNotFoundError`` when the log has no such point.
+        """
+        self._check_logged("rewind")
+        state = self._state
+        prefix = restore.state_at(
+            self._log(), self.session_id, target, config=self.config, model_name=self.model_name
+        )
+        if not prefix.at_boundary:
+            raise CompactionError(
+                f"cannot rewind to {target}: it is inside a tool round (calls "
+                f"{', '.join(prefix.tracker.pending)} have no result there); rewind to the "
+                "end of the round"
+            )
+        record = Rewind(
+            ts=now_iso(),
+            rewind_number=state.rewind_number + 1,
+            target=target.to_dict(),
+            through_seq=state.next_seq - 1,
+            unit_index=state.tracker.unit_index,
+            compaction_number=state.compaction_number,
+            reason=reason,
+        )
+        state.rewind(prefix, record)
+        record = dataclasses.replace(record, context_tokens=self.estimate_context_tokens())
+        self._floor_warned = False
+        self._trace.add("rewind", rewind_number=record.rewind_number, target=record.target)
+        self._recorder.record(record)
+        return state.rewind_number
 
     # -- compactions made elsewhere ---------------------------------------------
 
@@ -143,35 +224,32 @@ class CompactionMemory(CompactionBase):
         messages are those of the context whose seq ``replayed_seqs`` lists.
         ``tokens_before`` is that program's own figure (tokens) when it has
         one, else this memory's estimate. ``extra`` is kept on the record.
-        Goes through ``_apply_compaction``, like a live compaction and a
-        restore, so a restore rebuilds the same context. Returns the record.
-        Raises ``CompactionError`` when a replayed seq is not in the context.
+        Applied like a live compaction and a restore, so a restore rebuilds
+        the same context. Returns the record. Raises ``CompactionError`` when
+        a kept seq is not in the context.
         """
+        state = self._state
         wanted = set(replayed_seqs)
-        entries = self._entries()
+        entries = state.entries()
         folded = [m.seq for _, m, _ in entries if m.seq is not None and m.seq not in wanted]
         before = self.estimate_context_tokens()
-        message = (
-            ChatMessage.user(continuation)
-            if continuation is not None
-            else continuation_message(summary)
-        )
+        head = Head(0, None, summary, continuation, 0, None)
         record = Compaction(
             ts=now_iso(),
-            compaction_number=self._compaction_count + 1,
+            compaction_number=state.compaction_number + 1,
             status="ok",
             trigger=trigger,
-            through_seq=self._next_seq - 1,
+            through_seq=state.next_seq - 1,
             summarized_seqs=[min(folded), max(folded)] if folded else None,
             replayed_seqs=sorted(wanted),
             messages_compacted=len(entries) - len(wanted),
             messages_replayed=len(wanted),
             summary=summary,
-            summary_tokens=self.estimate_message_tokens(message),
+            summary_tokens=self.estimate_message_tokens(head.message()),
             tokens_before=before if tokens_before is None else tokens_before,
             model=model,
             continuation=continuation,
-            checkpoint=Checkpoint.capture(self).to_dict(),
+            checkpoint=Checkpoint.capture(state).to_dict(),
             extra=dict(extra or {}),
         )
         self._apply_compaction(record)
@@ -180,7 +258,7 @@ class CompactionMemory(CompactionBase):
         self._recorder.record(record)
         return record
 
-    # -- restore, state and forks (memory.compaction.replay) -------------------
+    # -- restore, state and forks ----------------------------------------------
 
     @classmethod
     def restore_from_log(
@@ -205,53 +283,94 @@ class CompactionMemory(CompactionBase):
         and the trace, with their line numbers. Raises ``SessionNotFoundError``
         when the session has no log, ``ConfigurationError`` for a bad id.
 
-        The log is read from its end back to the checkpoint of its
-        second-latest compaction (``memory.compaction.checkpoint``) and only
-        the records after it are replayed, so the time follows the live
-        context, not the log's length; undoing the latest compaction still
-        works. ``full_replay=True`` replays every record from the first, as
-        logs without checkpoints always are, and reports the problems of the
-        whole log rather than of the records read; both give the same memory.
+        The log is read from its end back to the checkpoint of its latest
+        compaction or its latest rewind (``memory.compaction.checkpoint``) and
+        only the records after it are applied, so the time follows the live
+        context, not the log's length; undoing a compaction later reads what
+        it needs from the log. ``full_replay=True`` reads every record from
+        the first, as logs without checkpoints always are, and reports the
+        problems of the whole log rather than of the records read; both give
+        the same memory.
         """
         if log_store is None:
             base = log_base_path or (config.log_base_path if config else None) or "."
             log_store = JSONLLogStore(base, fsync=bool(config and config.fsync))
-        return replay.restore_from_log(
-            cls,
-            session_id,
-            log_store=log_store,
-            config=config,
-            client=client,
-            model_name=model_name,
+        restored = restore.read_state(
+            log_store, session_id, config=config, model_name=model_name, full_replay=full_replay
+        )
+        meta = restored.meta
+        parent_seq = meta.get("parent_seq")
+        memory = cls(
+            config=restored.config,
             compact_fn=compact_fn,
             on_compact=on_compact,
-            system_prompt=system_prompt,
-            full_replay=full_replay,
+            log_store=log_store,
+            client=client,
+            model_name=restored.state.model_name,
+            parent_session_id=_str(meta.get("parent_session_id")),
+            parent_seq=parent_seq if isinstance(parent_seq, int) else None,
         )
+        memory._state = restored.state
+        memory._trace = restored.trace
+        memory._recorder.started = restored.started
+        memory._report_restore(restored)
+        if system_prompt is not None:
+            memory.set_system_prompt(system_prompt)
+        return memory
+
+    def _report_restore(self, restored: restore.Restored) -> None:
+        """``restore_problems``, the trace and the logger hear what the restore found."""
+        problems = restored.problems
+        self.restore_problems.extend(problems)
+        self._trace.add(
+            "restored",
+            session_id=self.session_id,
+            messages=self.next_seq,
+            compactions=self.compaction_count,
+            problems=len(problems),
+            from_compaction=restored.start,
+        )
+        for problem in problems:
+            self._trace.add("log_problem", line=problem.line, detail=str(problem))
+            restore.logger.warning("session %s: %s", self.session_id, problem)
 
     def get_session_state(self) -> CompactionSessionState:
         """Everything needed to continue this session (see ``CompactionSessionState``)."""
+        state = self._state
         base = self.config.log_base_path
+        head = state.head
         return CompactionSessionState(
-            system_prompt=self._system_prompt,
-            system_role=self._system_role,
-            messages=[m.to_dict() for m in self._messages],
-            model_name=self._model_name,
+            system_prompt=state.system_prompt,
+            system_role=state.system_role,
+            messages=[m.to_dict() for m in state.messages],
+            model_name=state.model_name,
             session_id=self.session_id,
             parent_session_id=self._parent_session_id,
             log_base_path=str(base) if base is not None else None,
             config=self.config.to_dict(),
-            summary=self._summary,
-            compaction_count=self._compaction_count,
-            next_seq=self._next_seq,
-            seqs=[m.seq for m in self._meta],
-            units=[[m.unit, m.unit_index] for m in self._meta],
+            summary=state.summary,
+            compaction_count=state.compaction_number,
+            next_seq=state.next_seq,
+            seqs=[m.seq for m in state.meta],
+            units=[[m.unit, m.unit_index] for m in state.meta],
             tracker={
-                "unit_index": self._tracker.unit_index,
-                "unit": self._tracker.unit,
-                "pending": list(self._tracker.pending),
-                "answered": sorted(self._tracker.answered),
+                "unit_index": state.tracker.unit_index,
+                "unit": state.tracker.unit,
+                "pending": list(state.tracker.pending),
+                "answered": sorted(state.tracker.answered),
             },
+            compaction_in_force=(
+                {
+                    "number": head.number,
+                    "through_seq": head.through_seq,
+                    "kept": head.kept,
+                    "continuation": head.continuation,
+                }
+                if head is not None
+                else None
+            ),
+            rewind_count=state.rewind_number,
+            tools=list(state.tool_schemas),
         )
 
     @classmethod
@@ -265,20 +384,113 @@ class CompactionMemory(CompactionBase):
         on_compact: OnCompact | None = None,
     ) -> Self:
         """Rebuild a memory from ``get_session_state()`` output; it keeps logging
-        to the same session (``log_store``, or the state's ``log_base_path``)."""
-        return replay.restore_from_state(
-            cls,
-            state,
-            log_store=log_store,
-            client=client,
+        to the same session (``log_store``, or the state's ``log_base_path``).
+        Undoing the compaction in force then reads what came before it from
+        that log."""
+        config = CompactionMemoryConfig.from_dict(
+            {**state.config, "session_id": state.session_id, "log_base_path": state.log_base_path}
+        )
+        memory = cls(
+            config=config,
             compact_fn=compact_fn,
             on_compact=on_compact,
+            log_store=log_store,
+            client=client,
+            model_name=state.model_name,
+            parent_session_id=state.parent_session_id,
         )
+        live = memory._state
+        live.set_system_prompt(state.system_prompt, state.system_role)
+        live.set_tools(state.tools)
+        memory._recorder.started = state.next_seq > 0 and memory.log_store is not None
+        messages = [ChatMessage.from_dict(m) for m in state.messages]
+        metas = [
+            EntryMeta(seq, unit, idx)
+            for seq, (unit, idx) in zip(state.seqs, state.units, strict=True)
+        ]
+        live.replace(
+            [(m, meta, live.message_tokens(m)) for m, meta in zip(messages, metas, strict=True)]
+        )
+        in_force = state.compaction_in_force
+        if state.summary is not None and in_force is not None:
+            live.head = Head(
+                number=int(in_force["number"]),
+                through_seq=in_force.get("through_seq"),
+                summary=state.summary,
+                continuation=in_force.get("continuation"),
+                kept=int(in_force.get("kept", 0)),
+                prior=None,
+            )
+        live.compaction_number = state.compaction_count
+        live.rewind_number = state.rewind_count
+        live.next_seq = state.next_seq
+        tracker = state.tracker
+        live.tracker = TurnTracker(
+            int(tracker.get("unit_index", -1)),
+            tracker.get("unit"),
+            dict.fromkeys(tracker.get("pending", ())),
+            set(tracker.get("answered", ())),
+        )
+        return memory
 
     def fork(self, *, session_id: str | None = None) -> Self:
         """A new session that starts from this context and points at this one.
 
         The fork gets its own log (same store): its first records rebuild this
-        context, so it restores on its own; the parent's log is untouched.
+        context (a ``fork`` compaction carrying the summary in force, then the
+        context's messages), so it restores on its own; the parent's log is
+        untouched.
         """
-        return replay.fork(self, session_id=session_id)
+        config = CompactionMemoryConfig.from_dict(
+            {**self.config.to_dict(), "session_id": session_id}
+        )
+        child = type(self)(
+            config=config,
+            compact_fn=self._compact_fn,
+            on_compact=self._on_compact,
+            log_store=self.log_store,
+            client=self._client,
+            model_name=self.model_name,
+            compaction_timeout_s=self._compaction_timeout_s,
+            parent_session_id=self.session_id,
+            parent_seq=self.next_seq - 1,
+            enable_memory_tools=self._enable_memory_tools,
+        )
+        child._compact_model_name = self._compact_model_name
+        child.calibration = self.calibration
+        state = child._state
+        state.set_tools(self._state.tool_schemas)
+        state.set_system_prompt(self.system_prompt, self.system_role)
+        entries = self._state.entries()
+        if self.summary is not None:
+            seed = Compaction(
+                ts=now_iso(),
+                compaction_number=1,
+                status="ok",
+                trigger="fork",
+                through_seq=-1,
+                replayed_seqs=[],
+                messages_compacted=0,
+                messages_replayed=0,
+                summary=self.summary,
+                continuation=self._state.head.continuation if self._state.head else None,
+                ledger=self._state.head.ledger.to_record() or None if self._state.head else None,
+                summary_tokens=entries[0][2],
+                checkpoint=Checkpoint.capture(state).to_dict(),
+                extra={"summarized_seqs": None},
+            )
+            child._apply_compaction(seed)
+            child._recorder.record(seed)
+            entries = entries[1:]
+        for message, meta, tokens in entries:
+            if meta.seq is None:
+                continue  # a placeholder result: the fork derives it again
+            ingested = state.ingest(message, context_message=message, tokens=tokens)
+            child._trace_message(ingested)
+            if child._recorder.active:
+                child._recorder.record(state.message_record(ingested))
+        return child
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None

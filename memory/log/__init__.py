@@ -5,12 +5,14 @@
 - ``store``: the ``LogStore`` interface (and ``ReversibleLogStore``, read from the end),
   session-id rules and ``LogProblem``;
 - ``jsonl``: ``JSONLLogStore`` (one crash-safe JSONL file per session) and ``parse_lines``;
-- ``in_memory``: ``InMemoryLogStore``.
+- ``in_memory``: ``InMemoryLogStore``;
+- ``prefix``: ``LogPoint`` (a place in a log) and ``PrefixStore`` (a log read up to one).
 """
 
 from . import records
 from .in_memory import InMemoryLogStore
 from .jsonl import JSONLLogStore, parse_lines
+from .prefix import LogPoint, PointNotFoundError, PrefixStore
 from .recorder import Listener, Recorder
 from .records import LogRecord, record_from_dict, record_from_json
 from .store import (
@@ -30,9 +32,12 @@ __all__ = [
     "InvalidSessionIdError",
     "JSONLLogStore",
     "Listener",
+    "LogPoint",
     "LogProblem",
     "LogRecord",
     "LogStore",
+    "PointNotFoundError",
+    "PrefixStore",
     "Recorder",
     "ReversibleLogStore",
     "parse_lines",

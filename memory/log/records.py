@@ -6,7 +6,7 @@ discriminator) and an ISO-8601 UTC timestamp ``ts``. The first three types are
 the Motus log format (``session_meta``, ``message``, ``compaction``) and stay
 readable by Motus; everything this library adds is an optional field or a new
 record type. A log written by Motus (no ``seq``, no ``through_seq``) loads:
-see ``memory.compaction.replay``.
+see ``memory.compaction.restore``.
 
 Each class below lists its fields; a field is ``None`` when the record does
 not have it. ``extra`` holds every key the class does not know (fields a newer
@@ -27,7 +27,8 @@ hold whatever the memory writes.
     ``parent_session_id``; added: ``format_version``, ``memory_type``,
     ``model_name``, ``parent_seq`` (the last parent message a fork or restore
     was taken from), ``title``, ``system_role`` (``"developer"`` when the
-    instructions are a developer message; absent for ``"system"``).
+    instructions are a developer message; absent for ``"system"``), ``tools``
+    (the tool schemas set before the first record; absent: none).
 ``system_prompt`` (``SystemPromptChange``)
     ``system_prompt``, ``through_seq``, ``system_role`` (as in
     ``session_meta``): the prompt changed mid-session.
@@ -51,8 +52,14 @@ hold whatever the memory writes.
     (the exact text of the continuation message when it is not this library's
     template around ``summary``: logs of the reference implementation and of
     other tools), ``checkpoint`` (what a restore needs to start at this
-    record instead of at the log's first: ``memory.compaction.checkpoint``).
-``compaction_failed`` (``CompactionFailed``)
+    record instead of at the log's first: ``memory.compaction.checkpoint``),
+    ``instructions`` (what the caller of ``compact(instructions=...)`` asked
+    the summary to keep), ``usage`` (the summarising requests' own
+    ``{"input_tokens", "output_tokens", "model"}``, when a model wrote it),
+    ``ledger`` (what the summary carries verbatim to the next compaction:
+    ``memory.compaction.ledger``) and ``ledger_given_way`` (the entries that
+    did not fit its budget and were dropped, recorded rather than lost silently).
+``compaction_failed`` (``CompactionFailure``)
     ``trigger``, ``through_seq``, ``error``, ``tokens_before``, ``model``,
     ``duration_s``. The context did not change.
 ``compaction_warning`` (``CompactionWarning``)
@@ -68,6 +75,29 @@ hold whatever the memory writes.
     the conversation but keeps the compaction numbering (and the trace);
     absent for ``reset()``, which starts everything again. A reader that does
     not know ``scope`` still empties the context, which is what both did.
+``tools`` (``ToolsChange``)
+    ``schemas`` (the OpenAI function-tool dicts sent with every request from
+    now on; ``[]``: none), ``tokens`` (their estimated tokens),
+    ``through_seq``. Tools set before the first record are the
+    ``session_meta``'s ``tools`` instead.
+``rewind`` (``Rewind``)
+    ``rewind_number`` (1, 2, ... in the log), ``target`` (a log point,
+    ``memory.log.prefix``: ``{"after_message": 41}``, ``{"before_compaction":
+    3}`` or ``{"before_rewind": 2}``), ``reason``, ``context_tokens``, and
+    what stays counted across it: ``through_seq`` (the last seq given out;
+    the next message gets the one after), ``unit_index`` (the last turn unit
+    numbered), ``compaction_number`` (the last compaction numbered). The
+    session continues in place from the target: the context becomes what a
+    restore of the log up to the target gives (instructions and tools
+    included). Nothing is deleted; the records between the target and the
+    rewind stay in the log, no longer in force. Undoing a rewind is a rewind
+    to ``{"before_rewind": n}``. A reader older than this record type skips it
+    (with a note) and shows the context as it was before the rewind.
+``summary_correction`` (``SummaryCorrection``)
+    ``compaction_number`` (the compaction in force whose summary is
+    corrected), ``summary`` (the corrected text; the compaction record keeps
+    the original), ``reason``, ``through_seq``, ``context_tokens``: the
+    continuation message carries the corrected summary from now on.
 
 Any other ``type`` reads as an ``UnknownRecord`` that keeps all its fields.
 """
@@ -97,6 +127,9 @@ COMPACTION_FAILED = "compaction_failed"
 COMPACTION_WARNING = "compaction_warning"
 COMPACTION_REVERT = "compaction_revert"
 RESET = "reset"
+TOOLS = "tools"
+REWIND = "rewind"
+SUMMARY_CORRECTION = "summary_correction"
 
 
 def now_iso() -> str:
@@ -262,6 +295,7 @@ class SessionMeta(LogRecord):
     parent_seq: int | None = None
     title: str | None = None
     system_role: str | None = None
+    tools: list[dict[str, Any]] | None = None
 
 
 @_record(SYSTEM_PROMPT)
@@ -307,11 +341,15 @@ class Compaction(LogRecord):
     duration_s: float | None = None
     continuation: str | None = None
     checkpoint: dict[str, Any] | None = None
+    instructions: str | None = None
+    usage: dict[str, Any] | None = None
+    ledger: list[dict[str, Any]] | None = None
+    ledger_given_way: list[dict[str, Any]] | None = None
 
 
 @_record(COMPACTION_FAILED)
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class CompactionFailed(LogRecord):
+class CompactionFailure(LogRecord):
     trigger: str | None = None
     through_seq: int | None = None
     error: str | None = None
@@ -348,6 +386,36 @@ class Reset(LogRecord):
 
 RESET_SCOPE_MESSAGES = "messages"
 """``Reset.scope`` of ``clear_messages()``."""
+
+
+@_record(TOOLS)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolsChange(LogRecord):
+    schemas: list[dict[str, Any]] | None = None
+    tokens: int | None = None
+    through_seq: int | None = None
+
+
+@_record(REWIND)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Rewind(LogRecord):
+    rewind_number: int | None = None
+    target: dict[str, Any] | None = None
+    through_seq: int | None = None
+    unit_index: int | None = None
+    compaction_number: int | None = None
+    reason: str | None = None
+    context_tokens: int | None = None
+
+
+@_record(SUMMARY_CORRECTION)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryCorrection(LogRecord):
+    compaction_number: int | None = None
+    summary: str | None = None
+    reason: str | None = None
+    through_seq: int | None = None
+    context_tokens: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,6 +34,12 @@ def chat_tool_schemas(memory: BaseMemory) -> list[dict[str, Any]]:
     return [tool_schema(fn) for fn in (*CHAT_TOOLS, *memory.build_tools())]
 
 
+def new_chat_tool_schemas(config: CompactionMemoryConfig) -> list[dict[str, Any]]:
+    """The schemas of a new chat's turns, before it has a log of its own (its
+    memory will have one, so the memory's tools are among them)."""
+    return chat_tool_schemas(CompactionMemory(config=config, log_store=InMemoryLogStore()))
+
+
 @dataclass(frozen=True, slots=True)
 class Overhead:
     """What every request of a live chat carries before any message, in tokens."""

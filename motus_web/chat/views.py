@@ -20,7 +20,7 @@ from .curve import token_curves
 from .forms import NewChatForm, ReplayForm, chat_model, memory_config
 from .render import record_frames
 from .replay import ReplaySettings, create_replay, replay_of
-from .tools import session_overhead
+from .tools import new_chat_tool_schemas, session_overhead
 
 SHOWN_RECORDS = 100  # the latest records the page renders; the socket sends the rest
 
@@ -40,12 +40,14 @@ def chat_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         model = chat_model(data["model"])
+        config = memory_config(data["token_threshold"], model)
         session = create_session(
             request.user,  # type: ignore[arg-type]
-            memory_config(data["token_threshold"], model),
+            config,
             title=data["title"] or "Chat",
             model_name=model.model,
             system_prompt=data["system_prompt"],
+            tools=new_chat_tool_schemas(config),
         )
         return redirect("chat:chat", public_id=session.public_id)
     return render(request, "chat/new.html", {"form": form}, status=400 if form.errors else 200)

@@ -50,10 +50,13 @@ def create_session(
     system_prompt: str = "",
     parent_session_id: str | None = None,
     extra: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> Session:
     """Store a new session owned by ``owner`` whose log holds only its meta
     (the row is inserted with its owner: no moment without one); its memory is
-    ``CompactionMemory.restore_from_log`` of it, with ``config``."""
+    ``CompactionMemory.restore_from_log`` of it, with ``config``. ``tools``:
+    the schemas every turn will send (a chat's), so that its first turn logs
+    no change of them."""
     public_id = uuid.uuid4().hex
     stored = {k: v for k, v in config.to_dict().items() if k not in ("session_id", "log_base_path")}
     meta = records.SessionMeta(
@@ -65,6 +68,7 @@ def create_session(
         format_version=records.FORMAT_VERSION,
         memory_type=CompactionMemory.memory_type,
         model_name=model_name,
+        tools=tools or None,
         title=title[:200],
         extra=extra or {},
     )

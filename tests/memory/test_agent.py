@@ -83,7 +83,8 @@ async def test_the_messages_sent_to_the_model_are_exactly_the_memory_context() -
 
     assert sent_equals_context == [True, True, True]
     assert memory.compaction_count == 1
-    assert "they asked about Paris" in client.requests[-1].messages[1].text
+    # No system prompt, so no system message: the continuation comes first.
+    assert "they asked about Paris" in client.requests[-1].messages[0].text
 
 
 async def test_parallel_tool_calls_run_concurrently_and_results_keep_the_call_order() -> None:
@@ -242,8 +243,8 @@ async def test_cancellation_propagates_and_leaves_a_context_the_next_run_continu
     assert cancelled.text.startswith("Cancelled:")
     assert await agent.run("never mind") == "fresh start"
     last_request = client.requests[-1].messages
-    assert [m.role for m in last_request] == ["system", "user", "assistant", "tool", "user"]
-    assert last_request[3].tool_call_id == "c1"
+    assert [m.role for m in last_request] == ["user", "assistant", "tool", "user"]
+    assert last_request[2].tool_call_id == "c1"
 
 
 async def test_it_accepts_a_chat_message_or_content_parts_as_the_user_message() -> None:

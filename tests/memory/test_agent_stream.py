@@ -230,7 +230,7 @@ async def test_a_provider_error_is_an_event_and_a_retry_continues_without_a_new_
     assert retry[0] == TurnStarted(None)
     assert retry[-1] == TurnFinished("answer", "Here it is.", steps=1)
     assert [m.role for m in agent.memory.messages] == ["user", "assistant"]
-    assert [m.role for m in client.requests[1].messages] == ["system", "user"]
+    assert [m.role for m in client.requests[1].messages] == ["user"]
 
 
 async def test_interrupting_a_streaming_reply_keeps_the_partial_answer_marked() -> None:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, Usage
 from memory.errors import CompactionError
 from memory.log import InMemoryLogStore, JSONLLogStore, LogStore
+from memory.log.prefix import LogPoint, PointNotFoundError
 
 from .conftest import answer, calls, result, user
 from .test_invariants import conversations
@@ -43,14 +44,25 @@ def state(memory: CompactionMemory) -> dict[str, Any]:
     return out
 
 
-async def undo_outcome(memory: CompactionMemory) -> dict[str, Any] | str:
-    """What undoing the latest compaction gives (on a copy of the log's memory)."""
-    try:
-        memory.revert_last_compaction("check")
-    except CompactionError as error:
-        return f"refused: {error}"
-    await memory.flush()
-    return state(memory)
+async def undo_outcome(memory: CompactionMemory) -> list[dict[str, Any] | str]:
+    """What undoing the compactions in force one after another gives, down to
+    the first (each undo may read what came before from the log)."""
+    outcomes: list[dict[str, Any] | str] = []
+    while True:
+        try:
+            memory.revert_last_compaction("check")
+        except CompactionError as error:
+            return [*outcomes, f"refused: {error}"]
+        await memory.flush()
+        outcomes.append(state(memory))
+
+
+def rewind_target(memory: CompactionMemory, choice: int) -> LogPoint:
+    """One of the points a rewind may target now, picked by ``choice``."""
+    points = [LogPoint("after_message", seq) for seq in range(memory.next_seq)]
+    points += [LogPoint("before_compaction", n) for n in range(1, memory.compaction_count + 1)]
+    points += [LogPoint("before_rewind", n) for n in range(1, memory.rewind_count + 1)]
+    return points[choice % len(points)]
 
 
 async def drive(
@@ -90,6 +102,19 @@ async def drive(
             memory.clear_messages()
         elif kind == "reset":
             memory.reset()
+        elif kind == "rewind" and memory.next_seq:
+            target = rewind_target(memory, value)
+            try:
+                memory.rewind(target, reason="test")
+            except (CompactionError, PointNotFoundError):
+                pass  # inside a tool round, or a compaction number a reset reused
+            else:
+                await memory.flush()
+                # The rewound context is the log's own state at the target.
+                assert memory.get_context() == memory.state_at(target).get_context()
+        elif kind == "correct":
+            with contextlib.suppress(CompactionError):
+                memory.correct_summary(f"Corrected: {value}")
         await memory.flush()
     return memory
 
@@ -100,10 +125,17 @@ def sessions(draw: st.DrawFn) -> list[tuple[str, Any]]:
     for message in draw(conversations()):
         steps.append(("message", message))
         operation = draw(
-            st.sampled_from(["none"] * 12 + ["compact", "revert", "fail", "prompt", "clear"])
+            st.sampled_from(
+                ["none"] * 12
+                + ["compact", "revert", "fail", "prompt", "clear", "rewind", "correct"]
+            )
         )
         if operation == "fail":
             steps.append(("fail", draw(st.booleans())))
+        elif operation == "rewind":
+            steps.append(("rewind", draw(st.integers(0, 10_000))))
+        elif operation == "correct":
+            steps.append(("correct", draw(st.sampled_from(["order #1001 is in Lyon", "HAT083"]))))
         elif operation == "prompt":
             steps.append(("prompt", draw(st.sampled_from(["Be brief.", "Be thorough now."]))))
         elif operation != "none":
@@ -143,7 +175,8 @@ def test_a_restore_from_checkpoints_equals_a_full_replay_and_the_live_memory(
     assert state(fast) == state(full) == state(live)
     assert [str(p) for p in fast.restore_problems] == [str(p) for p in full.restore_problems]
     assert bool(fast.restore_problems) == torn
-    # Undoing the latest compaction works (or is refused) the same way.
+    # Undoing the compactions in force, one after another, works (or is
+    # refused) the same way.
     assert asyncio.run(undo_outcome(fast)) == asyncio.run(undo_outcome(full))
 
 
@@ -177,14 +210,14 @@ async def test_a_restore_reads_only_the_end_of_the_log(tmp_path: Path) -> None:
     fast = CompactionMemory.restore_from_log("long", log_store=store)
     assert state(fast) == state(live)
     assert fast.restore_problems == []
-    assert _restored_event(fast)["from_compaction"] == live.compaction_count - 1
+    assert _restored_event(fast)["from_compaction"] == live.compaction_count
     full = CompactionMemory.restore_from_log("long", log_store=store, full_replay=True)
     # The unreadable line, and the message seq missing after it.
     assert {p.line for p in full.restore_problems} == {4}
     assert state(full) == state(live)
 
 
-async def test_the_restore_starts_before_the_latest_compaction_so_it_can_be_undone(
+async def test_a_restore_starts_at_the_newest_compaction_in_force_and_undo_reads_back_further(
     tmp_path: Path,
 ) -> None:
     store = JSONLLogStore(tmp_path)
@@ -195,8 +228,10 @@ async def test_the_restore_starts_before_the_latest_compaction_so_it_can_be_undo
     assert state(restored) == state(live) != before_undo
     # The reverted compaction cannot be a starting point: the one before it is.
     assert _restored_event(restored)["from_compaction"] == live.compaction_count - 1
-    with pytest.raises(CompactionError):
-        restored.revert_last_compaction()
+    # And that one can be undone too: what came before it is read from the log.
+    assert restored.revert_last_compaction() == live.compaction_count - 1
+    assert live.revert_last_compaction() == live.compaction_count - 1
+    assert state(restored) == state(live)
 
 
 async def test_a_log_written_before_checkpoints_is_replayed_whole(tmp_path: Path) -> None:

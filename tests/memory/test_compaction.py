@@ -200,11 +200,11 @@ async def test_model_summaries_fall_back_offline_after_repeated_failures() -> No
 async def test_model_summarisation_splits_into_requests_that_fit_the_compaction_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memory.compaction import base as compaction_base
+    from memory.compaction import summariser as compaction_summariser
     from memory.tokens.model_limits import ModelLimits
 
     monkeypatch.setattr(
-        compaction_base, "get_model_limits", lambda model: ModelLimits(1_200, 200, True)
+        compaction_summariser, "get_model_limits", lambda model: ModelLimits(1_200, 200, True)
     )
     client = FakeClient(replies=["s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"])
     memory = memory_with(threshold=1_500, compact_fn=None, client=client)

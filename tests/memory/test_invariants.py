@@ -204,7 +204,7 @@ def check_context(
         assert not open_ids
 
     # Messages kept after the cut are exactly what the log recorded for them.
-    for message, meta in zip(memory.messages, memory._meta, strict=True):
+    for message, meta in zip(memory.messages, memory._state.meta, strict=True):
         if meta.seq is not None:
             record = logged[meta.seq]
             assert message.to_dict() == record.get("context_message", record["message"])

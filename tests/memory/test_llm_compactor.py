@@ -18,10 +18,9 @@ from memory import (
     OpenAIChatClient,
     ProviderTimeoutError,
 )
-from memory.compaction.summarize import IDENTIFIERS_HEADING, append_lost_identifiers
+from memory.compaction.ledger import LEDGER_HEADING
 from memory.log import records
 from memory.testing.scripted_server import ScriptedServer
-from memory.tokens import TokenCounter
 
 from .conftest import FakeClient, answer, calls, result, user
 from .test_invariants import SYSTEM_PROMPT, assert_restores_exactly, check_context, conversations
@@ -81,7 +80,7 @@ async def test_it_summarises_with_compact_model_name_when_set() -> None:
     assert compaction["model"] == "gpt-4o-mini"
 
 
-async def test_identifiers_the_model_dropped_are_appended_verbatim() -> None:
+async def test_identifiers_the_model_dropped_are_carried_verbatim_by_the_ledger() -> None:
     client = FakeClient(replies=["The user wants a flight; the agent is checking seats."])
     memory = llm_memory(client)
     await add_all(
@@ -94,19 +93,19 @@ async def test_identifiers_the_model_dropped_are_appended_verbatim() -> None:
     assert memory.compaction_count == 1
     summary = memory.summary or ""
     assert summary.startswith("The user wants a flight; the agent is checking seats.")
-    appendix = summary.split(IDENTIFIERS_HEADING, 1)[1]
-    for identifier in ("HAT123", "mia_li_3668", "2024-05-14", "$1,200", "14C", "18:30"):
-        assert identifier in appendix
-    assert "/bookings/HAT123.json" in appendix
-    assert "c1" not in appendix.split()  # call ids are bookkeeping, not identifiers
+    block = summary.split(LEDGER_HEADING, 1)[1]
+    for identifier in ("HAT123", "mia_li_3668", "2024-05-14", "$1,200", "14C"):
+        assert identifier in block
+    assert "/bookings/HAT123.json" in block
+    assert "c1" not in block.split()  # call ids are bookkeeping, not identifiers
     # What the log holds is what the context holds.
     log = list(memory.log_store.read("llm"))  # type: ignore[union-attr]
     (compaction,) = [r for r in log if r["type"] == records.COMPACTION]
     assert compaction["summary"] == summary
-    assert compaction["identifiers_appended"] == len(appendix.split(";"))
+    assert {e["value"] for e in compaction["ledger"]} >= {"HAT123", "mia_li_3668"}
 
 
-async def test_a_summary_that_kept_every_identifier_gets_no_appendix() -> None:
+async def test_a_summary_that_kept_every_identifier_lists_none_again() -> None:
     client = FakeClient(replies=["User asked to book HAT123 for mia_li_3668; done."])
     memory = llm_memory(client)
     await add_all(memory, user("Book HAT123 for mia_li_3668. " + LONG), answer("Done. " + LONG))
@@ -120,17 +119,17 @@ async def test_identifiers_of_the_previous_summary_survive_the_next_compaction()
     await add_all(memory, user("Nice weather? " + LONG), answer(LONG))
     assert memory.compaction_count == 2
     assert "Booked HAT123." in client.requests[1].messages[1].text  # the old summary is folded
-    assert "HAT123" in (memory.summary or "").split(IDENTIFIERS_HEADING, 1)[1]
+    assert "HAT123" in (memory.summary or "").split(LEDGER_HEADING, 1)[1]
 
 
 async def test_an_identifier_in_the_part_of_a_huge_message_cut_from_the_request_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memory.compaction import base as compaction_base
+    from memory.compaction import summariser as compaction_summariser
     from memory.tokens.model_limits import ModelLimits
 
     monkeypatch.setattr(
-        compaction_base, "get_model_limits", lambda model: ModelLimits(1_500, 300, True)
+        compaction_summariser, "get_model_limits", lambda model: ModelLimits(1_500, 300, True)
     )
     client = FakeClient()
     memory = llm_memory(client, threshold=1_200)
@@ -139,18 +138,6 @@ async def test_an_identifier_in_the_part_of_a_huge_message_cut_from_the_request_
     assert memory.compaction_count == 1
     assert all("KEY-77Q9" not in m.text for r in client.requests for m in r.messages)
     assert "KEY-77Q9" in (memory.summary or "")
-
-
-def test_the_appendix_stays_within_its_budget_and_keeps_the_newest() -> None:
-    counter = TokenCounter.for_model("gpt-4o")
-    texts = [f"Order ORD{i:04d} shipped." for i in range(300)]
-    text, appended = append_lost_identifiers("Orders shipped.", texts, counter, 100)
-    appendix = text.split(IDENTIFIERS_HEADING, 1)[1]
-    assert 0 < appended < 300
-    assert counter.count(appendix) <= 100
-    assert "ORD0299" in appendix
-    assert "ORD0000" not in appendix
-    assert f"({300 - appended} older ones not listed)" in appendix
 
 
 async def test_a_model_failure_leaves_the_context_and_records_the_compaction_model() -> None:

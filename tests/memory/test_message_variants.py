@@ -526,11 +526,11 @@ async def test_an_agent_whose_server_sends_empty_call_ids_gets_both_results_back
     assert await agent.run("stock of 1 and 2?") == "Four of sku 1, two of sku 2."
 
     second_request = [m.to_api_dict() for m in client.requests[1].messages]
-    assert [c["id"] for c in second_request[2]["tool_calls"]] == [
+    assert [c["id"] for c in second_request[1]["tool_calls"]] == [
         "call_motus_1_0",
         "call_motus_1_1",
     ]
-    assert [(m["tool_call_id"], m["content"]) for m in second_request[3:]] == [
+    assert [(m["tool_call_id"], m["content"]) for m in second_request[2:]] == [
         ("call_motus_1_0", "sku 1: 3 left"),
         ("call_motus_1_1", "sku 2: 2 left"),
     ]

@@ -76,6 +76,6 @@ async def test_a_compaction_counts_its_continuation_once(encoded: Counter[str]) 
     for message in conversation():
         await memory.add_message(message)
     assert memory.compaction_count == 1
-    continuation = memory.get_context()[1].text
+    continuation = memory.get_context()[0].text
     assert summary in continuation
     assert encoded[continuation] == 1

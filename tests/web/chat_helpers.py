@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from memory import CompactionMemoryConfig
 from motus_web.chat.providers import ChatModel
 from motus_web.chat.routing import websocket_urlpatterns
+from motus_web.chat.tools import new_chat_tool_schemas
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
 
@@ -24,12 +25,14 @@ def scripted_model(base_url: str, name: str = "scripted") -> ChatModel:
 
 
 def chat_session(owner: AbstractBaseUser, threshold: int | None = None) -> Session:
+    config = CompactionMemoryConfig(token_threshold=threshold)
     return create_session(
         owner,
-        CompactionMemoryConfig(token_threshold=threshold),
+        config,
         title="Chat",
         model_name="gpt-4o",
         system_prompt="Be brief.",
+        tools=new_chat_tool_schemas(config),
     )
 
 

@@ -102,9 +102,10 @@ def test_claude_codes_own_compaction_is_a_compaction_and_the_context_is_its_own(
     assert event.replayed_seqs == []
     assert event.record_extra["continuation"] == tool_compaction.summary
     context = restored_context(session)
-    # What the model sees now: Claude Code's summary message, then what came after it.
-    assert context[1].text == tool_compaction.summary
-    assert len(context) == 2 + len(parsed.messages) - tool_compaction.at
+    # What the model sees now: Claude Code's summary message, then what came after it
+    # (the transcript names no system prompt, so no system message comes first).
+    assert context[0].text == tool_compaction.summary
+    assert len(context) == 1 + len(parsed.messages) - tool_compaction.at
     assert context[-1].to_dict() == ChatMessage.from_dict(parsed.messages[-1]).to_dict()
     provider = session.messages.exclude(provider_tokens=None)
     assert provider.count() == len(parsed.provider_input_tokens) > 0

@@ -94,10 +94,11 @@ def test_each_replys_step_is_the_request_the_agent_really_sent(
     for reply, body in zip(replies, sent, strict=True):
         rebuilt = json.loads(client.get(url("step_request", session.public_id, reply.seq)).content)
         wanted = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        # The log holds no tool schemas yet (the library adds them): compare the rest.
-        assert {k: v for k, v in rebuilt.items() if k != "tools"} == {
-            k: v for k, v in wanted.items() if k != "tools"
-        }, reply.seq
+        assert wanted["tools"]  # the chat's tools and the memory's
+        assert rebuilt == wanted, reply.seq
+        # The page's estimate is that of this request: the gauge's pairing agrees with it.
+        page = client.get(url("step_detail", session.public_id, reply.seq)).content.decode()
+        assert f'<dd id="step-estimate">{reply.context_tokens - reply.tokens:,}</dd>' in page
 
 
 def measured(owner: User, turns: int) -> Session:

@@ -1,0 +1,376 @@
+"""The ledger: what a summary carries verbatim from one compaction to the next.
+
+A summary is rewritten at every compaction, and every rewrite can lose the
+exact string a user asked to keep: a booking reference, a passport number, "never
+book red-eye flights". The ledger is the part that is not rewritten. Each
+compaction of the library's own compactors (offline and model; a user's
+``compact_fn`` owns its summary) takes the ledger of the compaction in force,
+adds what the folded messages name, and carries every entry forward verbatim
+until a later message supersedes it:
+
+- **instructions**: the user's sentences that tell the agent how to behave or
+  what to keep ("remember", "always", "never", "don't", "make sure", "I
+  prefer", "from now on"...), quoted whole;
+- **identifiers, names, numbers, amounts, dates** (``memory.compaction.identifiers``)
+  that the user named; the identifiers, names and dates the assistant or its
+  tool calls named (its prices and counts are mostly quoted tool data); the
+  ids, paths and addresses a tool result named; each with the words that
+  label it ("passport number", "booking reference") when the text has them.
+  Call ids are bookkeeping and never carried. Said again later, an entry keeps
+  its place and takes the highest rank of its mentions.
+
+A later message supersedes an entry when it gives the same label another value
+of the same kind and says it is a change ("actually", "instead", "new",
+"changed", "correction"...), or the label is specific (two words or more, as
+"passport number"): the new entry replaces the old, and the summary says
+``(corrected from OLD, #seq)``.
+
+**Budget and what gives way.** The ledger has ``LEDGER_SHARE`` of the summary's
+budget (the narrative gets the rest plus whatever the ledger leaves unused).
+When its entries do not all fit, they give way in this order, the oldest of a
+rank first: identifiers found only in tool results; then those the assistant
+named; then the user's names, numbers and dates; then the user's identifiers;
+instructions, and identifiers from a message that asked to remember them, last.
+What gives way is recorded on the compaction record (``ledger_given_way``),
+never dropped silently; an entry that gave way is not carried further.
+
+In the summary's text the ledger is one block after the narrative, under
+``LEDGER_HEADING``, listing the entries the narrative does not already contain
+word for word (instructions are always listed). The compaction record keeps
+the whole ledger (``ledger``), so the next compaction reads it from there, not
+from the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ..messages import ChatMessage
+from .identifiers import find_identifiers, normalise
+
+LEDGER_HEADING = "Kept verbatim from earlier in the conversation:"
+LEDGER_SHARE = 0.4
+"""Share of a summary's token budget the ledger may take."""
+SCAN_CHARS = 20_000
+"""Characters of one message read for entries (a huge tool result's head)."""
+
+INSTRUCTION = "instruction"
+# Ranks: what gives way first has the lowest.
+TOOL_RANK, ASSISTANT_RANK, USER_DETAIL_RANK, USER_ID_RANK, PINNED_RANK = range(5)
+_USER_ID_KINDS = frozenset({"id", "email", "url", "path", "version"})
+
+# An instruction is said to the agent: an imperative opening the sentence, or
+# the user asking for something of "you" (not "I always loved painting").
+_INSTRUCTION_CUE = re.compile(
+    r"^(?:please\s+)?(?:always|never|don'?t|do not|remember|make sure|be sure|keep|avoid|only|"
+    r"use|stop|note|from now on|going forward)\b"
+    r"|\b(?:you|the agent|the assistant)\s+(?:should|must|shall|need to|have to|may not|"
+    r"can'?t|cannot|mustn'?t|shouldn'?t)\b"
+    r"|\bi(?:'d| would)?\s+(?:prefer|want you to|like you to|need you to|ask you to)\b"
+    r"|\bplease\s+(?:always|never|don'?t|do not|remember|keep|make sure|use|avoid|only)\b",
+    re.IGNORECASE,
+)
+INSTRUCTION_MAX_CHARS = 300
+"""A longer sentence is not carried as an instruction (it is narrative)."""
+_REMEMBER = re.compile(
+    r"\b(?:remember|keep (?:track|a note)|note (?:down|that)|don'?t forget)\b", re.I
+)
+_CORRECTION_CUE = re.compile(
+    r"\b(?:actually|instead|correction|corrected|change[sd]?|changing|updated?|new|now|"
+    r"not\b.*\bbut|wrong|mistake|sorry|rather)\b",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_LABEL_STOP_WORDS = """my the a an is are was were be it its our your his her their this that these
+    those of for to and or with as at on in by"""
+_LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split())
+_COPULAS = frozenset({"is", "are", "was", "were", "be", "being"})
+_LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+
+
+class _Counter(Protocol):
+    def count(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One thing carried verbatim: its ``kind`` (``"instruction"`` or an
+    identifier kind), ``value`` (the text exactly as written), ``label`` (the
+    words that named it, lower case; ``""`` when none), the ``seq`` and
+    ``role`` of the message it came from, its ``rank`` (see the module) and,
+    for a correction, the value it ``replaces``."""
+
+    kind: str
+    value: str
+    label: str
+    seq: int | None
+    role: str
+    rank: int
+    replaces: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "value": self.value,
+            "seq": self.seq,
+            "role": self.role,
+            "rank": self.rank,
+        }
+        if self.label:
+            out["label"] = self.label
+        if self.replaces is not None:
+            out["replaces"] = self.replaces
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LedgerEntry | None:
+        """The entry ``data`` holds, or ``None`` for anything malformed."""
+        kind, value, rank = data.get("kind"), data.get("value"), data.get("rank")
+        seq, role = data.get("seq"), data.get("role")
+        if not (isinstance(kind, str) and isinstance(value, str) and value):
+            return None
+        label = data.get("label", "")
+        replaces = data.get("replaces")
+        return cls(
+            kind=kind,
+            value=value,
+            label=label if isinstance(label, str) else "",
+            seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+            role=role if isinstance(role, str) else "user",
+            rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else TOOL_RANK,
+            replaces=replaces if isinstance(replaces, str) else None,
+        )
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{normalise(self.value)}"
+
+    def line(self) -> str:
+        """How the entry reads in the summary."""
+        if self.kind == INSTRUCTION:
+            text = f'"{self.value}"'
+        else:
+            text = f"{self.label}: {self.value}" if self.label else self.value
+        if self.replaces is not None:
+            where = f", #{self.seq}" if self.seq is not None else ""
+            text += f" (corrected from {self.replaces}{where})"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """The entries carried, oldest first."""
+
+    entries: tuple[LedgerEntry, ...] = ()
+
+    @classmethod
+    def from_record(cls, data: object) -> Ledger:
+        """The ledger a compaction record's ``ledger`` field holds (``[]``/absent: empty)."""
+        if not isinstance(data, list):
+            return cls()
+        entries = (LedgerEntry.from_dict(d) for d in data if isinstance(d, Mapping))
+        return cls(tuple(e for e in entries if e is not None))
+
+    def to_record(self) -> list[dict[str, Any]]:
+        return [entry.to_dict() for entry in self.entries]
+
+    def updated(
+        self, messages: Sequence[tuple[int | None, ChatMessage]], instructions: str | None = None
+    ) -> Ledger:
+        """This ledger with what ``messages`` (``(seq, message)`` pairs, in
+        order) name, superseded entries replaced. ``instructions`` (of
+        ``compact(instructions=...)``) pin the entries whose label or value
+        shares a word with them."""
+        entries = list(self.entries)
+        index = {entry.key: i for i, entry in enumerate(entries)}
+        for seq, message in messages:
+            for entry in _entries_of(seq, message):
+                if entry.key in index:
+                    # Said again: it stays where it was first said, ranked as
+                    # the weightiest of its mentions (the user naming what a
+                    # tool returned).
+                    at = index[entry.key]
+                    if entry.rank > entries[at].rank:
+                        entries[at] = replace(entries[at], rank=entry.rank)
+                    continue
+                old = _superseded(entries, entry, _text(message))
+                if old is not None:
+                    entry = replace(entry, replaces=entries[old].value)
+                    del index[entries[old].key]
+                    entries[old] = entry
+                    index[entry.key] = old
+                else:
+                    index[entry.key] = len(entries)
+                    entries.append(entry)
+        if instructions:
+            terms = {w.casefold() for w in _LABEL_WORD.findall(instructions) if len(w) > 3}
+            entries = [replace(e, rank=PINNED_RANK) if _mentions(e, terms) else e for e in entries]
+        return Ledger(tuple(entries))
+
+    def fit(self, budget_tokens: int, counter: _Counter) -> tuple[Ledger, list[LedgerEntry]]:
+        """The entries that fit ``budget_tokens`` (as ``render`` writes them all),
+        and those that gave way, in the order of the module's rule."""
+        costs = [counter.count(entry.line()) + 2 for entry in self.entries]
+        used = counter.count(LEDGER_HEADING) + 2 + sum(costs)
+        order = sorted(range(len(self.entries)), key=lambda i: (self.entries[i].rank, i))
+        dropped: set[int] = set()
+        for i in order:
+            if used <= budget_tokens:
+                break
+            dropped.add(i)
+            used -= costs[i]
+        if len(dropped) == len(self.entries):
+            return Ledger(), list(self.entries)
+        kept = tuple(e for i, e in enumerate(self.entries) if i not in dropped)
+        return Ledger(kept), [e for i, e in enumerate(self.entries) if i in dropped]
+
+    def keeping_present(
+        self, given_way: Sequence[LedgerEntry], narrative: str
+    ) -> tuple[Ledger, list[LedgerEntry]]:
+        """This ledger with the entries of ``given_way`` that ``narrative``
+        quotes anyway (they cost nothing there, so they stay carried), and
+        those that are really gone."""
+        haystack = normalise(narrative)
+        present = [e for e in given_way if normalise(e.value) in haystack]
+        gone = [e for e in given_way if e not in present]
+        return Ledger((*self.entries, *present)), gone
+
+    def render(self, narrative: str = "") -> str:
+        """The ledger's block for a summary whose narrative is ``narrative``:
+        the entries the narrative lacks word for word (instructions always);
+        ``""`` when there are none."""
+        haystack = normalise(narrative)
+        lines = [
+            entry.line()
+            for entry in self.entries
+            if entry.kind == INSTRUCTION
+            or entry.replaces is not None
+            or normalise(entry.value) not in haystack
+        ]
+        if not lines:
+            return ""
+        return "\n".join([LEDGER_HEADING, *(f"- {line}" for line in lines)])
+
+
+def compose(narrative: str, ledger: Ledger) -> str:
+    """A summary's text: the narrative, then the ledger's block."""
+    block = ledger.render(narrative)
+    return f"{narrative.rstrip()}\n\n{block}" if block else narrative
+
+
+def narrative_of(summary: str | None) -> str | None:
+    """The part of a summary before its ledger block (what a summariser folds in
+    again; the ledger itself is carried by the record)."""
+    if summary is None:
+        return None
+    head, found, _ = summary.partition(f"\n\n{LEDGER_HEADING}")
+    return head if found else summary
+
+
+# -- finding entries --------------------------------------------------------------------
+
+
+def _text(message: ChatMessage) -> str:
+    text = message.text
+    return text if len(text) <= SCAN_CHARS else text[:SCAN_CHARS]
+
+
+def _entries_of(seq: int | None, message: ChatMessage) -> Iterable[LedgerEntry]:
+    role = message.role
+    text = _text(message)
+    # Call ids are the transcript's bookkeeping, not something to keep.
+    call_ids = frozenset((*(c.id for c in message.tool_calls), *message.tool_call_ids))
+    if role == "user":
+        remember = bool(_REMEMBER.search(text))
+        for sentence in _SENTENCE.findall(text):
+            sentence = sentence.strip()
+            if (
+                _INSTRUCTION_CUE.search(sentence)
+                and len(sentence.split()) >= 4
+                and len(sentence) <= INSTRUCTION_MAX_CHARS
+            ):
+                yield LedgerEntry(INSTRUCTION, sentence, "", seq, role, PINNED_RANK)
+        for identifier, label in _labelled(text):
+            if remember:
+                rank = PINNED_RANK
+            elif identifier.kind in _USER_ID_KINDS:
+                rank = USER_ID_RANK
+            else:
+                rank = USER_DETAIL_RANK
+            yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, rank)
+        return
+    if role == "assistant":
+        for identifier, label in _labelled(text):
+            # An assistant's prices and counts are mostly quoted tool data.
+            if identifier.kind not in ("amount", "number"):
+                yield LedgerEntry(
+                    identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
+                )
+        for call in message.tool_calls:
+            for identifier, label in _labelled(call.arguments[:SCAN_CHARS], call_ids):
+                if identifier.kind != "name":
+                    yield LedgerEntry(
+                        identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
+                    )
+        return
+    if role == "tool":
+        for identifier, label in _labelled(text, call_ids):
+            if identifier.kind in _USER_ID_KINDS:
+                yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, TOOL_RANK)
+
+
+def _labelled(text: str, skip: frozenset[str] = frozenset()) -> Iterable[tuple[Any, str]]:
+    """Each identifier of ``text`` (but those in ``skip``) with the words that label it."""
+    for identifier in find_identifiers(text):
+        if identifier.value in skip:
+            continue
+        at = text.find(identifier.value)
+        yield identifier, _label(text[max(0, at - 60) : max(0, at)])
+
+
+def _label(before: str) -> str:
+    """The words just before a value that say what it is, within its clause:
+    "my passport number is" -> "passport number", "booking reference:" ->
+    "booking reference"; none across another value or a preposition
+    ("HAT123 for" -> "")."""
+    before = before.rstrip()
+    if before.endswith((":", "=")):
+        before = before[:-1]
+    clause = re.split(r"[,;.!?()\[\]{}\n\"]", before)[-1]
+    words = clause.split()
+    while words and words[-1].casefold() in _COPULAS:
+        words.pop()
+    label: list[str] = []
+    for word in reversed(words):
+        lowered = word.casefold()
+        if lowered in _LABEL_STOP or len(label) == 3 or not _LABEL_WORD.fullmatch(word):
+            break
+        label.insert(0, lowered)
+    return " ".join(label)
+
+
+def _superseded(entries: list[LedgerEntry], new: LedgerEntry, text: str) -> int | None:
+    """The index of the entry ``new`` corrects, if any (see the module)."""
+    if new.kind == INSTRUCTION or not new.label:
+        return None
+    specific = len(new.label.split()) >= 2
+    if not specific and not _CORRECTION_CUE.search(text):
+        return None
+    for i in range(len(entries) - 1, -1, -1):
+        old = entries[i]
+        if (
+            old.label == new.label
+            and old.kind == new.kind
+            and old.seq != new.seq
+            and old.role == new.role
+        ):
+            return i
+    return None
+
+
+def _mentions(entry: LedgerEntry, terms: set[str]) -> bool:
+    words = {w.casefold() for w in _LABEL_WORD.findall(f"{entry.label} {entry.value}")}
+    return bool(words & terms)

@@ -1,0 +1,281 @@
+"""``ContextState``: what a memory holds, and the only code that changes it.
+
+A memory's state is its instructions (the system prompt and its role), the
+tool schemas sent with every request, the context (the messages after the
+instructions, each with its log ``seq``, its turn unit and its tokens), the
+open tool-call batch and the next ``seq``. Every change of it is a method
+here, called in the same way live and on restore (``memory.compaction.restore``
+builds a state from a log's records through these methods), so a restored
+memory is built by the same code as the live one. Nothing here does I/O,
+logs or traces: the memory records what it did.
+
+Text enters clean: every string of a message and the system prompt is freed of
+lone surrogates on the way in (``memory.json_values``), so a UTF-8 log holds
+exactly the live context. Tool calls without ids get deterministic ones when
+they enter the context (``memory.call_ids``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Self
+
+from .call_ids import with_call_ids
+from .json_values import clean_text
+from .log.records import MessageRecord, now_iso
+from .messages import INSTRUCTION_ROLES, ChatMessage, InstructionRole, InvalidMessageError
+from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from .tokens.calibration import TokenCalibration
+from .tokens.truncation import Truncation, fit_tool_result
+from .units import Classification, TurnTracker, Unit, placeholder_results
+
+
+class EntryMeta(NamedTuple):
+    """Where a context message came from: its log ``seq`` (``None`` for derived
+    messages such as a placeholder result or a continuation) and its turn unit."""
+
+    seq: int | None
+    unit: Unit | None
+    unit_index: int | None
+
+
+Entry = tuple[ChatMessage, EntryMeta, int]
+"""One context message, where it came from, and its tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ingested:
+    """The outcome of adding one message: what the log and the trace need."""
+
+    seq: int
+    message: ChatMessage
+    context_message: ChatMessage
+    tokens: int
+    classification: Classification
+    truncation: Truncation | None
+    ts: str  # when it was added (ISO-8601 UTC): its trace event's and its record's time
+
+
+class ContextState:
+    """The instructions, tools and context of a memory, with their token counts.
+
+    ``messages``, ``meta`` and ``tokens`` are parallel lists (the context in
+    order); ``tokens_total`` is their sum, kept as messages come and go, so
+    ``context_tokens()`` never re-tokenises. Token figures are estimates in
+    tokens of ``model_name``'s tokenizer (``memory.tokens``).
+    """
+
+    def __init__(
+        self,
+        *,
+        model_name: str | None,
+        max_tool_result_tokens: int,
+        calibration: TokenCalibration | None = None,
+    ) -> None:
+        self.model_name = model_name
+        # What the provider's reports taught about the estimate (shareable).
+        self.calibration = calibration if calibration is not None else TokenCalibration()
+        self.max_tool_result_tokens = max_tool_result_tokens
+        self.system_prompt = ""
+        self.system_role: InstructionRole = "system"
+        self._system_tokens: int | None = None
+        self.tool_schemas: list[dict[str, Any]] = []
+        self.tools_tokens = 0
+        self.messages: list[ChatMessage] = []
+        self.meta: list[EntryMeta] = []
+        self.tokens: list[int] = []
+        self.tokens_total = 0
+        self.tracker = TurnTracker()
+        self.next_seq = 0
+
+    @property
+    def counter(self) -> TokenCounter:
+        return TokenCounter.for_model(self.model_name)
+
+    def copy(self) -> Self:
+        """An independent copy (separate lists and tracker; messages are immutable)."""
+        clone = copy.copy(self)
+        clone.tool_schemas = list(self.tool_schemas)
+        clone.messages = list(self.messages)
+        clone.meta = list(self.meta)
+        clone.tokens = list(self.tokens)
+        clone.tracker = self.tracker.copy()
+        return clone
+
+    # -- instructions and tools --------------------------------------------------
+
+    def instructions(self) -> ChatMessage | None:
+        """The system (or developer) message; ``None`` when there is no prompt:
+        strict providers refuse an empty system message."""
+        if not self.system_prompt:
+            return None
+        return ChatMessage(role=self.system_role, content=self.system_prompt)
+
+    def set_system_prompt(self, prompt: str, role: str | None = "system") -> None:
+        """Set the prompt and its role (a log's ``system_role``: ``None`` is
+        ``"system"``). Raises ``InvalidMessageError`` for another role."""
+        if role not in (None, *INSTRUCTION_ROLES):
+            raise InvalidMessageError(f"unknown instruction role {role!r}")
+        self.system_prompt = clean_text(prompt)
+        self.system_role = "developer" if role == "developer" else "system"
+        self._system_tokens = None
+
+    def set_tools(self, schemas: Sequence[Mapping[str, Any]]) -> None:
+        """The tool schemas sent with every request, counted once as their JSON.
+        Raises ``TypeError`` for schemas JSON cannot hold."""
+        self.tool_schemas = [dict(schema) for schema in schemas]
+        self.tools_tokens = (
+            self.counter.count(json.dumps(self.tool_schemas, ensure_ascii=False))
+            if self.tool_schemas
+            else 0
+        )
+
+    def set_model(self, model_name: str) -> None:
+        """Name the model once it is known; the schemas are counted again with its tokenizer."""
+        self.model_name = model_name
+        self._system_tokens = None
+        if self.tool_schemas:
+            self.set_tools(self.tool_schemas)
+
+    # -- reading ---------------------------------------------------------------
+
+    def context(self) -> list[ChatMessage]:
+        """The messages of a request: the instructions (when there are any), then the context."""
+        instructions = self.instructions()
+        return [instructions, *self.messages] if instructions else list(self.messages)
+
+    def message_tokens(self, message: ChatMessage, *, content_tokens: int | None = None) -> int:
+        """Tokens one message costs in a request, the chat format's overhead included."""
+        return self.counter.message_tokens(message, content_tokens=content_tokens)
+
+    def instruction_tokens(self) -> int:
+        if self._system_tokens is None:
+            instructions = self.instructions()
+            self._system_tokens = self.message_tokens(instructions) if instructions else 0
+        return self._system_tokens
+
+    def context_tokens(self) -> int:
+        """Estimated tokens of a request: instructions, tool schemas, context and
+        the reply's priming. O(1): nothing is re-tokenised."""
+        self.sync()
+        return (
+            self.instruction_tokens() + self.tools_tokens + self.tokens_total + REPLY_PRIMING_TOKENS
+        )
+
+    @property
+    def at_boundary(self) -> bool:
+        """No tool call is waiting for its result."""
+        return self.tracker.at_boundary
+
+    def entries(self) -> list[Entry]:
+        self.sync()
+        return list(zip(self.messages, self.meta, self.tokens, strict=True))
+
+    def sync(self) -> None:
+        """Recount when the messages list was edited directly (the design's
+        custom-memory example calls ``self._messages.clear()``)."""
+        if len(self.tokens) != len(self.messages) or len(self.meta) != len(self.messages):
+            self.tokens = [self.message_tokens(m) for m in self.messages]
+            self.meta = [EntryMeta(None, None, None) for _ in self.messages]
+            self.tokens_total = sum(self.tokens)
+
+    # -- changing --------------------------------------------------------------
+
+    def ingest(
+        self,
+        message: ChatMessage,
+        *,
+        seq: int | None = None,
+        context_message: ChatMessage | None = None,
+        tokens: int | None = None,
+    ) -> Ingested:
+        """Number, truncate, classify and append one message.
+
+        ``context_message`` and ``tokens`` are given on restore (the truncated
+        form and the count the log recorded), so a restore never re-truncates
+        or re-tokenises. Raises ``InvalidMessageError`` for an instruction message.
+        """
+        if message.role in INSTRUCTION_ROLES:
+            raise InvalidMessageError(
+                f"{message.role} messages are not added to the conversation: use "
+                f"set_system_prompt(text, role={message.role!r})"
+            )
+        self.sync()
+        seq = self.next_seq if seq is None else seq
+        truncation = None
+        content_tokens = None
+        if context_message is None:
+            tracker = self.tracker
+            context_message = with_call_ids(message, seq, tracker.pending, tracker.answered)
+            fitted = fit_tool_result(context_message, self.max_tool_result_tokens, self.counter)
+            context_message, truncation = fitted.message, fitted.truncation
+            content_tokens = fitted.content_tokens
+        self.next_seq = seq + 1
+        classification = self.tracker.classify(context_message)
+        if tokens is None:
+            tokens = self.message_tokens(context_message, content_tokens=content_tokens)
+        if classification.abandoned:
+            # Placeholder results close an abandoned batch, so the context stays valid.
+            for placeholder in placeholder_results(classification.abandoned):
+                self.push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
+        if classification.in_context:
+            meta = EntryMeta(seq, classification.unit, classification.unit_index)
+            self.push(context_message, meta, tokens)
+        return Ingested(
+            seq, message, context_message, tokens, classification, truncation, now_iso()
+        )
+
+    def message_record(
+        self, ingested: Ingested, *, provider_tokens: int | None = None
+    ) -> MessageRecord:
+        """The log record of a message just ingested (``context_tokens``: the
+        context's size now, with it)."""
+        truncation = ingested.truncation
+        c = ingested.classification
+        return MessageRecord(
+            ts=ingested.ts,
+            seq=ingested.seq,
+            message=ingested.message,
+            tokens=ingested.tokens,
+            unit=c.unit,
+            unit_index=c.unit_index,
+            context_tokens=self.context_tokens(),
+            # Written when the context holds another form: a truncated result,
+            # or assigned tool-call ids (``memory.call_ids``).
+            context_message=(
+                ingested.context_message
+                if ingested.context_message is not ingested.message
+                else None
+            ),
+            truncation=truncation.as_dict() if truncation else None,
+            anomaly=c.anomaly,
+            provider_tokens=provider_tokens,
+        )
+
+    def push(self, message: ChatMessage, meta: EntryMeta, tokens: int | None = None) -> None:
+        tokens = self.message_tokens(message) if tokens is None else tokens
+        self.messages.append(message)
+        self.tokens.append(tokens)
+        self.meta.append(meta)
+        self.tokens_total += tokens
+
+    def replace(self, entries: list[Entry]) -> None:
+        """Make the context ``entries``."""
+        self.messages = [m for m, _, _ in entries]
+        self.meta = [meta for _, meta, _ in entries]
+        self.tokens = [t for _, _, t in entries]
+        self.tokens_total = sum(self.tokens)
+
+    def clear_messages(self) -> int:
+        """Empty the context and the open batch; returns how many messages left it."""
+        cleared = len(self.messages)
+        self.replace([])
+        self.tracker = TurnTracker()
+        return cleared
+
+    def reset(self) -> int:
+        """Start the context again (``reset()`` of a memory); returns the messages dropped."""
+        return self.clear_messages()
