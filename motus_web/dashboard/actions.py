@@ -79,9 +79,9 @@ def undo_confirm(request: HttpRequest, public_id: str) -> HttpResponse:
     return _confirm(
         request,
         session,
-        title=f"Undo compaction {event.number}?",
+        title=f"Undo {_name(event)}?",
         explain=(
-            f"The live context goes back to what it was just before compaction {event.number}, "
+            f"The live context goes back to what it was just before {_name(event)}, "
             "plus every message added since. The log keeps the compaction and gains a revert "
             "record; nothing is deleted."
         ),
@@ -204,7 +204,7 @@ def _not_created(request: HttpRequest, session: Session, error: Exception) -> Ht
 
 def _name(event: CompactionEvent) -> str:
     if event.kind == CompactionEvent.Kind.OK:
-        return f"compaction {event.number}"
+        return "the compaction" if event.number is None else f"compaction {event.number}"
     where = f" after #{event.through_seq}" if event.through_seq is not None else ""
     return f"the {event.get_kind_display()}{where}"
 

@@ -106,7 +106,7 @@ def changes(session: Session, as_of: int) -> str:
     events = session.compaction_events.filter(position__gte=as_of).order_by("position")
     for event in events[:5]:
         if event.kind == CompactionEvent.Kind.OK:
-            parts.append(f"compaction {event.number} happened")
+            parts.append(f"{_called(event)} happened")
         elif event.kind == CompactionEvent.Kind.REVERT:
             parts.append(f"compaction {event.reverts} was undone")
         else:
@@ -140,6 +140,10 @@ def undoable(compactions: list[CompactionEvent]) -> tuple[CompactionEvent | None
     return None, "This session has no compaction yet: its context has never been summarised."
 
 
+def _called(event: CompactionEvent) -> str:
+    return f"compaction {event.number}" if event.number is not None else "an unnumbered compaction"
+
+
 def compactions_of(session: Session) -> list[CompactionEvent]:
     return list(session.compaction_events.order_by("position"))
 
@@ -165,8 +169,8 @@ def undo_compaction(session: Session, reason: str, *, target: int, as_of: int) -
         event, why = undoable(compactions_of(session))
         if event is None or event.position != target:
             asked = session.compaction_events.filter(position=target).first()
-            name = f"compaction {asked.number}" if asked is not None else "that compaction"
-            now = f"compaction {event.number} is the latest now" if event else why
+            name = _called(asked) if asked is not None else "that compaction"
+            now = f"{_called(event)} is the latest now" if event else why
             raise StaleTargetError(f"This page was for {name}, but {now}. Nothing was undone.")
         check_unchanged(session, as_of)
         memory = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())

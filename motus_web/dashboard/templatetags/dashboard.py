@@ -205,6 +205,14 @@ def identifier_items(report: Any, only_lost: bool, message_urls: dict[int, str])
 
 
 @register.filter
+def event_name(event: CompactionEvent) -> str:
+    """How a page names a compaction event: "Compaction 3", or its kind; never "None"."""
+    if event.kind != CompactionEvent.Kind.OK:
+        return str(event.get_kind_display()).capitalize()
+    return "Compaction" if event.number is None else f"Compaction {event.number}"
+
+
+@register.filter
 def is_compaction(event: object) -> bool:
     return isinstance(event, CompactionEvent)
 
