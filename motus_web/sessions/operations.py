@@ -121,23 +121,32 @@ def changes(session: Session, as_of: int) -> str:
 
 def undoable(compactions: list[CompactionEvent]) -> tuple[CompactionEvent | None, str]:
     """The compaction an undo would revert among ``compactions`` (log order):
-    the latest one, unless already reverted; else ``None`` and why not."""
-    for event in reversed(compactions):
-        if event.kind == CompactionEvent.Kind.REVERT:
-            number = f" (compaction {event.reverts})" if event.reverts is not None else ""
-            return None, (
-                f"The latest compaction{number} was already undone; an undo reverts only "
-                "the latest one, once."
-            )
+    the one in force, as the library replays them (a compaction is put in
+    force, an undo takes the latest back and puts the one before in force
+    again: any depth); else ``None`` and why not."""
+    in_force: list[CompactionEvent] = []
+    undone = 0
+    for event in compactions:
         if event.kind == CompactionEvent.Kind.OK:
-            if event.trigger == CompactionEvent.Trigger.FORK:
-                return None, (
-                    "The latest compaction is the summary this session started from when it "
-                    "was forked: there is no context before it to go back to. Its parent "
-                    "session has the messages it summarises."
-                )
-            return event, ""
-    return None, "This session has no compaction yet: its context has never been summarised."
+            in_force.append(event)
+        elif event.kind == CompactionEvent.Kind.REVERT and in_force:
+            in_force.pop()
+            undone += 1
+    if not in_force:
+        if undone:
+            return None, (
+                f"Every compaction of this session was undone ({undone}): the context holds "
+                "all its messages again."
+            )
+        return None, "This session has no compaction yet: its context has never been summarised."
+    event = in_force[-1]
+    if event.trigger == CompactionEvent.Trigger.FORK:
+        return None, (
+            "The compaction in force is the summary this session started from when it was "
+            "forked: there is no context before it to go back to. Its parent session has the "
+            "messages it summarises."
+        )
+    return event, ""
 
 
 def _called(event: CompactionEvent) -> str:
@@ -158,8 +167,8 @@ def undo_preview(session: Session) -> ContextSize:
 
 
 def undo_compaction(session: Session, reason: str, *, target: int, as_of: int) -> int:
-    """Revert the compaction at log position ``target``, the latest, through
-    the library; returns its number.
+    """Revert the compaction at log position ``target``, the one in force,
+    through the library; returns its number.
 
     Raises ``StaleTargetError`` when that compaction is no longer the one an
     undo would revert, or the session logged anything since it had ``as_of``
@@ -174,7 +183,7 @@ def undo_compaction(session: Session, reason: str, *, target: int, as_of: int) -
             raise StaleTargetError(f"This page was for {name}, but {now}. Nothing was undone.")
         check_unchanged(session, as_of)
         memory = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
-        memory.revert_last_compaction(reason)
+        memory.revert_last_compaction(reason, number=event.number)
         # The database store is an AsyncLogStore: the memory queues the record for flush().
         async_to_sync(memory.flush)()
     return event.number or 0

@@ -136,7 +136,10 @@ def test_undo_appends_a_revert_through_the_library(compacted: Session) -> None:
     assert context_of(compacted.public_id) == expected.get_context()
     page = client.get(response["Location"]).content.decode()
     assert "undone" in page
-    assert "Undo compaction" not in page  # reverted once, only once
+    undone = latest_compaction(compacted).number
+    assert undone is not None
+    assert f"Undo compaction {undone}<" not in page  # undone once, only once
+    assert f"Undo compaction {undone - 1}<" in page  # the one before is in force again
 
 
 def test_undo_without_a_compaction_is_refused_with_a_page_that_says_why(owner: User) -> None:
@@ -245,20 +248,28 @@ def test_an_undo_while_a_chat_turn_writes_the_session_is_refused_and_can_be_sent
     assert [r["type"] for r in log_of(compacted.public_id)[len(before) :]] == ["compaction_revert"]
 
 
-def test_after_an_undo_the_page_counts_it_and_a_second_undo_says_it_was_done(
+def test_undo_reaches_every_compaction_in_turn_back_to_the_whole_conversation(
     compacted: Session,
 ) -> None:
     client = owner_client(compacted)
-    number = latest_compaction(compacted).number
-    compactions = Session.objects.get(pk=compacted.pk).compaction_count
-    confirm(client, url("undo_confirm", compacted.public_id))
+    compactions = list(compacted.compaction_events.filter(kind="ok").order_by("-position"))
+    assert len(compactions) >= 2
+    count = Session.objects.get(pk=compacted.pk).compaction_count
 
-    detail = client.get(url("session_detail", compacted.public_id)).content.decode()
+    for undone, event in enumerate(compactions, start=1):
+        page = client.get(url("undo_confirm", compacted.public_id)).content.decode()
+        assert f"Undo compaction {event.number}?" in page
+        expected = restore_of_prefix(compacted, len(log_of(compacted.public_id)))
+        assert expected.revert_last_compaction("the library's own undo") == event.number
+        assert confirm(client, url("undo_confirm", compacted.public_id)).status_code == 303
+        # The context before that compaction, plus every message added since.
+        assert context_of(compacted.public_id) == expected.get_context()
+        detail = client.get(url("session_detail", compacted.public_id)).content.decode()
+        assert f'<dd>{count} <span class="muted">({undone} undone)</span></dd>' in detail
+
     again = client.get(url("undo_confirm", compacted.public_id))
-
-    assert f'<dd>{compactions} <span class="muted">(1 undone)</span></dd>' in detail
     assert again.status_code == 404
-    assert f"The latest compaction (compaction {number}) was already undone" in (
+    assert f"Every compaction of this session was undone ({len(compactions)})" in (
         again.content.decode()
     )
 

@@ -101,15 +101,18 @@ def test_events_follow_the_message_they_came_after_and_early_ones_open_page_one(
     assert timeline.group(messages, [fork], [], first_page=False).leading == []
 
 
-def test_only_the_latest_unreverted_compaction_can_be_undone() -> None:
+def test_an_undo_puts_the_compaction_before_in_force_again() -> None:
     first = compaction(5, 1, 0, 2)
-    revert = CompactionEvent(position=10, kind="revert", reverts=1)
+    second = compaction(9, 2, 3, 5)
+    revert = CompactionEvent(position=10, kind="revert", reverts=2)
     failed = CompactionEvent(position=11, kind="failed")
 
     assert undoable([first, failed])[0] is first
-    assert undoable([first, revert]) == (
+    assert undoable([first, second, failed])[0] is second
+    assert undoable([first, second, revert])[0] is first
+    assert undoable([first, CompactionEvent(position=6, kind="revert", reverts=1)]) == (
         None,
-        "The latest compaction (compaction 1) was already undone; an undo reverts only "
-        "the latest one, once.",
+        "Every compaction of this session was undone (1): the context holds all its "
+        "messages again.",
     )
     assert undoable([])[0] is None
