@@ -122,14 +122,6 @@ class Change:
         return self.summary_before != self.summary_after
 
     @property
-    def entered_count(self) -> int:
-        return sum(run.count for run in self.entered)
-
-    @property
-    def left_count(self) -> int:
-        return sum(run.count for run in self.left)
-
-    @property
     def nothing(self) -> bool:
         return not (self.entered or self.left or self.summary_replaced)
 

@@ -64,9 +64,9 @@ class DatabaseView(InMemoryLogStore):
     scratch store.
 
     A memory restored from it can act without touching the database: records
-    it appends to the session are kept aside in ``written`` (a dry run of an
-    undo), and a fork's records go to the scratch store under the fork's id,
-    to be stored as a new session. Reads go to the database as a restore asks
+    it appends to the session are dropped (a dry run of an undo, to state its
+    result), and a fork's records go to the scratch store under the fork's
+    id, to be stored as a new session. Reads go to the database as a restore asks
     (newest first, to its checkpoint), so a restore costs the same wherever
     the prefix ends.
     """
@@ -75,13 +75,10 @@ class DatabaseView(InMemoryLogStore):
         super().__init__()
         self.source_id = session_id
         self.stop = stop
-        self.written: list[LogRecord | Mapping[str, Any]] = []
         self.database = DatabaseLogStore()
 
     def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
-        if session_id == self.source_id:
-            self.written.append(record)
-        else:
+        if session_id != self.source_id:
             super().append(session_id, record)
 
     def read(
