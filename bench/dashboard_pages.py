@@ -7,7 +7,13 @@ database ``DATABASE_URL`` names), then requests every page of it through
 Django's test client, as its owner: the median of ``--runs`` requests each,
 in milliseconds, with the number of SQL queries. Figures, not assertions.
 
-Usage: ``python bench/dashboard_pages.py [--messages 50000] [--runs 3]``.
+The step page (what the model saw for a reply) is requested for a reply
+near the start, the middle and the end of the session: its time and queries
+must not grow with the session's length or the reply's place. With
+``--claude-code FILE`` (the real Claude Code session with a compaction in
+the shared data), it is imported and its compaction page requested too.
+
+Usage: ``python bench/dashboard_pages.py [--messages 50000] [--runs 3] [--claude-code FILE]``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--threshold", type=int, default=30_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--claude-code", type=Path, help="a Claude Code session with a compaction")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         os.environ.setdefault("DATABASE_URL", f"sqlite:///{folder}/bench.sqlite3")
@@ -37,10 +44,10 @@ def main() -> None:
         import django
 
         django.setup()
-        run(args.messages, args.threshold, args.runs)
+        run(args.messages, args.threshold, args.runs, args.claude_code)
 
 
-def run(size: int, threshold: int, runs: int) -> None:
+def run(size: int, threshold: int, runs: int, claude_code: Path | None) -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
@@ -90,6 +97,13 @@ def run(size: int, threshold: int, runs: int) -> None:
     client = Client()
     client.force_login(owner)
     last = stored.compaction_events.filter(kind="ok").order_by("-position").first()
+    replies = stored.messages.filter(role="assistant")
+
+    def reply_near(seq: int) -> int:
+        found = replies.filter(seq__gte=seq).order_by("seq").values_list("seq", flat=True).first()
+        assert found is not None
+        return found
+
     pages = {
         "session list": reverse("dashboard:session_list"),
         "session detail": reverse("dashboard:session_detail", args=["long"]),
@@ -104,6 +118,13 @@ def run(size: int, threshold: int, runs: int) -> None:
         "fork confirmation": reverse("dashboard:fork_confirm", args=["long", size // 2]),
         "undo confirmation": reverse("dashboard:undo_confirm", args=["long"]),
     }
+    for label, seq in (("start", 100), ("middle", size // 2), ("end", size - 100)):
+        reply = reply_near(seq)
+        pages[f"step page, reply #{reply} ({label})"] = reverse(
+            "dashboard:step_detail", args=["long", reply]
+        )
+    if claude_code is not None:
+        pages.update(_claude_code(claude_code, owner))
     for label, url in pages.items():
         times = []
         for _ in range(runs):
@@ -112,7 +133,29 @@ def run(size: int, threshold: int, runs: int) -> None:
                 response = client.get(url)
                 times.append(time.perf_counter() - begun)
             assert response.status_code == 200, (label, response.status_code)
-        print(f"  {label:<28} {statistics.median(times) * 1e3:8.0f} ms {len(queries):4d} queries")
+        print(f"  {label:<36} {statistics.median(times) * 1e3:8.0f} ms {len(queries):4d} queries")
+
+
+def _claude_code(path: Path, owner: object) -> dict[str, str]:
+    """Import the Claude Code session; the pages of its compactions."""
+    from django.urls import reverse
+
+    from motus_web.sessions.importers import ImportOptions, import_stream
+    from motus_web.sessions.models import CompactionEvent
+
+    with path.open("rb") as stream:
+        report = import_stream(stream, path.name, ImportOptions(owner=owner))  # type: ignore[arg-type]
+    assert not report.problems, report.problems
+    pages = {}
+    events = CompactionEvent.objects.filter(
+        session__public_id__in=report.imported, kind=CompactionEvent.Kind.OK
+    )
+    for event in events.select_related("session"):
+        sid = event.session.public_id
+        url = reverse("dashboard:compaction_detail", args=[sid, event.position])
+        pages[f"Claude Code compaction {event.number}"] = url
+        pages[f"Claude Code compaction {event.number}, lost only"] = url + "?show=lost"
+    return pages
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
 SECURE_COOKIES = env_bool("SECURE_COOKIES", default=False)
 SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
+CSRF_FAILURE_VIEW = "motus_web.dashboard.errors.csrf_failure"  # the product's own 403 page
 SECURE_CONTENT_TYPE_NOSNIFF = True
 # Production behind HTTPS: redirect plain HTTP, and tell browsers to use HTTPS
 # only (HSTS) for SECURE_HSTS_SECONDS. Behind a proxy that ends TLS, set

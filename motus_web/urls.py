@@ -15,3 +15,5 @@ urlpatterns = [
 
 # An unreadable upload (a 1,000-character file name) gets the import page with its reason.
 handler400 = "motus_web.dashboard.views.bad_request"
+handler403 = "motus_web.dashboard.errors.forbidden"
+handler404 = "motus_web.dashboard.errors.not_found"

@@ -30,7 +30,11 @@ What does not count, because agents' transcripts are full of it:
   lower case, and does not read as one (``Installing``, ``Successfully``,
   ``Fixed``); ``True``, ``False``, ``None`` and other programming literals
   never are;
-* terminal colour codes and the line numbers of a file listing (``253→``).
+* terminal colour codes and the line numbers of a file listing (``253→``);
+* the keys of JSON and of Python dicts (``"first_name":``): the values are
+  what a conversation names, the keys are the schema's;
+* CSS: declarations (``font-family: "Segoe UI", Roboto;``, ``margin-top: 12px``)
+  and hex colours (``#1d2330``), with the fonts, sizes and names inside them.
 """
 
 from __future__ import annotations
@@ -55,6 +59,20 @@ _UNIT = (
 _ATTACHED_UNIT = r"(?:[smhglxV])"
 _CURRENCY = r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|dollars?|euros?|pounds?)"
 
+_CSS_PROPERTIES = (
+    "color|background|margin|padding|border|display|position|width|height|top|left|right|"
+    "bottom|font|opacity|transform|transition|cursor|overflow|content|flex|grid|gap|outline|"
+    "filter|animation|visibility|float|clear|fill|stroke"
+)
+_CSS_DECLARATION = (
+    rf"(?<![\w-])(?:--[\w-]+|[a-z]+(?:-[a-z]+)+|{_CSS_PROPERTIES})\s*:\s*"
+    r"[^;{}\n\"]{1,200}(?:;|(?=\s*\})|(?=\"))"
+)
+
+_HEX_COLOUR = (
+    r"(?<![\w&])#(?=[0-9a-fA-F]*[a-fA-F])(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b"
+)
+
 # Order matters: an earlier kind claims its text first, so the path inside a
 # URL is not reported again, nor the digits of a date as a number.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -66,9 +84,23 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # So are the line numbers a file viewer puts before each line (Claude Code's
     # Read tool: "   253→", cat -n: "   253\t").
     ("", re.compile(r"^ *\d+→|^ +\d+\t", re.MULTILINE)),
+    # The keys of JSON objects and Python dicts, quotes and all.
+    ("", re.compile(r"\"(?:[^\"\\\n]|\\.){1,100}\"(?=\s*:)|'[^'\\\n]{1,100}'(?=\s*:)")),
+    # CSS declarations, up to their ";" (or the rule's "}", or the attribute's quote),
+    # and hex colours with a letter in them (#123 stays an issue number).
+    ("", re.compile(_CSS_DECLARATION)),
+    (
+        "",
+        re.compile(
+            r"(?<![\w&])#(?=[0-9a-fA-F]*[a-fA-F])(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b"
+        ),
+    ),
     (
         "date",
         re.compile(
+            # (A date starts with a digit or a month's initial: the lookahead rejects
+            # every other position at once, four times faster on a long text.)
+            r"(?=[\dJFMASOND])(?:"
             r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
             r"|(?<![\w.])\d{1,2}([/.])\d{1,2}\1\d{4}(?!\.?\d)"
             r"|(?<![\w.])\d{4}([/.])\d{1,2}\2\d{1,2}(?!\.?\d)"
@@ -76,6 +108,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"|\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
             rf"|\b{_MONTH} \d{{4}}\b"
             r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\b)?(?![\d:])"
+            r")"
         ),
     ),
     (
@@ -111,6 +144,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "id",
         re.compile(
+            r"(?=[#\w])(?:"
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
             r"|#\d+\b"
             # a function with its arity (Elixir, Erlang): String.trim/1, handle_info/2
@@ -122,6 +156,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|\b[a-z]+(?:[A-Z][a-z0-9]*)+\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"
             r"|\b[A-Z]{3,12}\b"
             r"|(?<![\w.,])\d{3,}(?:[.,]\d+)*(?![\w])"
+            r")"
         ),
     ),
     ("name", re.compile(r"\b[A-Z][a-z]+(?:[ -][A-Z][a-z]+)*\b")),
@@ -179,7 +214,7 @@ def find_identifiers(text: str) -> list[Identifier]:
     for kind, pattern in _PATTERNS:
         for match in pattern.finditer(text):
             start, end = match.span()
-            if any(claimed[start:end]):
+            if claimed.find(1, start, end) != -1:
                 continue
             value = match.group()
             if kind == "path" and not _path_shaped(value):

@@ -34,10 +34,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from motus_web.sessions import lease
 from motus_web.sessions.models import Session
 from motus_web.sessions.signals import session_group
 
-from . import lease
 from .frames import (
     MAX_FRAME_BYTES,
     FrameError,

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from motus_web.sessions.memories import threshold_of
 from motus_web.sessions.models import Session
-
-from .render import threshold_of
 
 WIDTH = 720
 HEIGHT = 200

@@ -15,25 +15,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
-from memory import CompactionMemory, CompactionMemoryConfig, ConfigurationError
 from motus_web.dashboard.rendering import encodable
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
 
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
 BATCH = 200  # records per catch-up query; a long session comes in several
-
-
-def threshold_of(session: Session) -> int | None:
-    """The auto-compaction threshold of the session's config, in tokens."""
-    try:
-        config = CompactionMemoryConfig.from_dict(
-            {k: v for k, v in (session.config or {}).items() if k not in ("session_id",)}
-        )
-        return CompactionMemory(
-            config=config, model_name=session.model_name or None
-        ).token_threshold
-    except (ConfigurationError, TypeError):
-        return None
 
 
 def record_frames(session: Session, after_pos: int, limit: int = BATCH) -> list[dict[str, Any]]:

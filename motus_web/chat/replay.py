@@ -30,13 +30,13 @@ from memory import (
 )
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
+from motus_web.sessions.operations import create_session
 
 from .providers import ChatModel
 from .render import RecordPublisher, last_position
-from .sessions import create_session
 from .turns import error_frame
 
-REPLAY_OF = "replay_of"  # the session_meta field naming the original
+REPLAY_OF = Session.REPLAY_OF  # the session_meta field naming the original
 COMPACTOR = "replay_compactor"  # ... and the chat model that summarises ("offline": none)
 OFFLINE = "offline"
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
@@ -76,8 +76,7 @@ def create_replay(original: Session, settings: ReplaySettings, owner: AbstractBa
 
 def replay_of(session: Session) -> str | None:
     """The public id of the session ``session`` replays, if it is a replay."""
-    value = (session.record_extra or {}).get(REPLAY_OF)
-    return value if isinstance(value, str) else None
+    return session.replay_of
 
 
 def compactor_model(session: Session) -> ChatModel | None:

@@ -12,13 +12,14 @@ from django.views.decorators.http import require_http_methods, require_safe
 from memory import ConfigurationError
 from motus_web.dashboard.access import visible_session
 from motus_web.dashboard.rendering import render
+from motus_web.sessions.memories import threshold_of
 from motus_web.sessions.models import Session
+from motus_web.sessions.operations import create_session
 
 from .curve import token_curves
 from .forms import NewChatForm, ReplayForm, chat_model, memory_config
-from .render import record_frames, threshold_of
+from .render import record_frames
 from .replay import ReplaySettings, create_replay, replay_of
-from .sessions import create_session
 from .tools import new_chat_tool_schemas, session_overhead
 
 SHOWN_RECORDS = 100  # the latest records the page renders; the socket sends the rest

@@ -1,36 +1,68 @@
-"""Operator actions: a GET view shows what will happen, a POST view does it.
+"""Operator actions: a GET page states the result, a POST does it, once.
 
 Owners and staff only (the same rule as seeing a session: anyone else gets
-404). Nothing is deleted or rewritten, except by "delete session", which asks
-first: undo appends a revert, restore and fork create new sessions.
+404). Each confirmation page names its target in its form, carries a
+one-time token (``exactly_once``) and states what the context will be
+afterwards against the threshold. The POST acts through
+``motus_web.sessions.operations`` and answers 303 to the result; a second
+submission, a stale target or a busy session is refused with a page that
+says so. Nothing is deleted or rewritten, except by "delete session", which
+asks first: undo appends a revert, restore and fork create new sessions.
 """
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from memory import CompactionError, MotusMemoryError
-from motus_web.sessions.models import CompactionEvent, Message, Session
+from memory import MotusMemoryError
+from motus_web.sessions import once, operations
+from motus_web.sessions.memories import ContextSize
+from motus_web.sessions.models import CompactionEvent, Session
 
-from . import operations
 from .access import visible_session
+from .exactly_once import Refused, acting, fields, spent_before
 from .forms import RestoreForm
 from .rendering import render
-from .timeline import not_undoable, undoable
 
 
 def _owner(request: HttpRequest) -> object:
     return request.user if request.user.is_authenticated else None
 
 
-def _confirm(request: HttpRequest, session: Session, **context: object) -> HttpResponse:
-    return render(request, "dashboard/confirm.html", {"session": session, **context})
+def _confirm(
+    request: HttpRequest,
+    session: Session,
+    *,
+    size: ContextSize | None = None,
+    target: dict[str, object] | None = None,
+    **context: object,
+) -> HttpResponse:
+    page = {"session": session, "size": size, "hidden": fields(**(target or {})), **context}
+    return render(request, "dashboard/confirm.html", page)
+
+
+def _see(url: str) -> HttpResponseRedirect:
+    """303 See Other: the browser GETs the result, whatever it POSTed."""
+    return HttpResponseRedirect(url, status=303)
+
+
+def _number(request: HttpRequest, name: str) -> int:
+    """An integer field the confirmation form put there; 400 when it is missing."""
+    try:
+        return int(request.POST.get(name, ""))
+    except ValueError:
+        raise Refused(
+            400, "This form cannot be sent", f"It does not say which {name} it is for.", ""
+        ) from None
+
+
+def _session_url(session: Session) -> str:
+    return reverse("dashboard:session_detail", args=[session.public_id])
 
 
 # -- undo the latest compaction -------------------------------------------------
@@ -40,23 +72,24 @@ def _confirm(request: HttpRequest, session: Session, **context: object) -> HttpR
 @login_required
 def undo_confirm(request: HttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
-    compactions = list(session.compaction_events.order_by("position"))
-    event = undoable(compactions)
+    event, why = operations.undoable(operations.compactions_of(session))
     if event is None:
-        context = {"session": session, "reason": not_undoable(compactions)}
+        context = {"session": session, "reason": why}
         return render(request, "dashboard/nothing_to_undo.html", context, status=404)
     return _confirm(
         request,
         session,
-        title=f"Undo compaction {event.number}?",
+        title=f"Undo {_name(event)}?",
         explain=(
-            f"The live context goes back to what it was just before compaction {event.number}, "
+            f"The live context goes back to what it was just before {_name(event)}, "
             "plus every message added since. The log keeps the compaction and gains a revert "
             "record; nothing is deleted."
         ),
         action=reverse("dashboard:undo_compaction", args=[session.public_id]),
         button="Undo the compaction",
         reason=True,
+        size=operations.undo_preview(session),
+        target={"target": event.position, "as_of": session.record_count},
     )
 
 
@@ -64,15 +97,18 @@ def undo_confirm(request: HttpRequest, public_id: str) -> HttpResponse:
 @login_required
 def undo_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
+    back = reverse("dashboard:undo_confirm", args=[session.public_id])
     reason = request.POST.get("reason", "").strip()[:500] or "undone from the dashboard"
     try:
-        number = operations.undo_latest_compaction(session, reason)
-    except CompactionError:
-        reason = not_undoable(list(session.compaction_events.order_by("position")))
-        messages.error(request, f"Nothing was undone. {reason}")
-    else:
-        messages.success(request, f"Compaction {number} undone; the log has a revert record.")
-    return redirect("dashboard:session_detail", public_id=session.public_id)
+        target, as_of = _number(request, "target"), _number(request, "as_of")
+        with acting(request, "undo", f"{session.public_id} compaction@{target}", back) as spent:
+            number = operations.undo_compaction(session, reason, target=target, as_of=as_of)
+            done = f"Compaction {number} undone; the log has a revert record."
+            once.done(spent, _session_url(session), done)
+    except Refused as refused:
+        return refused.response(request)
+    messages.success(request, done)
+    return _see(_session_url(session))
 
 
 # -- restore to before a compaction, fork from a message --------------------------
@@ -93,6 +129,7 @@ def restore_confirm(request: HttpRequest, public_id: str, position: int) -> Http
         ),
         action=reverse("dashboard:restore_session", args=[session.public_id, position]),
         button="Create the restored session",
+        size=operations.restore_preview(session, event),
     )
 
 
@@ -102,24 +139,37 @@ def restore_session(request: HttpRequest, public_id: str, position: int) -> Http
     session = visible_session(request, public_id)
     event = get_object_or_404(session.compaction_events, position=position)
     title = f"{session} (restored before {_name(event)})"
-    return _fork(request, session, event.position, title)
+    back = reverse("dashboard:restore_confirm", args=[session.public_id, position])
+    try:
+        with acting(request, "restore", f"{session.public_id} before@{position}", back) as spent:
+            child = operations.restore_before(session, event, _owner(request), title)  # type: ignore[arg-type]
+            once.done(spent, _session_url(child), str(child))
+    except (MotusMemoryError, operations.NothingToForkError) as error:
+        return _not_created(request, session, error)
+    except Refused as refused:
+        return refused.response(request)
+    return _created(request, session, child)
 
 
 @require_safe
 @login_required
 def fork_confirm(request: HttpRequest, public_id: str, seq: int) -> HttpResponse:
     session = visible_session(request, public_id)
-    message = get_object_or_404(session.messages.only("seq", "position"), seq=seq)
+    cut = operations.fork_cut(session, get_object_or_404(session.messages, seq=seq))
+    where = f"right after message #{cut.after}" if cut.after is not None else "before any message"
     return _confirm(
         request,
         session,
-        title=f"Fork from message #{message.seq}?",
+        title=f"Fork from message #{seq}?",
         explain=(
-            f"A new session starts from the context as it was right after message "
-            f"#{message.seq}, linked to this one. This session stays as it is."
+            f"A new session starts from the context as it was {where}, linked to this one. "
+            "This session stays as it is."
         ),
+        moved=cut.moved,
         action=reverse("dashboard:fork_session", args=[session.public_id, seq]),
         button="Create the fork",
+        size=cut.size,
+        empty=not cut.memory.messages,
     )
 
 
@@ -127,33 +177,50 @@ def fork_confirm(request: HttpRequest, public_id: str, seq: int) -> HttpResponse
 @login_required
 def fork_session(request: HttpRequest, public_id: str, seq: int) -> HttpResponse:
     session = visible_session(request, public_id)
-    message = get_object_or_404(session.messages.only("seq", "position"), seq=seq)
-    return _fork(request, session, message.position + 1, f"{session} (fork at #{seq})")
-
-
-def _fork(request: HttpRequest, session: Session, stop: int, title: str) -> HttpResponse:
+    message = get_object_or_404(session.messages, seq=seq)
+    back = reverse("dashboard:fork_confirm", args=[session.public_id, seq])
     try:
-        child = operations.fork_at(session, stop, _owner(request), title)  # type: ignore[arg-type]
+        with acting(request, "fork", f"{session.public_id} after#{seq}", back) as spent:
+            cut = operations.fork_cut(session, message)
+            title = f"{session} (fork at #{cut.after})"
+            child = operations.fork(cut, session, _owner(request), title)  # type: ignore[arg-type]
+            once.done(spent, _session_url(child), str(child))
     except (MotusMemoryError, operations.NothingToForkError) as error:
-        messages.error(request, f"No session was created: {error}")
-        return redirect("dashboard:session_detail", public_id=session.public_id)
+        return _not_created(request, session, error)
+    except Refused as refused:
+        return refused.response(request)
+    return _created(request, session, child)
+
+
+def _created(request: HttpRequest, session: Session, child: Session) -> HttpResponse:
     messages.success(request, f"Created \u201c{child}\u201d from \u201c{session}\u201d.")
-    return redirect("dashboard:session_detail", public_id=child.public_id)
+    return _see(_session_url(child))
+
+
+def _not_created(request: HttpRequest, session: Session, error: Exception) -> HttpResponse:
+    messages.error(request, f"No session was created: {error}")
+    return _see(_session_url(session))
 
 
 def _name(event: CompactionEvent) -> str:
     if event.kind == CompactionEvent.Kind.OK:
-        return f"compaction {event.number}"
-    return f"the {event.get_kind_display()} after #{event.through_seq}"
+        return "the compaction" if event.number is None else f"compaction {event.number}"
+    where = f" after #{event.through_seq}" if event.through_seq is not None else ""
+    return f"the {event.get_kind_display()}{where}"
 
 
 # -- restore from a log file -----------------------------------------------------
 
 
+def _restore_page(request: HttpRequest, form: RestoreForm, status: int = 200) -> HttpResponse:
+    context = {"form": form, "hidden": fields()}
+    return render(request, "dashboard/restore_upload.html", context, status=status)
+
+
 @require_safe
 @login_required
 def restore_upload_form(request: HttpRequest) -> HttpResponse:
-    return render(request, "dashboard/restore_upload.html", {"form": RestoreForm()})
+    return _restore_page(request, RestoreForm())
 
 
 @require_POST
@@ -161,22 +228,27 @@ def restore_upload_form(request: HttpRequest) -> HttpResponse:
 def restore_upload(request: HttpRequest) -> HttpResponse:
     form = RestoreForm(request.POST, request.FILES)
     if not form.is_valid():
-        return render(request, "dashboard/restore_upload.html", {"form": form}, status=400)
+        return _restore_page(request, form, status=400)
     upload = form.cleaned_data["file"]
     name = (upload.name or "upload")[-100:]
+    back = reverse("dashboard:restore_upload_form")
     try:
-        session, problems = operations.restore_from_file(
-            upload,
-            _owner(request),  # type: ignore[arg-type]
-            f"Restored from {name}",
-        )
+        with acting(request, "restore-file", name, back) as spent:
+            session, problems = operations.restore_from_file(
+                upload,
+                _owner(request),  # type: ignore[arg-type]
+                f"Restored from {name}",
+            )
+            once.done(spent, _session_url(session), str(session))
     except (MotusMemoryError, operations.NothingToForkError, operations.NotALogError) as error:
         form.add_error("file", f"{name} could not be restored: {error}")
-        return render(request, "dashboard/restore_upload.html", {"form": form}, status=400)
+        return _restore_page(request, form, status=400)
+    except Refused as refused:
+        return refused.response(request)
     for problem in problems[:20]:
         messages.warning(request, f"{name}: {problem}")
     messages.success(request, f"Restored {name} into a new session.")
-    return redirect("dashboard:session_detail", public_id=session.public_id)
+    return _see(_session_url(session))
 
 
 # -- delete ------------------------------------------------------------------------
@@ -197,17 +269,29 @@ def delete_confirm(request: HttpRequest, public_id: str) -> HttpResponse:
         action=reverse("dashboard:delete_session", args=[session.public_id]),
         button="Delete the session",
         danger=True,
+        target={"as_of": session.record_count},
     )
 
 
 @require_POST
 @login_required
 def delete_session(request: HttpRequest, public_id: str) -> HttpResponse:
-    session = visible_session(request, public_id)
+    try:
+        session = visible_session(request, public_id)
+    except Http404:
+        # Sent again after it was done: the session is gone, the token says so.
+        if (refused := spent_before(request)) is not None:
+            return refused.response(request)
+        raise
     name = str(session)
-    with transaction.atomic():
-        # Bulk deletes per table: a long session's rows go in three statements.
-        Message.objects.filter(session=session).delete()
-        session.delete()
+    back = reverse("dashboard:delete_confirm", args=[session.public_id])
+    listing = reverse("dashboard:session_list")
+    try:
+        as_of = _number(request, "as_of")
+        with acting(request, "delete", session.public_id, back) as spent:
+            operations.delete_session(session, as_of=as_of)
+            once.done(spent, listing, f"Deleted {name}.")
+    except Refused as refused:
+        return refused.response(request)
     messages.success(request, f"Deleted {name}.")
-    return redirect("dashboard:session_list")
+    return _see(listing)

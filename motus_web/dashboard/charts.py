@@ -14,39 +14,42 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from memory import get_model_limits
+from motus_web.sessions.memories import threshold_for
 
 CHART_WIDTH = 1000
 CHART_HEIGHT = 240
 MAX_POINTS = 2000  # the most points one chart line holds, whatever the session's length
 FAR_ABOVE = 0.25  # data under this share of the threshold: the chart scales to the data
-_DEFAULT_SAFETY_RATIO = 0.75  # CompactionMemoryConfig's default
 
 
 @dataclass(frozen=True, slots=True)
 class Gauge:
-    """Context tokens now against the compaction threshold and the model's window."""
+    """Context tokens now against the compaction threshold and the model's window.
+
+    ``threshold`` is ``None`` for a logged config the library refuses: the
+    gauge then shows the window only."""
 
     tokens: int
-    threshold: int
+    threshold: int | None
     window: int
 
     @property
     def scale(self) -> int:
         # A context past the window (a misconfigured threshold) still fits the bar.
-        return max(self.window, self.tokens, self.threshold, 1)
+        return max(self.window, self.tokens, self.threshold or 0, 1)
 
     @property
     def tokens_pct(self) -> float:
         return round(100 * self.tokens / self.scale, 2)
 
     @property
-    def threshold_pct(self) -> float:
-        return round(100 * self.threshold / self.scale, 2)
+    def threshold_pct(self) -> float | None:
+        return None if self.threshold is None else round(100 * self.threshold / self.scale, 2)
 
     @property
     def of_threshold_pct(self) -> float:
         """Tokens as a share of the threshold, capped at 100 (for the zoomed bar)."""
-        return round(min(100.0, 100 * self.tokens / max(self.threshold, 1)), 2)
+        return round(min(100.0, 100 * self.tokens / max(self.threshold or self.window, 1)), 2)
 
     @property
     def window_pct(self) -> float:
@@ -54,31 +57,14 @@ class Gauge:
 
     @property
     def over_threshold(self) -> bool:
-        return self.tokens > self.threshold
-
-
-def compaction_threshold(config: Mapping[str, object], model_name: str) -> int:
-    """The threshold a memory with this logged ``config`` compacts at, in tokens.
-
-    The config's ``token_threshold`` when it names one, else the model's window
-    times ``safety_ratio`` (0.75 by default), leaving room for the largest reply,
-    as ``CompactionMemory.token_threshold`` computes it.
-    """
-    stated = config.get("token_threshold")
-    if isinstance(stated, int) and not isinstance(stated, bool) and stated > 0:
-        return stated
-    ratio = config.get("safety_ratio")
-    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
-        ratio = _DEFAULT_SAFETY_RATIO
-    limits = get_model_limits(model_name or None)
-    threshold = math.floor(limits.context_window * ratio)
-    room = limits.context_window - limits.max_output_tokens
-    return max(min(threshold, room) if room > 0 else threshold, 1)
+        return self.threshold is not None and self.tokens > self.threshold
 
 
 def gauge(tokens: int, config: Mapping[str, object], model_name: str) -> Gauge:
+    """The gauge of a context of ``tokens`` in a session with this logged config
+    and model; the threshold is the library's (``memories.threshold_for``)."""
     window = get_model_limits(model_name or None).context_window
-    return Gauge(tokens, compaction_threshold(config, model_name), window)
+    return Gauge(tokens, threshold_for(config, model_name), window)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +97,20 @@ class Marker:
 
 
 @dataclass(frozen=True, slots=True)
+class Sample:
+    """A point of the line a person can point at: its figures on hover or focus,
+    a link to the request of the reply that followed, a row of the chart's table."""
+
+    seq: int
+    tokens: int
+    x: float
+    y: float
+
+
+SAMPLES = 60  # points of a chart that carry their figures, whatever the session's length
+
+
+@dataclass(frozen=True, slots=True)
 class TokenChart:
     points: str  # the polyline's "x,y x,y ..."
     point_count: int
@@ -119,8 +119,15 @@ class TokenChart:
     y_max: int  # tokens at the top of the chart
     last_seq: int
     threshold_above: int | None = None  # a threshold far above the data, left off the scale
+    threshold: int | None = None
+    samples: tuple[Sample, ...] = ()
     width: int = CHART_WIDTH
     height: int = CHART_HEIGHT
+
+    @property
+    def y_ticks(self) -> tuple[int, int, int]:
+        """The token axis' labels, top to bottom."""
+        return self.y_max, self.y_max // 2, 0
 
 
 def series(messages: Sequence[tuple[int, int]], events: Sequence[EventMark]) -> list[Point]:
@@ -248,6 +255,9 @@ def token_chart(
         if event.kind != "ok":
             top, bottom = 0.0, float(CHART_HEIGHT)
         markers.append(Marker(event.key, event.kind, event.label, x(event.seq), top, bottom))
+    step = max(1, math.ceil(len(messages) / SAMPLES))
+    picked = [*messages[::step], *messages[-1:]] if messages else []
+    samples = tuple(Sample(seq, tokens, x(seq), y(tokens)) for seq, tokens in dict(picked).items())
     return TokenChart(
         points=" ".join(f"{x(p.seq)},{y(p.tokens)}" for p in line),
         point_count=len(line),
@@ -256,6 +266,8 @@ def token_chart(
         y_max=y_max,
         last_seq=last_seq,
         threshold_above=above,
+        threshold=threshold,
+        samples=samples,
     )
 
 
@@ -268,3 +280,23 @@ def _nice_ceiling(value: float) -> int:
         if step * power >= value:
             return int(step * power)
     return int(10 * power)
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderReading:
+    """What the provider counted for the latest request it reported, beside
+    the memory's estimate of that same request.
+
+    ``seq`` is the reply the request produced. ``since`` names what changed
+    the context after it (a compaction, an undo, a reset): the provider's
+    count of the context as it is now is then unknown until the next reply.
+    """
+
+    seq: int
+    estimate: int  # the memory's estimate of the request that produced reply ``seq``
+    provider: int
+    since: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.provider / self.estimate if self.estimate else 0.0

@@ -41,7 +41,8 @@ class Part:
 class LiveContext:
     parts: tuple[Part, ...]
     threshold: int
-    estimate: int  # the memory's estimate of the whole request: parts plus reply priming
+    estimate: int  # the memory's estimate of the whole request: parts, tool schemas, priming
+    tool_tokens: int = 0  # the tool schemas sent beside the messages
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -69,7 +70,7 @@ class LiveContext:
 
     @property
     def priming(self) -> int:
-        return self.estimate - self.tokens
+        return self.estimate - self.tokens - self.tool_tokens
 
     def totals(self) -> dict[str, int]:
         out = dict.fromkeys(PARTS, 0)
@@ -113,7 +114,12 @@ def of(
         if tokens is None:
             tokens = memory.estimate_message_tokens(message)
         parts.append(Part(_kind(message, index, has_summary), message, tokens, index))
-    return LiveContext(tuple(parts), memory.token_threshold, memory.estimate_context_tokens())
+    return LiveContext(
+        tuple(parts),
+        memory.token_threshold,
+        memory.estimate_context_tokens(),
+        memory.tool_schema_tokens,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,12 @@
-"""Which identifiers a compaction's summary kept from the messages it folded.
+"""Which identifiers a compaction's summary kept from what it folded.
+
+"Before" is what the summary had to carry: the messages it folded and the
+previous summary, which it folded in too, so an identifier dropped by an
+earlier compaction and carried by its summary is still checked here.
+Identifiers are ``memory.find_identifiers``'; the check leaves out what a
+summary need not carry word for word: amounts (prices in a tool's listing),
+the names of the tools called, and the API's own call ids. A tool call is
+read as its arguments, never its JSON envelope.
 
 Message text is read by the database as a bounded prefix of its stored JSON
 (``TEXT_LIMIT`` characters of the content and of the tool calls), so no
@@ -7,6 +15,7 @@ stored message, however large, is loaded whole for this.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,13 +31,20 @@ from .session_list import preview
 
 FOLDED_LIMIT = 2000  # folded messages read for one report; a longer fold is marked partial
 TEXT_LIMIT = 20_000  # characters of a message's stored content (and calls) searched
+NOT_CHECKED = frozenset({"amount"})  # kinds a summary need not keep verbatim
 
 
 @dataclass(frozen=True, slots=True)
 class Text:
-    seq: int
+    seq: int | None  # None: the previous summary
     role: str
     text: str
+    tools: tuple[str, ...] = ()  # the names of the tools the message called
+
+    @property
+    def preview(self) -> str:
+        """The start of the text, for a one-line list."""
+        return self.text if len(self.text) <= 240 else self.text[:239] + "\u2026"
 
 
 def texts(messages: QuerySet[Message]) -> list[Text]:
@@ -41,19 +57,38 @@ def texts(messages: QuerySet[Message]) -> list[Text]:
         )
         .values_list("seq", "role", "start", "calls")[:FOLDED_LIMIT]
     )
-    return [
-        Text(seq, role, "\n".join(filter(None, [preview(start) or start, _without_ids(calls)])))
-        for seq, role, start, calls in rows
-    ]
+    out = []
+    for seq, role, start, calls in rows:
+        names, arguments = _calls(calls)
+        text = "\n".join(filter(None, [preview(start) or start, *arguments]))
+        out.append(Text(seq, role, text, names))
+    return out
 
 
-# A call's own id is the API's bookkeeping, not something the conversation
-# named: the summary need not keep it (as the LLM compactor's check does not).
-_CALL_ID = re.compile(r'"id"\s*:\s*"(?:[^"\\]|\\.)*"')
+# In a tool-calls prefix the database cut short, the arguments that are whole.
+_ARGUMENTS = re.compile(r'"(?:arguments|input)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
 
 
-def _without_ids(calls: str | None) -> str | None:
-    return _CALL_ID.sub("", calls) if calls else calls
+def _calls(stored: str | None) -> tuple[tuple[str, ...], list[str]]:
+    """The tool names and the argument texts of a message's stored ``tool_calls``."""
+    if not stored:
+        return (), []
+    try:
+        calls = json.loads(stored)
+    except ValueError:  # cut at TEXT_LIMIT: read what is whole
+        names = [json.loads(f'"{m}"') for m in _NAME.findall(stored)]
+        return tuple(names), [json.loads(f'"{m}"') for m in _ARGUMENTS.findall(stored)]
+    names, arguments = [], []
+    for call in calls if isinstance(calls, list) else []:
+        payload = (call.get("function") or call.get("custom")) if isinstance(call, dict) else None
+        if isinstance(payload, dict):
+            if isinstance(payload.get("name"), str):
+                names.append(payload["name"])
+            text = payload.get("arguments", payload.get("input"))
+            if isinstance(text, str):
+                arguments.append(text)
+    return tuple(names), arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +96,7 @@ class Found:
     identifier: Identifier
     kept: bool
     from_user: bool  # named in a user message
+    seq: int | None  # the first folded message that held it; None: the previous summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,22 +113,42 @@ class Report:
         return len(self.found)
 
     @property
+    def lost(self) -> tuple[Found, ...]:
+        return tuple(item for item in self.found if not item.kept)
+
+    @property
     def lost_from_user(self) -> list[str]:
         return [item.identifier.value for item in self.found if item.from_user and not item.kept]
 
 
-def report(event: CompactionEvent, folded: Sequence[Text]) -> Report:
-    """Every identifier in ``folded``, kept or lost in ``event.summary``."""
+def _checked(text: Text, ignored: set[str]) -> list[Identifier]:
+    return [
+        ident
+        for ident in find_identifiers(text.text)
+        if ident.kind not in NOT_CHECKED and ident.value.casefold() not in ignored
+    ]
+
+
+def report(
+    event: CompactionEvent, folded: Sequence[Text], previous_summary: str | None = None
+) -> Report:
+    """Every identifier in ``folded`` and in ``previous_summary``, kept or lost
+    in ``event.summary``."""
+    ignored = {name.casefold() for text in folded for name in text.tools}
+    before = list(folded)
+    if previous_summary:
+        before.append(Text(None, "summary", previous_summary))
     by_user: set[Identifier] = set()
-    ordered: dict[Identifier, None] = {}
-    for message in folded:
-        found = find_identifiers(message.text)
-        ordered.update(dict.fromkeys(found))
-        if message.role == Message.Role.USER:
+    first: dict[Identifier, int | None] = {}
+    for text in before:
+        found = _checked(text, ignored)
+        for ident in found:
+            first.setdefault(ident, text.seq)
+        if text.role == Message.Role.USER:
             by_user.update(found)
-    checked = kept_in(event.summary, ordered)
+    checked = kept_in(event.summary, first)
     return Report(
-        tuple(Found(ident, kept, ident in by_user) for ident, kept in checked),
+        tuple(Found(ident, kept, ident in by_user, first[ident]) for ident, kept in checked),
         partial=len(folded) >= FOLDED_LIMIT,
     )
 
@@ -111,9 +167,11 @@ def lost_user_identifiers(
         folded = [
             m
             for m in user_texts
-            if event.summarized_first_seq <= m.seq <= last and m.seq not in kept
+            if m.seq is not None
+            and event.summarized_first_seq <= m.seq <= last
+            and m.seq not in kept
         ]
-        identifiers = {i: None for m in folded for i in find_identifiers(m.text)}
+        identifiers = {i: None for m in folded for i in _checked(m, set())}
         lost = [ident.value for ident, ok in kept_in(event.summary, identifiers) if not ok]
         if lost:
             out[event.position] = lost

@@ -166,32 +166,3 @@ def _caller(message: Message, open_calls: dict[str, Entry]) -> Entry | None:
     if any(c in caller.results for c in answered):
         return None  # a second result for the same call shows on its own
     return caller
-
-
-def undoable(compactions: list[CompactionEvent]) -> CompactionEvent | None:
-    """The compaction an undo would revert: the latest one, unless already reverted."""
-    return _latest(compactions)[0]
-
-
-def not_undoable(compactions: list[CompactionEvent]) -> str:
-    """Why an undo finds nothing to revert in ``compactions`` (log order); ``""`` when it would."""
-    return _latest(compactions)[1]
-
-
-def _latest(compactions: list[CompactionEvent]) -> tuple[CompactionEvent | None, str]:
-    for event in reversed(compactions):
-        if event.kind == CompactionEvent.Kind.REVERT:
-            number = f" (compaction {event.reverts})" if event.reverts is not None else ""
-            return None, (
-                f"The latest compaction{number} was already undone; an undo reverts only "
-                "the latest one, once."
-            )
-        if event.kind == CompactionEvent.Kind.OK:
-            if event.trigger == CompactionEvent.Trigger.FORK:
-                return None, (
-                    "The latest compaction is the summary this session started from when it "
-                    "was forked: there is no context before it to go back to. Its parent "
-                    "session has the messages it summarises."
-                )
-            return event, ""
-    return None, "This session has no compaction yet: its context has never been summarised."

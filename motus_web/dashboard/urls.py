@@ -9,6 +9,9 @@ urlpatterns = [
     path(_session, views.session_detail, name="session_detail"),
     path(f"{_session}messages/<int:seq>/", views.message_detail, name="message_detail"),
     path(f"{_session}context/", views.session_context, name="session_context"),
+    path(f"{_session}comparison/", views.replay_comparison, name="replay_comparison"),
+    path(f"{_session}steps/<int:seq>/", views.step_detail, name="step_detail"),
+    path(f"{_session}steps/<int:seq>/request.json", views.step_request, name="step_request"),
     path(
         f"{_session}compactions/<int:position>/",
         views.compaction_detail,

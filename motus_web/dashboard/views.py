@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Mapping
@@ -8,7 +9,13 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
 from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -19,16 +26,17 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
-from motus_web.chat.tools import session_overhead
-from motus_web.sessions import jobs
+from motus_web.sessions import jobs, memories, once, operations
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
+from motus_web.sessions.once import StaleTargetError
 
-from . import charts, live_context, lost, operations, timeline, trace
+from . import charts, comparison, costs, live_context, lost, steps, timeline, trace
 from . import session_list as listing
 from .access import visible_job, visible_parent, visible_session
+from .exactly_once import Refused, acting, fields, spent_before, stale
 from .forms import ImportForm
 from .rendering import render
 
@@ -108,11 +116,13 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     listed = compactions[-COMPACTIONS_LISTED:]
     context.update(
         gauge=charts.gauge(session.context_tokens, session.config, session.model_name),
-        provider=_provider_reading(session),
+        provider=_provider_reading(session, events),
+        cost=_session_cost(session),
+        price_data=costs.PRICE_DATA,
         chart=_token_chart(session, compactions),
         compactions=_with_lost_identifiers(session, listed),
         compactions_total=len(compactions),
-        undoable=timeline.undoable(compactions),
+        undoable=operations.undoable(compactions)[0],
         undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
@@ -153,14 +163,50 @@ def _with_lost_identifiers(
     return [(event, flags.get(event.position, [])) for event in compactions]
 
 
-def _provider_reading(session: Session) -> Message | None:
-    """The latest message that carries provider-reported input tokens."""
-    return (
+def _provider_reading(
+    session: Session, events: list[CompactionEvent | ContextChange]
+) -> charts.ProviderReading | None:
+    """The provider's count of the latest request it reported, beside the
+    estimate of that request: the context before the reply it produced, so
+    its logged context size less the reply's own tokens."""
+    row = (
         session.messages.filter(provider_tokens__isnull=False)
         .order_by("-seq")
-        .only("seq", "context_tokens", "provider_tokens")
+        .only("seq", "position", "tokens", "context_tokens", "provider_tokens")
         .first()
     )
+    if row is None or row.provider_tokens is None:
+        return None
+    since = ""
+    for event in events:
+        if event.position > row.position:
+            since = _context_change(event) or since
+    return charts.ProviderReading(
+        row.seq, row.context_tokens - row.tokens, row.provider_tokens, since
+    )
+
+
+def _session_cost(session: Session) -> tuple[costs.Cost | None, int]:
+    """The estimated cost of every reply whose usage the provider reported."""
+    reported = session.messages.filter(provider_tokens__isnull=False).values_list(
+        "provider_tokens", "record_extra"
+    )
+    usages = (
+        costs.Tokens.of(session.model_name, provider_tokens, extra or {})
+        for provider_tokens, extra in reported.iterator(chunk_size=2000)
+    )
+    return costs.total(usage for usage in usages if usage is not None and usage.model)
+
+
+def _context_change(event: CompactionEvent | ContextChange) -> str:
+    """What ``event`` did to the context, in words; ``""`` when it left it alone."""
+    if isinstance(event, ContextChange):
+        return "a reset" if event.kind == ContextChange.Kind.RESET else "a system prompt change"
+    if event.kind == CompactionEvent.Kind.OK:
+        return f"compaction {event.number}" if event.number is not None else "a compaction"
+    if event.kind == CompactionEvent.Kind.REVERT:
+        return "an undo"
+    return ""
 
 
 def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts.TokenChart:
@@ -177,7 +223,7 @@ def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts
         for event in compactions
         if event.trigger != CompactionEvent.Trigger.FORK
     ]
-    threshold = charts.compaction_threshold(session.config, session.model_name)
+    threshold = memories.threshold_of(session)
     return charts.token_chart(points, marks, threshold)
 
 
@@ -211,8 +257,7 @@ def message_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpRe
     if _wants_fragment(request):
         response = render(request, "dashboard/_message.html", context)
     else:
-        before = session.messages.filter(seq__lt=seq).count()
-        context["page_number"] = before // MESSAGES_PER_PAGE + 1
+        context["page_number"] = _page_of(session, seq)
         response = render(request, "dashboard/message_detail.html", context)
     patch_vary_headers(response, ["HX-Request"])
     return response
@@ -304,15 +349,48 @@ def import_job(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
         if job.status == ImportJob.Status.DONE and not report.problems
         else "",
         "can_retry": job.status == ImportJob.Status.INTERRUPTED and jobs.spool_path(job).is_file(),
+        "hidden": fields(as_of=_job_state(job)),
     }
     return _render(request, "dashboard/import_job.html", "job-status", context)
+
+
+def _job_state(job: ImportJob) -> str:
+    """What a job's form names as its target's state: its status, and whether
+    a cancel was asked for."""
+    return f"{job.status}{'+cancelling' if job.cancel_requested else ''}"
+
+
+def _job_unchanged(job: ImportJob, request: HttpRequest) -> None:
+    """Raise ``StaleTargetError`` unless the job is as the page that sent the form saw it."""
+    seen, now = request.POST.get("as_of", ""), _job_state(job)
+    if seen != now:
+        raise StaleTargetError(
+            f"The job is {job.status} now"
+            + (", with a cancel asked for" if job.cancel_requested else "")
+            + f"; the page showed it {seen.replace('+cancelling', ', cancelling') or 'earlier'}. "
+            "Nothing was done."
+        )
 
 
 @require_POST
 @login_required
 def import_job_cancel(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
     job = visible_job(request, public_id)
-    jobs.cancel(job)
+    back = reverse("dashboard:import_job", args=[job.public_id])
+    # Cancel is idempotent and must reach a running job before anything waits for
+    # the database: on SQLite a write waits for the session the runner is writing,
+    # and the cancel is what ends it. So the token is spent after the cancel.
+    try:
+        if (refused := spent_before(request)) is not None:
+            raise refused
+        _job_unchanged(job, request)
+        jobs.cancel(job)
+        with acting(request, "cancel", str(job.public_id), back) as spent:
+            once.done(spent, back, f"Cancel of the import of {job.file_name}")
+    except StaleTargetError as error:
+        return stale(error, back).response(request)
+    except Refused as refused:
+        return refused.response(request)
     return _see_job(job)
 
 
@@ -320,7 +398,15 @@ def import_job_cancel(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpRes
 @login_required
 def import_job_retry(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
     job = visible_job(request, public_id)
-    if jobs.retry(job):
+    back = reverse("dashboard:import_job", args=[job.public_id])
+    try:
+        with acting(request, "import-again", str(job.public_id), back) as spent:
+            _job_unchanged(ImportJob.objects.select_for_update().get(pk=job.pk), request)
+            retried = jobs.retry(job)
+            once.done(spent, back, f"Import of {job.file_name} again")
+    except Refused as refused:
+        return refused.response(request)
+    if retried:
         jobs.wake()
     return _see_job(job)
 
@@ -354,20 +440,116 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     """The exact context the library restores for the session, part by part."""
     session = visible_session(request, public_id)
-    memory = operations.restore(session)
-    seqs = memory.get_session_state().seqs
-    first = min((seq for seq in seqs if seq is not None), default=None)
-    logged: dict[int, int] = {}
-    if first is not None:
-        logged = dict(session.messages.filter(seq__gte=first).values_list("seq", "tokens"))
-    live = live_context.of(memory, seqs, logged)
+    now = steps.request_of(session, memories.restore(session))
     context = {
         "session": session,
-        "live": live,
-        "bar": live_context.stacked_bar(live),
-        "tools": session_overhead(session.config, session.model_name, session.system_prompt),
+        "live": now.live,
+        "bar": live_context.stacked_bar(now.live),
+        "request": now,
     }
     return _render(request, "dashboard/session_context.html", "panel", context)
+
+
+# -- what the model saw for a reply -------------------------------------------------
+
+
+@require_safe
+@login_required
+def step_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpResponse:
+    """The request that produced reply ``seq``, and what changed since an earlier reply.
+
+    Asked for another message (a point of the token chart), it answers with the
+    step of the first reply whose request carried that message."""
+    session = visible_session(request, public_id)
+    reply = _reply_at(session, seq)
+    if reply.seq != seq:
+        return HttpResponseRedirect(reverse("dashboard:step_detail", args=[public_id, reply.seq]))
+    this = steps.before(session, reply)
+    earlier = _earlier_reply(session, reply, request.GET.get("since"))
+    change = None
+    if earlier is not None:
+        change = steps.between(session, earlier, reply, steps.before(session, earlier), this)
+    provider = _provider_choice(request, session)
+    context = {
+        "session": session,
+        "reply": reply,
+        "request": this,
+        "live": this.live,
+        "bar": live_context.stacked_bar(this.live),
+        "earlier": earlier,
+        "change": change,
+        "provider": provider,
+        "providers": steps.PROVIDERS,
+        "body_size": len(json.dumps(steps.body(this, session.model_name, provider))),
+        "page_number": _page_of(session, reply.seq),
+    }
+    return render(request, "dashboard/step_detail.html", context)
+
+
+@require_safe
+@login_required
+def step_request(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpResponse:
+    """The request body of reply ``seq``'s step as JSON, to send to a provider by hand."""
+    session = visible_session(request, public_id)
+    reply = get_object_or_404(session.messages, seq=seq, role=Message.Role.ASSISTANT)
+    provider = _provider_choice(request, session)
+    data = steps.body(steps.before(session, reply), session.model_name, provider)
+    response = HttpResponse(
+        json.dumps(data, ensure_ascii=False, indent=2), content_type="application/json"
+    )
+    response["Content-Disposition"] = _attachment(session, f"request-{seq}-{provider}.json")
+    return response
+
+
+def _provider_choice(request: HttpRequest, session: Session) -> str:
+    asked = request.GET.get("provider")
+    return asked if asked in steps.PROVIDERS else steps.provider_of(session)
+
+
+def _reply_at(session: Session, seq: int) -> Message:
+    """The first reply at or after message ``seq``, else the last one before it; 404 without."""
+    replies = session.messages.filter(role=Message.Role.ASSISTANT)
+    found = replies.filter(seq__gte=seq).order_by("seq").first()
+    found = found or replies.filter(seq__lt=seq).order_by("-seq").first()
+    if found is None:
+        raise Http404("This session has no reply from the model.")
+    return found
+
+
+def _earlier_reply(session: Session, reply: Message, since: str | None) -> Message | None:
+    """The reply to compare with: ``since`` (a seq) when it names an earlier one,
+    else the reply before ``reply``."""
+    replies = session.messages.filter(role=Message.Role.ASSISTANT, seq__lt=reply.seq)
+    if since and since.isdigit():
+        named = replies.filter(seq=int(since)).first()
+        if named is not None:
+            return named
+    return replies.order_by("-seq").first()
+
+
+def _page_of(session: Session, seq: int) -> int:
+    """The timeline page that shows message ``seq``."""
+    return session.messages.filter(seq__lt=seq).count() // MESSAGES_PER_PAGE + 1
+
+
+# -- a what-if replay against its original ------------------------------------------
+
+
+@require_safe
+@login_required
+def replay_comparison(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
+    """The replay's figures beside its original's (htmx: the table only)."""
+    replay = visible_session(request, public_id)
+    original_id = replay.replay_of
+    if original_id is None:
+        raise Http404("This session is not a replay.")
+    original = get_object_or_404(Session.objects.visible_to(request.user), public_id=original_id)
+    context = {
+        "session": replay,
+        "original": original,
+        "comparison": comparison.compare(original, replay),
+    }
+    return _render(request, "dashboard/replay_comparison.html", "table", context)
 
 
 # -- a compaction event --------------------------------------------------------
@@ -376,32 +558,75 @@ def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
 @require_safe
 @login_required
 def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -> HttpResponse:
+    """A compaction event: what it folded (the previous summary included) beside
+    the summary it wrote, every identifier kept or lost (htmx: that list only,
+    ``?show=lost`` for the lost ones), the compactions before and after it."""
     session = visible_session(request, public_id)
     event = get_object_or_404(session.compaction_events, position=position)
+    compactions = session.compaction_events.filter(kind=CompactionEvent.Kind.OK)
+    folded_in = _summary_before(session, event.position)
+    previous_summary = folded_in.summary if folded_in is not None else None
     folded, replayed = _compaction_messages(session, event)
     texts = lost.texts(folded)
-    shown = list(folded.order_by("seq")[:FOLDED_SHOWN])
+    only_lost = request.GET.get("show") == "lost"
     context = {
         "session": session,
         "event": event,
-        "folded": shown,
-        "folded_hidden": max(len(texts) - len(shown), 0),
-        "replayed": replayed,
-        "report": lost.report(event, texts),
-        "boundary_unit": _unit_at(session, event.through_seq),
+        "report": lost.report(event, texts, previous_summary),
+        "only_lost": only_lost,
+        "folded_count": len(texts),
+        "previous": compactions.filter(position__lt=position).order_by("-position").first(),
+        "next": compactions.filter(position__gt=position).order_by("position").first(),
+        "previous_summary": previous_summary,
+        "folded_in": folded_in,
+        "message_urls": {
+            text.seq: reverse("dashboard:message_detail", args=[session.public_id, text.seq])
+            for text in texts
+            if text.seq is not None
+        },
+    }
+    if _wants_fragment(request):
+        return _render(request, "dashboard/compaction_detail.html", "identifiers", context)
+    shown = texts[:FOLDED_SHOWN]  # one line each, from the bounded texts already read
+    context.update(
+        folded=shown,
+        folded_hidden=max(len(texts) - len(shown), 0),
+        replayed=replayed,
+        boundary_unit=_unit_at(session, event.through_seq),
         # An offline summary right after a failed attempt is the library's fallback.
-        "fallback_after": session.compaction_events.filter(
+        fallback_after=session.compaction_events.filter(
             kind=CompactionEvent.Kind.FAILED,
             position=event.position - 1,
             through_seq=event.through_seq,
         ).first()
         if event.model == "offline"
         else None,
-        "later_revert": session.compaction_events.filter(
+        later_revert=session.compaction_events.filter(
             kind=CompactionEvent.Kind.REVERT, reverts=event.number, position__gt=event.position
         ).first(),
-    }
-    return render(request, "dashboard/compaction_detail.html", context)
+    )
+    return _render(request, "dashboard/compaction_detail.html", "identifiers", context)
+
+
+def _summary_before(session: Session, position: int) -> CompactionEvent | None:
+    """The compaction whose summary was in force just before log position
+    ``position``, as the library replays it: a compaction sets the summary, an
+    undo gives back the one before, a reset clears it."""
+    events: list[CompactionEvent | ContextChange] = [
+        *session.compaction_events.filter(position__lt=position).exclude(
+            kind__in=[CompactionEvent.Kind.FAILED, CompactionEvent.Kind.WARNING]
+        ),
+        *session.context_changes.filter(position__lt=position, kind=ContextChange.Kind.RESET),
+    ]
+    in_force: list[CompactionEvent] = []
+    for event in sorted(events, key=lambda row: row.position):
+        if isinstance(event, ContextChange):
+            in_force.clear()
+        elif event.kind == CompactionEvent.Kind.OK:
+            in_force.append(event)
+        elif in_force and in_force[-1].number == event.reverts:
+            in_force.pop()
+    return in_force[-1] if in_force else None
 
 
 def _unit_at(session: Session, seq: int | None) -> str:

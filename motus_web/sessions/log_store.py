@@ -6,7 +6,7 @@ import heapq
 import logging
 import operator
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.db import DatabaseError, IntegrityError, transaction
@@ -18,6 +18,9 @@ from memory.log import LogProblem, LogRecord, records, validate_session_id
 from . import rows
 from .models import CompactionEvent, ContextChange, Message, Session
 from .signals import announce
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 _BATCH = 500
 logger = logging.getLogger(__name__)
@@ -56,15 +59,25 @@ class DatabaseLogStore:
     by default; the importer passes the importing owner's. A parent outside
     them leaves the link empty; the record keeps its ``parent_session_id``.
 
+    ``owner`` owns a session this store creates: the ``Session`` row is
+    inserted with it, in the same transaction as its first records.
+
     ``announce=False`` leaves the announcement to the caller: an importer that
     writes a big session in many ``extend`` calls inside its own transaction
     would otherwise keep every record until the commit; it announces the
     session once, after that commit.
     """
 
-    def __init__(self, *, parents: QuerySet[Session] | None = None, announce: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        parents: QuerySet[Session] | None = None,
+        announce: bool = True,
+        owner: AbstractBaseUser | None = None,
+    ) -> None:
         self.parents = parents
         self.announce = announce
+        self.owner = owner
 
     def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         self.extend(session_id, [record])
@@ -82,7 +95,7 @@ class DatabaseLogStore:
         try:
             with transaction.atomic():
                 session = Session.objects.select_for_update().filter(public_id=session_id).first()
-                writer = _Writer(session_id, session, self.parents)
+                writer = _Writer(session_id, session, self.parents, self.owner)
                 written: list[dict[str, Any]] = []
                 for index, record in enumerate(new_records, start=1):
                     data = records.as_dict(record)
@@ -181,11 +194,16 @@ class _Writer:
     """Turns one transaction's records into rows and keeps the session's totals."""
 
     def __init__(
-        self, session_id: str, session: Session | None, parents: QuerySet[Session] | None
+        self,
+        session_id: str,
+        session: Session | None,
+        parents: QuerySet[Session] | None,
+        owner: AbstractBaseUser | None,
     ) -> None:
         self.session_id = session_id
         self.session = session
         self.parents = Session.objects.all() if parents is None else parents
+        self.owner = owner
         self.messages: list[Message] = []
         self.last_seq = -1
         if session is not None:
@@ -223,6 +241,7 @@ class _Writer:
                 f"session_meta names session {record.get('session_id')!r}, not {self.session_id!r}"
             )
         session = rows.session_from_meta(record, self._parent(record.get("parent_session_id")))
+        session.owner_id = self.owner.pk if self.owner is not None else None
         session.record_count = 1
         session.save()
         return session

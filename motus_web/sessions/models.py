@@ -106,8 +106,17 @@ class Session(models.Model):
             )
         ]
 
+    # The session_meta field a what-if replay names its original with.
+    REPLAY_OF = "replay_of"
+
     def __str__(self) -> str:
         return self.title or self.public_id
+
+    @property
+    def replay_of(self) -> str | None:
+        """The public id of the session this one replays, if it is a replay."""
+        value = (self.record_extra or {}).get(self.REPLAY_OF)
+        return value if isinstance(value, str) else None
 
     def is_visible_to(self, user: AbstractBaseUser | AnonymousUser) -> bool:
         """What ``Session.objects.visible_to(user)`` says of this session, without a query."""
@@ -184,6 +193,16 @@ class Message(LogRecord):
         or repeated tool result, calls left without results), or ``""``."""
         found = self.record_extra.get("anomaly")
         return found if isinstance(found, str) else ""
+
+    @property
+    def finish_reason(self) -> str:
+        """How a reply that did not end normally ended (``"length"``,
+        ``"content_filter"``, ``"interrupted"``, ``"invalid_tool_calls"``...),
+        as the library stores it on the message; ``""`` for a normal end."""
+        found = self.extra.get("finish_reason")
+        if isinstance(found, str):
+            return found
+        return "interrupted" if self.extra.get("interrupted") is True else ""
 
     @property
     def reasoning_text(self) -> str:
@@ -279,6 +298,52 @@ class ContextChange(LogRecord):
 
     def __str__(self) -> str:
         return f"{self.session_id} {self.kind} at #{self.through_seq}"
+
+
+class WriterLease(models.Model):
+    """Who may write to a session now, until when: one writer per session.
+
+    A chat turn or replay takes the lease before it adds anything and renews it
+    while it runs; an operator action (undo, delete) takes it for the length of
+    its transaction. A second writer is refused while the lease is live. A
+    process that dies mid-turn leaves a lease that simply expires.
+    """
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="writer_lease")
+    holder = models.CharField(max_length=200)  # a connection's channel name, or an action's id
+    kind = models.CharField(max_length=16)  # "turn", "replay" or the action's name
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "chat_writerlease"  # made by the chat app, which held the model before
+
+    def __str__(self) -> str:
+        return f"{self.kind} lease on {self.session_id} until {self.expires_at:%H:%M:%S}"
+
+
+class ActionToken(models.Model):
+    """The one-time token of an operator action's form, spent when the action is done.
+
+    A confirmation page puts a fresh random token in its form; the POST that
+    acts inserts this row in the same transaction as the action, so the unique
+    ``token`` lets one submission through: a second one (a double click, the
+    back button, another tab, a second worker) fails the insert and is told
+    the action was already done, with ``result_url``. An action that fails
+    rolls its row back with it, so the same form may be sent again.
+    """
+
+    token = models.CharField(max_length=64, unique=True)
+    action = models.CharField(max_length=32)  # "undo", "fork", "delete"...
+    target = models.CharField(max_length=255)  # what the form named, as it named it
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    result_url = models.CharField(max_length=500, blank=True)
+    result_label = models.CharField(max_length=300, blank=True)
+    spent_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target} at {self.spent_at:%Y-%m-%d %H:%M:%S}"
 
 
 class ImportJob(models.Model):

@@ -193,6 +193,10 @@
         ({ finished: " — done.", stopped: " — stopped.", failed: " — failed." }[frame.phase] || "…");
       if (frame.phase === "started") awaiting = false;
       setRunning(frame.phase === "started" || frame.phase === "progress");
+      // The comparison table beside the curves reloads when a replay ends.
+      if (frame.phase !== "started" && frame.phase !== "progress") {
+        document.body.dispatchEvent(new Event("replay-ended"));
+      }
     },
   };
 

@@ -66,3 +66,14 @@ def test_it_is_a_pure_module_without_django() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert out.stdout.strip() == "False"
+
+
+def test_json_keys_and_css_are_not_identifiers_but_what_they_hold_is() -> None:
+    tool_result = '{"user_id": "mia_li_3668", "reservation": {"code": "ZFA04Y", "seats": 2}}'
+    css = 'body { font-family: "Segoe UI", Roboto; margin-top: 12px; color: #1d2330 } see #4411'
+    python = "{'booking_ref': 'HAT123'}"
+
+    assert [i.value for i in find_identifiers(tool_result)] == ["mia_li_3668", "ZFA04Y"]
+    assert [i.value for i in find_identifiers(css)] == ["#4411"]
+    assert [i.value for i in find_identifiers(python)] == ["HAT123"]
+    assert find_identifiers('<p style="font-size: 14px; color: red">') == []

@@ -11,9 +11,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from memory import CompactionMemoryConfig
 from motus_web.chat.providers import ChatModel
 from motus_web.chat.routing import websocket_urlpatterns
-from motus_web.chat.sessions import create_session
 from motus_web.chat.tools import new_chat_tool_schemas
 from motus_web.sessions.models import Session
+from motus_web.sessions.operations import create_session
 
 router = URLRouter(websocket_urlpatterns)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser, User
@@ -116,3 +117,40 @@ def import_upload(
     page = client.get(response["Location"])
     assert page.status_code == 200
     return page
+
+
+class _Forms(HTMLParser):
+    """The POST forms of a page: their action and hidden fields."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[tuple[str, dict[str, str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        if tag == "form" and found.get("method") == "post":
+            self.forms.append((found.get("action", ""), {}))
+        elif tag == "input" and found.get("type") == "hidden" and self.forms:
+            self.forms[-1][1][found["name"]] = found.get("value", "")
+
+
+def confirmation_form(page: str, action: str | None = None) -> tuple[str, dict[str, str]]:
+    """The action and hidden fields of the page's POST form (the one posting to
+    ``action``, or the only one besides log out)."""
+    parser = _Forms()
+    parser.feed(page)
+    forms = [f for f in parser.forms if f[0] != reverse("logout")]
+    if action is not None:
+        forms = [f for f in forms if f[0] == action]
+    assert len(forms) == 1, forms
+    url, hidden = forms[0]
+    hidden.pop("csrfmiddlewaretoken", None)
+    return url, hidden
+
+
+def confirm(client: Client, confirm_url: str, **fields: object) -> _MonkeyPatchedWSGIResponse:
+    """Open a confirmation page and send its form as a person would, with ``fields``."""
+    page = client.get(confirm_url)
+    assert page.status_code == 200, page.content.decode()
+    url, hidden = confirmation_form(page.content.decode())
+    return client.post(url, {**hidden, **fields})

@@ -1,6 +1,7 @@
 """Operator actions: undo a compaction, restore, fork, restore from a file, delete.
 
-Each asks first (GET), acts on POST, and leaves every logged record as it was.
+Each asks first (GET, stating the result), acts on POST once, answers 303 to
+the result, and leaves every logged record as it was.
 """
 
 from __future__ import annotations
@@ -8,16 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from memory import CompactionMemory, InMemoryLogStore
+from memory import ChatMessage, CompactionMemory, InMemoryLogStore
+from motus_web.sessions import lease
 from motus_web.sessions.log_store import DatabaseLogStore
-from motus_web.sessions.models import CompactionEvent, Message, Session
+from motus_web.sessions.models import ActionToken, CompactionEvent, Message, Session
 
-from .helpers import logged_in, make_session
+from .helpers import chat, confirm, confirmation_form, logged_in, make_session
 
 pytestmark = pytest.mark.django_db
 
@@ -63,17 +66,57 @@ def latest_compaction(session: Session) -> CompactionEvent:
     return event
 
 
+def add_turns(session: Session, turns: int) -> None:
+    """Go on with the session through the library, as a chat turn would."""
+    memory = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
+    for message in chat(turns, filler=60)[: 4 * turns]:
+        async_to_sync(memory.add_message)(message)
+
+
+def form_of(client: Client, confirm_url: str) -> tuple[str, dict[str, str]]:
+    page = client.get(confirm_url)
+    assert page.status_code == 200, page.content.decode()
+    return confirmation_form(page.content.decode())
+
+
+def assert_every_call_is_answered(context: list[ChatMessage]) -> None:
+    """The tool-pairing check: each result follows its call, no call lacks a result."""
+    open_ids: set[str] = set()
+    for message in context:
+        if message.role == "tool":
+            assert set(message.tool_call_ids) <= open_ids, message
+            open_ids -= set(message.tool_call_ids)
+            continue
+        assert not open_ids, f"calls {open_ids} have no result before {message}"
+        open_ids = {call.id for call in message.tool_calls}
+    assert not open_ids, f"calls {open_ids} have no result"
+
+
 # -- undo -----------------------------------------------------------------------------
 
 
-def test_undo_asks_first_and_changes_nothing_on_get(compacted: Session) -> None:
+def test_undo_asks_first_stating_the_context_afterwards_and_changes_nothing(
+    compacted: Session,
+) -> None:
     before = log_of(compacted.public_id)
+    expected = restore_of_prefix(compacted, len(before))
+    expected.revert_last_compaction("preview")
 
     page = owner_client(compacted).get(url("undo_confirm", compacted.public_id))
 
+    html = page.content.decode()
     assert page.status_code == 200
-    assert f"Undo compaction {latest_compaction(compacted).number}?" in page.content.decode()
-    assert 'name="csrfmiddlewaretoken"' in page.content.decode()
+    assert f"Undo compaction {latest_compaction(compacted).number}?" in html
+    assert 'name="csrfmiddlewaretoken"' in html
+    tokens = expected.estimate_context_tokens()
+    assert (
+        f"{len(expected.messages)} messages in the context, {tokens:,} tokens: "
+        f"{100 * tokens / expected.token_threshold:.0f}% of the compaction threshold (600)"
+    ) in html
+    assert "over the threshold: the next message will compact again" in html  # 600 is tight
+    _, hidden = confirmation_form(html)
+    assert hidden["target"] == str(latest_compaction(compacted).position)
+    assert hidden["as_of"] == str(len(before))
     assert log_of(compacted.public_id) == before
 
 
@@ -81,11 +124,11 @@ def test_undo_appends_a_revert_through_the_library(compacted: Session) -> None:
     before = log_of(compacted.public_id)
     expected = restore_of_prefix(compacted, len(before))
     expected.revert_last_compaction("too lossy")
-
     client = owner_client(compacted)
-    response = client.post(url("undo_compaction", compacted.public_id), {"reason": "too lossy"})
 
-    assert response.status_code == 302
+    response = confirm(client, url("undo_confirm", compacted.public_id), reason="too lossy")
+
+    assert response.status_code == 303
     after = log_of(compacted.public_id)
     assert after[: len(before)] == before  # nothing rewritten
     assert [r["type"] for r in after[len(before) :]] == ["compaction_revert"]
@@ -93,7 +136,10 @@ def test_undo_appends_a_revert_through_the_library(compacted: Session) -> None:
     assert context_of(compacted.public_id) == expected.get_context()
     page = client.get(response["Location"]).content.decode()
     assert "undone" in page
-    assert "Undo compaction" not in page  # reverted once, only once
+    undone = latest_compaction(compacted).number
+    assert undone is not None
+    assert f"Undo compaction {undone}<" not in page  # undone once, only once
+    assert f"Undo compaction {undone - 1}<" in page  # the one before is in force again
 
 
 def test_undo_without_a_compaction_is_refused_with_a_page_that_says_why(owner: User) -> None:
@@ -107,26 +153,123 @@ def test_undo_without_a_compaction_is_refused_with_a_page_that_says_why(owner: U
     assert "no compaction yet" in html
     assert url("session_detail", plain.public_id) in html  # a way back, in the site's own page
     assert 'class="topbar"' in html
-    response = logged_in(owner).post(url("undo_compaction", plain.public_id), follow=True)
-
-    assert "Nothing was undone. This session has no compaction yet" in response.content.decode()
     assert not plain.compaction_events.exists()
 
 
-def test_after_an_undo_the_page_counts_it_and_a_second_undo_says_it_was_done(
+def test_a_post_without_the_forms_token_does_nothing_and_says_so(compacted: Session) -> None:
+    before = log_of(compacted.public_id)
+    event = latest_compaction(compacted)
+    form = {"target": event.position, "as_of": len(before)}
+
+    response = owner_client(compacted).post(url("undo_compaction", compacted.public_id), form)
+
+    assert response.status_code == 400
+    assert "no one-time token" in response.content.decode()
+    assert log_of(compacted.public_id) == before
+
+
+def test_the_same_undo_form_sent_twice_undoes_once_and_the_second_is_told_so(
     compacted: Session,
 ) -> None:
     client = owner_client(compacted)
-    number = latest_compaction(compacted).number
-    compactions = Session.objects.get(pk=compacted.pk).compaction_count
-    client.post(url("undo_compaction", compacted.public_id))
+    action, form = form_of(client, url("undo_confirm", compacted.public_id))
+    before = len(log_of(compacted.public_id))
 
-    detail = client.get(url("session_detail", compacted.public_id)).content.decode()
+    first = client.post(action, form)
+    second = client.post(action, form)  # a double click, or back and resubmit
+
+    assert first.status_code == 303
+    assert second.status_code == 409
+    html = second.content.decode()
+    assert "Already done" in html
+    assert "Sending it again did nothing" in html
+    assert f'href="{url("session_detail", compacted.public_id)}"' in html  # the result
+    assert [r["type"] for r in log_of(compacted.public_id)[before:]] == ["compaction_revert"]
+    assert ActionToken.objects.get(token=form["once"]).action == "undo"
+
+
+def test_an_undo_form_for_an_older_compaction_is_refused_naming_the_newer_one(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    opened = latest_compaction(compacted)
+    action, form = form_of(client, url("undo_confirm", compacted.public_id))
+    add_turns(compacted, 4)  # the session moves on and compacts again
+    newer = latest_compaction(compacted)
+    assert newer.number is not None
+    assert opened.number is not None
+    assert newer.number > opened.number
+    before = log_of(compacted.public_id)
+
+    response = client.post(action, form)
+
+    assert response.status_code == 409
+    html = response.content.decode()
+    assert f"This page was for compaction {opened.number}" in html
+    assert f"compaction {newer.number} is the latest now" in html
+    assert log_of(compacted.public_id) == before
+    assert url("undo_confirm", compacted.public_id) in html  # open it again
+
+
+def test_an_undo_form_opened_before_newer_messages_is_refused_naming_them(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    action, form = form_of(client, url("undo_confirm", compacted.public_id))
+    seq = compacted.message_count
+    memory = CompactionMemory.restore_from_log(compacted.public_id, log_store=DatabaseLogStore())
+    async_to_sync(memory.add_message)({"role": "user", "content": "One more question."})
+    before = log_of(compacted.public_id)
+
+    response = client.post(action, form)
+
+    assert response.status_code == 409
+    assert f"message #{seq} was added" in response.content.decode()
+    assert log_of(compacted.public_id) == before
+    # Nothing was spent: the page opened again acts on what is there now.
+    assert confirm(client, url("undo_confirm", compacted.public_id)).status_code == 303
+
+
+def test_an_undo_while_a_chat_turn_writes_the_session_is_refused_and_can_be_sent_again(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    action, form = form_of(client, url("undo_confirm", compacted.public_id))
+    assert lease.acquire(compacted.pk, "a-streaming-turn", "turn")
+    before = log_of(compacted.public_id)
+
+    busy = client.post(action, form)
+    lease.release(compacted.pk, "a-streaming-turn")
+    after_the_turn = client.post(action, form)
+
+    assert busy.status_code == 409
+    assert "a chat turn is running in this session" in busy.content.decode()
+    assert after_the_turn.status_code == 303
+    assert [r["type"] for r in log_of(compacted.public_id)[len(before) :]] == ["compaction_revert"]
+
+
+def test_undo_reaches_every_compaction_in_turn_back_to_the_whole_conversation(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    compactions = list(compacted.compaction_events.filter(kind="ok").order_by("-position"))
+    assert len(compactions) >= 2
+    count = Session.objects.get(pk=compacted.pk).compaction_count
+
+    for undone, event in enumerate(compactions, start=1):
+        page = client.get(url("undo_confirm", compacted.public_id)).content.decode()
+        assert f"Undo compaction {event.number}?" in page
+        expected = restore_of_prefix(compacted, len(log_of(compacted.public_id)))
+        assert expected.revert_last_compaction("the library's own undo") == event.number
+        assert confirm(client, url("undo_confirm", compacted.public_id)).status_code == 303
+        # The context before that compaction, plus every message added since.
+        assert context_of(compacted.public_id) == expected.get_context()
+        detail = client.get(url("session_detail", compacted.public_id)).content.decode()
+        assert f'<dd>{count} <span class="muted">({undone} undone)</span></dd>' in detail
+
     again = client.get(url("undo_confirm", compacted.public_id))
-
-    assert f'<dd>{compactions} <span class="muted">(1 undone)</span></dd>' in detail
     assert again.status_code == 404
-    assert f"The latest compaction (compaction {number}) was already undone" in (
+    assert f"Every compaction of this session was undone ({len(compactions)})" in (
         again.content.decode()
     )
 
@@ -135,7 +278,7 @@ def test_a_forks_starting_summary_is_not_undoable_and_the_page_says_so(
     compacted: Session,
 ) -> None:
     client = owner_client(compacted)
-    client.post(url("fork_session", compacted.public_id, 20))
+    confirm(client, url("fork_confirm", compacted.public_id, 20))
     child = Session.objects.exclude(pk=compacted.pk).get()
 
     page = client.get(url("undo_confirm", child.public_id))
@@ -152,24 +295,44 @@ def test_restore_before_a_compaction_makes_a_linked_session_with_that_context(
 ) -> None:
     event = latest_compaction(compacted)
     before = log_of(compacted.public_id)
+    expected = restore_of_prefix(compacted, event.position)
+    client = owner_client(compacted)
 
-    response = owner_client(compacted).post(
-        url("restore_session", compacted.public_id, event.position)
-    )
+    page = client.get(url("restore_confirm", compacted.public_id, event.position))
+    response = confirm(client, url("restore_confirm", compacted.public_id, event.position))
 
+    assert f"{len(expected.messages)} messages in the context" in page.content.decode()
     child = Session.objects.exclude(pk=compacted.pk).get()
+    assert response.status_code == 303
     assert response["Location"] == url("session_detail", child.public_id)
     assert child.parent == compacted
     assert child.owner == compacted.owner
-    assert context_of(child.public_id) == restore_of_prefix(compacted, event.position).get_context()
+    assert context_of(child.public_id) == expected.get_context()
     assert log_of(compacted.public_id) == before
+
+
+def test_a_restore_sent_twice_makes_one_session_and_links_the_second_to_it(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    event = latest_compaction(compacted)
+    action, form = form_of(client, url("restore_confirm", compacted.public_id, event.position))
+
+    first = client.post(action, form)
+    second = client.post(action, form)
+
+    assert (first.status_code, second.status_code) == (303, 409)
+    child = Session.objects.exclude(pk=compacted.pk).get()  # one, not two
+    assert f'href="{url("session_detail", child.public_id)}"' in second.content.decode()
 
 
 def test_fork_from_a_message_starts_from_the_context_right_after_it(compacted: Session) -> None:
     message = compacted.messages.get(seq=20)
+    assert message.unit == "A"
 
-    owner_client(compacted).post(url("fork_session", compacted.public_id, 20))
+    response = confirm(owner_client(compacted), url("fork_confirm", compacted.public_id, 20))
 
+    assert response.status_code == 303
     child = Session.objects.exclude(pk=compacted.pk).get()
     expected = restore_of_prefix(compacted, message.position + 1)
     assert context_of(child.public_id) == expected.get_context()
@@ -183,11 +346,105 @@ def test_fork_from_a_message_starts_from_the_context_right_after_it(compacted: S
     assert "Folded 0 messages" not in html
 
 
-def test_the_fork_page_asks_first(compacted: Session) -> None:
-    page = owner_client(compacted).get(url("fork_confirm", compacted.public_id, 5))
+def test_the_fork_page_asks_first_and_states_the_forks_context(compacted: Session) -> None:
+    expected = restore_of_prefix(compacted, compacted.messages.get(seq=4).position + 1)
 
-    assert "Fork from message #5?" in page.content.decode()
+    page = owner_client(compacted).get(url("fork_confirm", compacted.public_id, 4))
+
+    html = page.content.decode()
+    assert "Fork from message #4?" in html
+    tokens = expected.estimate_context_tokens()
+    assert f"{len(expected.messages)} messages in the context, {tokens:,} tokens" in html
+    assert "right after message #4" in html
+    assert 'id="cut-moved"' not in html  # #4 is a user message: a boundary already
     assert Session.objects.count() == 1
+
+
+def test_a_fork_asked_at_a_tool_call_is_cut_after_its_results_and_says_so(
+    compacted: Session,
+) -> None:
+    calling = compacted.messages.get(seq=5)
+    assert calling.tool_calls
+    assert calling.unit == "B"
+    answered = compacted.messages.get(seq=6)
+    client = owner_client(compacted)
+
+    page = client.get(url("fork_confirm", compacted.public_id, 5)).content.decode()
+    response = confirm(client, url("fork_confirm", compacted.public_id, 5))
+
+    assert "Message #5 is inside a tool round (#5-#6): the fork is cut after #6" in page
+    assert response.status_code == 303
+    child = Session.objects.exclude(pk=compacted.pk).get()
+    forked = context_of(child.public_id)
+    assert forked == restore_of_prefix(compacted, answered.position + 1).get_context()
+    assert_every_call_is_answered(forked)
+    assert forked[-1].role == "tool"
+    assert forked[-1].text == answered.content  # the real result, not "interrupted"
+    assert "fork at #6" in child.title
+
+
+def parallel_calls_then_an_abandoned_round(owner: User) -> Session:
+    """A session with two parallel calls answered, then a call that never got a result."""
+    from tests.test_log_store_contract import meta
+
+    from .helpers import log_records
+
+    def call(call_id: str) -> dict[str, Any]:
+        function = {"name": "lookup", "arguments": f'{{"id": "{call_id}"}}'}
+        return {"id": call_id, "type": "function", "function": function}
+
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Look up A and B."},
+        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+        {"role": "tool", "tool_call_id": "a", "content": "A is in Lyon."},
+        {"role": "tool", "tool_call_id": "b", "content": "B is in Oslo."},
+        {"role": "assistant", "content": "A is in Lyon, B in Oslo."},
+        {"role": "user", "content": "And C?"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c")]},
+        {"role": "user", "content": "Never mind."},  # C's call never got its result
+        {"role": "assistant", "content": "Fine."},
+    ]
+    records = log_records(
+        "shapes",
+        [ChatMessage.from_dict(m) for m in messages],
+        system_prompt="Be brief.",
+        model_name="gpt-4o",
+        threshold=None,
+    )
+    assert records[0]["type"] == meta("shapes")["type"]
+    DatabaseLogStore(owner=owner).extend("shapes", records)
+    return Session.objects.get(public_id="shapes")
+
+
+def test_a_fork_at_any_message_gives_a_context_whose_every_call_has_its_result(
+    owner: User,
+) -> None:
+    from motus_web.sessions.operations import fork_cut
+
+    session = parallel_calls_then_an_abandoned_round(owner)
+    cuts = {}
+    for message in session.messages.order_by("seq"):
+        cut = fork_cut(session, message)
+        assert_every_call_is_answered(cut.memory.get_context())
+        assert cut.memory.at_boundary
+        cuts[message.seq] = cut
+
+    assert [cuts[seq].after for seq in range(9)] == [0, 3, 3, 3, 4, 5, 5, 7, 8]
+    assert "(#1-#3): the fork is cut after #3" in cuts[2].moved
+    assert "whose calls do not all have a result in the log" in cuts[6].moved
+    assert "cut before the round, after #5." in cuts[6].moved
+    assert not cuts[3].moved
+    assert not cuts[7].moved
+
+
+def test_a_fork_sent_twice_makes_one_session(compacted: Session) -> None:
+    client = owner_client(compacted)
+    action, form = form_of(client, url("fork_confirm", compacted.public_id, 8))
+
+    responses = [client.post(action, form), client.post(action, form)]
+
+    assert [r.status_code for r in responses] == [303, 409]
+    assert Session.objects.exclude(pk=compacted.pk).count() == 1
 
 
 def test_restore_from_a_log_file_gives_the_librarys_context(owner: User, tmp_path: Any) -> None:
@@ -197,16 +454,20 @@ def test_restore_from_a_log_file_gives_the_librarys_context(owner: User, tmp_pat
     torn = raw + b'{"type": "message", "seq": 99, "mess'
     (tmp_path / "disk.jsonl").write_bytes(torn.replace(source.public_id.encode(), b"disk"))
     expected = CompactionMemory.restore_from_log("disk", log_base_path=tmp_path).get_context()
+    client = logged_in(owner)
+    action, form = form_of(client, url("restore_upload_form"))
 
-    upload = SimpleUploadedFile("run.jsonl", torn)
-    response = logged_in(owner).post(url("restore_upload"), {"file": upload}, follow=True)
+    response = client.post(action, {**form, "file": SimpleUploadedFile("run.jsonl", torn)})
+    html = client.get(response["Location"]).content.decode()
+    again = client.post(action, {**form, "file": SimpleUploadedFile("run.jsonl", torn)})
 
-    restored = Session.objects.exclude(pk=source.pk).get()
+    restored = Session.objects.exclude(pk=source.pk).get()  # one: the second did nothing
     assert context_of(restored.public_id) == expected
     assert restored.parent == source
     assert restored.owner == owner
-    html = response.content.decode()
     assert "run.jsonl: torn last line" in html  # reported, not silently dropped
+    assert again.status_code == 409
+    assert url("session_detail", restored.public_id) in again.content.decode()
 
 
 @pytest.mark.parametrize(
@@ -215,14 +476,16 @@ def test_restore_from_a_log_file_gives_the_librarys_context(owner: User, tmp_pat
     ids=["text", "a chat transcript", "binary"],
 )
 def test_a_file_that_is_not_a_log_is_refused_with_a_reason(owner: User, content: bytes) -> None:
-    upload = SimpleUploadedFile("notes.txt", content)
+    client = logged_in(owner)
+    action, form = form_of(client, url("restore_upload_form"))
 
-    response = logged_in(owner).post(url("restore_upload"), {"file": upload})
+    response = client.post(action, {**form, "file": SimpleUploadedFile("notes.txt", content)})
 
     assert response.status_code == 400
     html = response.content.decode()
     assert "notes.txt could not be restored: this is not a Motus JSONL conversation log" in html
     assert not Session.objects.exists()
+    assert not ActionToken.objects.exists()  # refused: the form may be sent again
 
 
 # -- delete ---------------------------------------------------------------------------------
@@ -236,14 +499,43 @@ def test_delete_asks_then_removes_the_session_and_forks_keep_their_copy(owner: U
     assert (
         "Delete Parent run?" in client.get(url("delete_confirm", parent.public_id)).content.decode()
     )
-    response = client.post(url("delete_session", parent.public_id))
+    action, form = form_of(client, url("delete_confirm", parent.public_id))
+    response = client.post(action, form)
+    again = client.post(action, form)
 
+    assert response.status_code == 303
     assert response["Location"] == url("session_list")
     assert not Session.objects.filter(pk=parent.pk).exists()
     assert not Message.objects.filter(session_id=parent.pk).exists()
     fork.refresh_from_db()
     assert fork.parent is None
     assert fork.messages.count() == fork.message_count
+    assert again.status_code == 409  # not a 404: it says the delete was done
+    assert "Deleted Parent run." in again.content.decode()
+
+
+def test_a_delete_form_opened_before_the_session_moved_on_is_refused(compacted: Session) -> None:
+    client = owner_client(compacted)
+    action, form = form_of(client, url("delete_confirm", compacted.public_id))
+    add_turns(compacted, 1)
+
+    response = client.post(action, form)
+
+    assert response.status_code == 409
+    assert "messages #32-#35 were added" in response.content.decode()
+    assert Session.objects.filter(pk=compacted.pk).exists()
+
+
+def test_a_delete_while_a_chat_turn_writes_the_session_is_refused(compacted: Session) -> None:
+    client = owner_client(compacted)
+    action, form = form_of(client, url("delete_confirm", compacted.public_id))
+    assert lease.acquire(compacted.pk, "a-streaming-turn", "turn")
+
+    response = client.post(action, form)
+
+    assert response.status_code == 409
+    assert "a chat turn is running in this session" in response.content.decode()
+    assert Session.objects.filter(pk=compacted.pk).exists()
 
 
 # -- who may act -----------------------------------------------------------------------------
@@ -260,6 +552,8 @@ def action_urls(session: Session) -> list[tuple[str, str]]:
         ("post", url("fork_session", session.public_id, 3)),
         ("get", url("delete_confirm", session.public_id)),
         ("get", url("session_context", session.public_id)),
+        ("get", url("step_detail", session.public_id, 3)),
+        ("get", url("step_request", session.public_id, 3)),
         ("get", url("compaction_detail", session.public_id, event.position)),
         ("get", url("session_trace", session.public_id)),
         ("get", url("session_trace_json", session.public_id)),
@@ -293,9 +587,18 @@ def test_anonymous_visitors_are_sent_to_log_in(compacted: Session) -> None:
 
 def test_staff_may_act_on_anyones_session(compacted: Session, staff: User) -> None:
     client = logged_in(staff)
+    event = latest_compaction(compacted)
 
     for method, path in action_urls(compacted):
-        assert getattr(client, method)(path).status_code in (200, 302), path
+        if method == "get":
+            assert client.get(path).status_code == 200, path
+    for confirm_url in (
+        url("undo_confirm", compacted.public_id),
+        url("restore_confirm", compacted.public_id, event.position),
+        url("fork_confirm", compacted.public_id, 3),
+        url("delete_confirm", compacted.public_id),
+    ):
+        assert confirm(client, confirm_url).status_code == 303, confirm_url
 
     assert not Session.objects.filter(pk=compacted.pk).exists()  # the last action deletes
     assert Session.objects.filter(parent__isnull=True).count() == 2  # restore and fork copies
@@ -316,39 +619,3 @@ def test_the_restore_form_is_a_page(owner: User) -> None:
 
     assert page.status_code == 200
     assert 'enctype="multipart/form-data"' in page.content.decode()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_four_undos_at_once_append_one_revert(owner: User) -> None:
-    import threading
-
-    from django.db import connection, connections
-
-    from memory import CompactionError
-    from motus_web.dashboard.operations import undo_latest_compaction
-
-    if connection.vendor != "postgresql":
-        pytest.skip("concurrent writers need PostgreSQL (DATABASE_URL)")
-    session = make_session(owner, turns=6, filler=80, threshold=600)
-    before = len(log_of(session.public_id))
-    start = threading.Barrier(4)
-    outcomes: list[str] = []
-
-    def undo() -> None:
-        try:
-            start.wait()
-            undo_latest_compaction(Session.objects.get(pk=session.pk), "at once")
-            outcomes.append("reverted")
-        except CompactionError:
-            outcomes.append("nothing left to revert")
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=undo) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert sorted(outcomes) == ["nothing left to revert"] * 3 + ["reverted"]
-    assert [r["type"] for r in log_of(session.public_id)[before:]] == ["compaction_revert"]

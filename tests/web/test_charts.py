@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from memory import CompactionMemory, CompactionMemoryConfig
 from motus_web.dashboard import charts
 from motus_web.dashboard.charts import EventMark, Point
 
@@ -35,11 +36,19 @@ def test_a_context_past_the_window_still_fits_the_gauge() -> None:
     assert gauge.over_threshold
 
 
-def test_without_a_stated_threshold_it_is_the_models_window_times_the_safety_ratio() -> None:
-    assert charts.compaction_threshold({}, "gpt-4o") == 96_000  # 128k x 0.75
-    assert charts.compaction_threshold({"safety_ratio": 0.5}, "gpt-4o") == 64_000
-    # nonsense in a logged config falls back to the default ratio
-    assert charts.compaction_threshold({"safety_ratio": "lots"}, "gpt-4o") == 96_000
+def test_without_a_stated_threshold_it_is_the_librarys_window_times_the_safety_ratio() -> None:
+    assert charts.gauge(0, {}, "gpt-4o").threshold == 96_000  # 128k x 0.75
+    assert charts.gauge(0, {"safety_ratio": 0.5}, "gpt-4o").threshold == 64_000
+    assert (
+        charts.gauge(0, {"safety_ratio": 0.5}, "gpt-4o").threshold
+        == (
+            CompactionMemory(config=CompactionMemoryConfig(safety_ratio=0.5), model_name="gpt-4o")
+        ).token_threshold
+    )
+    # A config the library refuses names no threshold: the gauge says so, not a guess.
+    nonsense = charts.gauge(10, {"safety_ratio": "lots"}, "gpt-4o")
+    assert nonsense.threshold is None
+    assert not nonsense.over_threshold
 
 
 def test_a_compaction_becomes_a_drop_of_two_kept_points() -> None:
@@ -151,8 +160,34 @@ def test_the_chart_legend_says_where_the_threshold_is_and_keys_differ(owner: Use
     html = logged_in(owner).get(f"/sessions/{session.public_id}/").content.decode()
 
     legend = html.split('class="chart-legend')[1].split("</ul>")[0]
-    assert "threshold 96,000: above this scale" in legend
+    assert "threshold 96,000 tokens: above this scale" in legend
     assert 'class="threshold"' not in html.split('class="token-chart"')[1].split("</svg>")[0]
     assert '<span class="swatch note"></span>revert or warning' in legend
     css = (Path(__file__).parents[2] / "static/dashboard/motus.css").read_text()
     assert "marker-revert line { stroke: var(--note)" in css
+
+
+def test_the_chart_labels_its_token_axis_and_threshold_and_its_points_carry_their_figures(
+    owner: User,
+) -> None:
+    session = make_session(owner, turns=8, filler=60, threshold=600)
+
+    html = logged_in(owner).get(f"/sessions/{session.public_id}/").content.decode()
+
+    chart = html[
+        html.index('id="token-chart"') : html.index("</section>", html.index('id="token-chart"'))
+    ]
+    assert '<span class="chart-axis-title">tokens</span>' in chart
+    assert chart.count('class="chart-tick"') == 3
+    assert "threshold: 600 tokens" in chart
+    assert "<title>Compaction threshold: 600 tokens</title>" in chart
+    last = session.messages.order_by("-seq").first()
+    assert last is not None
+    step = f"/sessions/{session.public_id}/steps/{last.seq}/"
+    assert (
+        f'<a href="{step}" class="sample" data-figures="#{last.seq}: {last.context_tokens:,} tokens'
+        in chart
+    )
+    # The same figures, for a screen reader or anyone, in a table.
+    assert f'<tr><td>#{last.seq}</td><td class="num">{last.context_tokens:,}</td>' in chart
+    assert chart.count('class="sample"') == session.message_count  # a short session: all

@@ -14,12 +14,11 @@ from pytest_django import Settings
 
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.asgi import application
-from motus_web.chat import lease
 from motus_web.chat.consumers import CLOSE_NOT_FOUND, CLOSE_TOO_BIG, CLOSE_UNAUTHENTICATED
 from motus_web.chat.frames import MAX_FRAME_BYTES
-from motus_web.chat.models import WriterLease
 from motus_web.chat.replay import ReplaySettings, create_replay
-from motus_web.sessions.models import Message, Session
+from motus_web.sessions import lease
+from motus_web.sessions.models import Message, Session, WriterLease
 
 from .chat_helpers import (
     FRAME_TIMEOUT_S,

@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from motus_web.chat import lease
-from motus_web.chat.models import WriterLease
+from motus_web.sessions import lease
+from motus_web.sessions.models import WriterLease
 
 from .chat_helpers import chat_session
 

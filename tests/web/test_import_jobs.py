@@ -31,7 +31,7 @@ from motus_web.sessions.importers import (
 from motus_web.sessions.models import ImportJob, Session
 from motus_web.sessions.signals import records_committed
 
-from .helpers import logged_in
+from .helpers import confirmation_form, logged_in
 from .test_importers import CHAT, as_json, as_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -55,6 +55,13 @@ def upload(client: Client, name: str = "runs.jsonl", data: bytes = THREE_RUNS) -
 def job_url(job: ImportJob, action: str = "") -> str:
     name = f"dashboard:import_job_{action}" if action else "dashboard:import_job"
     return reverse(name, args=[job.public_id])
+
+
+def send(client: Client, job: ImportJob, action: str) -> Any:
+    """Send the job page's form for ``action`` ("cancel", "retry") as a person would."""
+    page = client.get(job_url(job)).content.decode()
+    form_url, hidden = confirmation_form(page, job_url(job, action))
+    return client.post(form_url, hidden)
 
 
 def spooled(settings: Settings) -> list[Path]:
@@ -262,7 +269,7 @@ def test_cancel_stops_the_job_between_sessions_and_keeps_what_was_committed(
 
     def cancel_after_the_first(**kwargs: Any) -> None:
         if len(committed) == 1:
-            assert client.post(job_url(job, "cancel")).status_code == 303
+            assert send(client, job, "cancel").status_code == 303
 
     records_committed.connect(cancel_after_the_first)
     try:
@@ -303,13 +310,45 @@ def test_cancelling_a_queued_job_ends_it_at_once(owner: User, settings: Settings
     client = logged_in(owner)
     job = upload(client)
 
-    assert client.post(job_url(job, "cancel")).status_code == 303
+    assert send(client, job, "cancel").status_code == 303
 
     job.refresh_from_db()
     assert job.status == Status.CANCELLED
     assert spooled(settings) == []
     assert jobs.run_queued() == 0
     assert not Session.objects.exists()
+
+
+def test_the_same_cancel_form_sent_twice_is_told_it_was_done(owner: User) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+    page = client.get(job_url(job)).content.decode()
+    form_url, hidden = confirmation_form(page, job_url(job, "cancel"))
+
+    first, second = client.post(form_url, hidden), client.post(form_url, hidden)
+
+    assert (first.status_code, second.status_code) == (303, 409)
+    assert "Already done" in second.content.decode()
+    assert job_url(job) in second.content.decode()
+
+
+def test_an_import_again_form_of_a_job_that_changed_since_is_refused_naming_its_state(
+    owner: User,
+) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+    running(job, f"{socket.gethostname()}:{dead_pid()}:earlier")
+    jobs.interrupt_stale()
+    page = client.get(job_url(job)).content.decode()
+    form_url, hidden = confirmation_form(page, job_url(job, "retry"))
+    send(client, job, "cancel")  # another tab discards the file first
+
+    response = client.post(form_url, hidden)
+
+    assert response.status_code == 409
+    assert "The job is cancelled now; the page showed it interrupted" in response.content.decode()
+    job.refresh_from_db()
+    assert job.status == Status.CANCELLED
 
 
 def test_cancel_is_a_post(owner: User) -> None:
@@ -354,7 +393,7 @@ def test_a_job_left_running_by_a_dead_process_becomes_interrupted_and_can_run_ag
     assert "Import again" in html
     assert "Discard the file" in html
 
-    assert client.post(job_url(job, "retry")).status_code == 303
+    assert send(client, job, "retry").status_code == 303
     assert jobs.run_queued() == 1
     job.refresh_from_db()
     assert (job.status, job.sessions_imported, job.error) == (Status.DONE, 3, "")
@@ -386,7 +425,7 @@ def test_discarding_an_interrupted_job_deletes_its_file(owner: User, settings: S
     running(job, f"{socket.gethostname()}:{dead_pid()}:earlier")
     jobs.interrupt_stale()
 
-    assert client.post(job_url(job, "cancel")).status_code == 303
+    assert send(client, job, "cancel").status_code == 303
 
     job.refresh_from_db()
     assert job.status == Status.CANCELLED
@@ -419,7 +458,7 @@ def test_only_the_owner_and_staff_cancel_a_job(
     assert logged_in(teammate).post(job_url(job, "retry")).status_code == 404
     job.refresh_from_db()
     assert job.status == Status.QUEUED
-    assert logged_in(staff).post(job_url(staffs, "cancel")).status_code == 303
+    assert send(logged_in(staff), staffs, "cancel").status_code == 303
     staffs.refresh_from_db()
     assert staffs.status == Status.CANCELLED
 

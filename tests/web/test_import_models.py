@@ -189,6 +189,7 @@ def test_an_imported_session_counts_with_its_files_model_over_the_options(
     assert session.model_name == model
     gauge = charts.gauge(session.context_tokens, session.config, session.model_name)
     assert gauge.window == window
+    assert gauge.threshold is not None
     assert gauge.threshold > 96_000  # not gpt-4o's (nor gpt-3.5's) window
 
 

@@ -12,8 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory import CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
-from motus_web.dashboard import operations
-from motus_web.sessions import rows
+from motus_web.sessions import operations, rows
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 from tests.memory.conftest import answer, calls, result, user
@@ -97,7 +96,7 @@ def test_a_fork_late_in_a_long_session_reads_only_the_end_of_its_prefix(
     session = Session.objects.get(public_id="parent")
     message = session.messages.get(seq=4 * 300 + 3)  # the answer closing turn 300
     with rows_read(monkeypatch) as read:
-        child = operations.fork_at(session, message.position + 1, None, "fork")
+        child = operations.fork(operations.fork_cut(session, message), session, None, "fork")
 
     assert read[0] < 4 * 40
     prefix = InMemoryLogStore()

@@ -6,6 +6,7 @@ from typing import Any
 
 from motus_web.dashboard import timeline
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message
+from motus_web.sessions.operations import undoable
 
 
 def msg(seq: int, role: str, unit: str, index: int, **fields: Any) -> Message:
@@ -100,11 +101,18 @@ def test_events_follow_the_message_they_came_after_and_early_ones_open_page_one(
     assert timeline.group(messages, [fork], [], first_page=False).leading == []
 
 
-def test_only_the_latest_unreverted_compaction_can_be_undone() -> None:
+def test_an_undo_puts_the_compaction_before_in_force_again() -> None:
     first = compaction(5, 1, 0, 2)
-    revert = CompactionEvent(position=10, kind="revert", reverts=1)
+    second = compaction(9, 2, 3, 5)
+    revert = CompactionEvent(position=10, kind="revert", reverts=2)
     failed = CompactionEvent(position=11, kind="failed")
 
-    assert timeline.undoable([first, failed]) is first
-    assert timeline.undoable([first, revert]) is None
-    assert timeline.undoable([]) is None
+    assert undoable([first, failed])[0] is first
+    assert undoable([first, second, failed])[0] is second
+    assert undoable([first, second, revert])[0] is first
+    assert undoable([first, CompactionEvent(position=6, kind="revert", reverts=1)]) == (
+        None,
+        "Every compaction of this session was undone (1): the context holds all its "
+        "messages again.",
+    )
+    assert undoable([])[0] is None

@@ -218,8 +218,9 @@ def test_the_detail_takes_a_fixed_number_of_queries(
     client = logged_in(owner)
 
     # session, user, the session, count, messages, compaction events, context changes,
-    # the latest provider reading, the chart's points, the folded user messages
-    with django_assert_num_queries(10):
+    # the latest provider reading, the replies' reported usage (their cost), the
+    # chart's points, the folded user messages
+    with django_assert_num_queries(11):
         client.get(detail_url(session))
 
 

@@ -4,6 +4,8 @@ from datetime import timedelta
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from memory import ChatMessage
 from motus_web.sessions.models import CompactionEvent
@@ -76,6 +78,27 @@ def pretty_json(text: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+@register.filter
+def call_arguments(call: object) -> str:
+    """A stored tool call's arguments (a function's) or input (a custom tool's), as text."""
+    if not isinstance(call, dict):
+        return ""
+    payload = call.get("function") or call.get("custom") or {}
+    text = payload.get("arguments", payload.get("input", "")) if isinstance(payload, dict) else ""
+    return text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+
+
+@register.filter
+def line_count(text: object) -> int:
+    return str(text).count("\n") + 1
+
+
+@register.filter
+def as_json(value: object) -> str:
+    """A value from the log (a tool schema, say) as JSON text."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _depth(value: object) -> int:
     """How deeply ``value`` nests lists and objects, without recursion."""
     deepest, stack = 0, [(value, 1)]
@@ -99,6 +122,94 @@ def paired_calls(context: template.Context, message: Any) -> list[tuple[Any, Any
     return [
         (call, results.get(call.get("id")) if isinstance(call, dict) else None) for call in calls
     ]
+
+
+FINISH_REASONS = {
+    "length": (
+        "cut off at the output limit",
+        "The reply ended because it reached the output limit",
+    ),
+    "content_filter": (
+        "stopped by a content filter",
+        "The provider's content filter ended the reply",
+    ),
+    "interrupted": (
+        "interrupted",
+        "The turn was stopped while this reply streamed: a partial answer",
+    ),
+    "invalid_tool_calls": (
+        "tool calls not run",
+        "The reply's tool calls had arguments that are not valid JSON: none was run or sent back",
+    ),
+}
+
+
+@register.filter
+def finish_badge(reason: str) -> tuple[str, str]:
+    """The badge text and its explanation of a reply's ``finish_reason``."""
+    return FINISH_REASONS.get(reason, (f"ended: {reason}", f"The reply ended with {reason!r}"))
+
+
+@register.simple_tag(takes_context=True)
+def reply_cost(context: template.Context, message: Any) -> Any:
+    """``{% reply_cost message as cost %}``: the estimated cost of a reply's reported
+    usage (``costs.Cost``), or ``None``."""
+    from ..costs import Tokens, cost
+
+    if message.role != "assistant":
+        return None
+    session = context.get("session")
+    tokens = Tokens.of(
+        getattr(session, "model_name", "") or "", message.provider_tokens, message.record_extra
+    )
+    return cost(tokens) if tokens is not None and tokens.model else None
+
+
+@register.filter
+def dollars(amount: Any) -> str:
+    """An estimated amount in dollars, to four significant places for small ones."""
+    value = float(amount)
+    if value == 0:
+        return "$0"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4g}"
+
+
+@register.simple_tag
+def identifier_items(report: Any, only_lost: bool, message_urls: dict[int, str]) -> str:
+    """The ``<li>`` of each identifier of a ``lost.Report`` (the lost ones only when
+    ``only_lost``), each naming where it was held: a compaction can list a
+    thousand, so they are joined here rather than looped over in the template."""
+    rows = []
+    for item in report.found:
+        if only_lost and item.kept:
+            continue
+        state = "kept" if item.kept else "lost"
+        user = ", named by the user" if item.from_user else ""
+        if item.seq is None:
+            where = mark_safe("in the previous summary")
+        else:
+            where = format_html('in <a href="{}">#{}</a>', message_urls.get(item.seq, ""), item.seq)
+        rows.append(
+            format_html(
+                '<li class="{}"><span class="mark">{}</span> <code>{}</code> '
+                '<span class="muted">{}{}, {}</span></li>',
+                state,
+                state,
+                item.identifier.value,
+                item.identifier.kind,
+                user,
+                where,
+            )
+        )
+    return mark_safe("".join(rows))  # each row built by format_html, which escapes
+
+
+@register.filter
+def event_name(event: CompactionEvent) -> str:
+    """How a page names a compaction event: "Compaction 3", or its kind; never "None"."""
+    if event.kind != CompactionEvent.Kind.OK:
+        return str(event.get_kind_display()).capitalize()
+    return "Compaction" if event.number is None else f"Compaction {event.number}"
 
 
 @register.filter

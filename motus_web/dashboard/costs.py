@@ -1,0 +1,110 @@
+"""What the provider's reported usage cost, estimated from genai-prices' price data.
+
+The prices are the ones the installed ``genai-prices`` package bundles (its
+version is the price date shown); nothing is fetched at run time (its
+``UpdatePrices`` is never started). A reply's usage is what its message
+record carries: ``usage`` (``input_tokens``, cached part included,
+``cached_input_tokens``, ``output_tokens``, ``model``) when the library logged
+it, else only ``provider_tokens``, the input, whose cost is then all the
+page can say. A model the price data does not know has no cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import lru_cache
+from importlib.metadata import version
+from typing import Any
+
+from genai_prices import Usage, calc_price
+
+PRICE_DATA = f"genai-prices {version('genai-prices')}"
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    """A reply's reported usage; ``output`` is ``None`` when only the input was logged."""
+
+    model: str
+    input: int  # cached part included
+    cached: int
+    output: int | None
+
+    @classmethod
+    def of(cls, model: str, provider_tokens: int | None, extra: Mapping[str, Any]) -> Tokens | None:
+        usage = extra.get("usage")
+        if isinstance(usage, Mapping) and _count(usage.get("input_tokens")) is not None:
+            return cls(
+                str(usage.get("model") or model),
+                _count(usage.get("input_tokens")) or 0,
+                _count(usage.get("cached_input_tokens")) or 0,
+                _count(usage.get("output_tokens")),
+            )
+        if provider_tokens is None:
+            return None
+        return cls(model, provider_tokens, 0, None)
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Dollars, estimated; ``output`` is ``None`` when the output was not reported."""
+
+    input: Decimal  # the uncached input
+    cached: Decimal
+    output: Decimal | None
+
+    @property
+    def total(self) -> Decimal:
+        return self.input + self.cached + (self.output or Decimal(0))
+
+    @property
+    def complete(self) -> bool:
+        return self.output is not None
+
+    def __add__(self, other: Cost) -> Cost:
+        output = None
+        if self.output is not None and other.output is not None:
+            output = self.output + other.output
+        return Cost(self.input + other.input, self.cached + other.cached, output)
+
+
+@lru_cache(maxsize=4096)
+def _price(model: str, input_tokens: int, cached: int, output: int) -> tuple[Decimal, Decimal]:
+    calc = calc_price(
+        Usage(input_tokens=input_tokens, cache_read_tokens=cached, output_tokens=output), model
+    )
+    return calc.input_price, calc.output_price
+
+
+def cost(tokens: Tokens) -> Cost | None:
+    """The cost of one reply's usage; ``None`` for a model the price data lacks."""
+    try:
+        cached, _ = _price(tokens.model, tokens.cached, tokens.cached, 0)
+        whole_input, output = _price(tokens.model, tokens.input, tokens.cached, tokens.output or 0)
+    except LookupError:
+        return None
+    return Cost(whole_input - cached, cached, output if tokens.output is not None else None)
+
+
+def total(usages: Iterable[Tokens]) -> tuple[Cost | None, int]:
+    """The cost of many replies (summed per model), and how many replies it counts."""
+    per_model: dict[tuple[str, bool], list[int]] = {}
+    count = 0
+    for tokens in usages:
+        sums = per_model.setdefault((tokens.model, tokens.output is not None), [0, 0, 0])
+        sums[0] += tokens.input
+        sums[1] += tokens.cached
+        sums[2] += tokens.output or 0
+        count += 1
+    found: Cost | None = None
+    for (model, has_output), (input_tokens, cached, output) in per_model.items():
+        part = cost(Tokens(model, input_tokens, cached, output if has_output else None))
+        if part is not None:
+            found = part if found is None else found + part
+    return found, count

@@ -1,0 +1,123 @@
+"""A stored session's memory as the library builds it: its config, its
+threshold, and restores of its whole log or of a prefix of it.
+
+Every page and action that needs a session's memory or its compaction
+threshold asks here, so the list, the session page, the context page, the
+chat and the confirmations all compute them the same way: through
+``CompactionMemory`` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memory import (
+    CompactionMemory,
+    CompactionMemoryConfig,
+    ConfigurationError,
+    InMemoryLogStore,
+    LogProblem,
+)
+from memory.log import LogRecord
+
+from .log_store import DatabaseLogStore
+from .models import Session
+
+# Fields of a logged config that name where a memory ran, not how it compacts.
+_WHERE = ("session_id", "log_base_path")
+
+
+def config_of(logged: Mapping[str, Any] | None, **changes: Any) -> CompactionMemoryConfig:
+    """The ``CompactionMemoryConfig`` of a session's logged ``config`` (its
+    ``session_meta``'s), with ``changes``. Raises ``ConfigurationError`` (or
+    ``TypeError``) for a logged config the library refuses."""
+    stored = {k: v for k, v in (logged or {}).items() if k not in _WHERE}
+    return CompactionMemoryConfig.from_dict({**stored, **changes})
+
+
+def threshold_for(logged: Mapping[str, Any] | None, model_name: str) -> int | None:
+    """The context size, in tokens, at which a memory with this logged config
+    and model compacts (``CompactionMemory.token_threshold``); ``None`` for a
+    config the library refuses."""
+    try:
+        config = config_of(logged)
+    except (ConfigurationError, TypeError):
+        return None
+    return CompactionMemory(config=config, model_name=model_name or None).token_threshold
+
+
+def threshold_of(session: Session) -> int | None:
+    """``threshold_for`` the session's logged config and model."""
+    return threshold_for(session.config, session.model_name)
+
+
+def restore(session: Session) -> CompactionMemory:
+    """The session's memory as the library restores it from the database log."""
+    return CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
+
+
+class DatabaseView(InMemoryLogStore):
+    """One session's database log, read-only (with ``stop``, only its first
+    ``stop`` records, log positions ``0 .. stop - 1``), over an in-memory
+    scratch store.
+
+    A memory restored from it can act without touching the database: records
+    it appends to the session are dropped (a dry run of an undo, to state its
+    result), and a fork's records go to the scratch store under the fork's
+    id, to be stored as a new session. Reads go to the database as a restore asks
+    (newest first, to its checkpoint), so a restore costs the same wherever
+    the prefix ends.
+    """
+
+    def __init__(self, session_id: str, stop: int | None = None) -> None:
+        super().__init__()
+        self.source_id = session_id
+        self.stop = stop
+        self.database = DatabaseLogStore()
+
+    def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
+        if session_id != self.source_id:
+            super().append(session_id, record)
+
+    def read(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        if session_id == self.source_id:
+            return self.database.read(session_id, problems, before=self.stop)
+        return super().read(session_id, problems)
+
+    def read_reversed(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        if session_id == self.source_id:
+            return self.database.read_reversed(session_id, problems, before=self.stop)
+        return super().read_reversed(session_id, problems)
+
+    def exists(self, session_id: str) -> bool:
+        return session_id == self.source_id or super().exists(session_id)
+
+
+def restore_view(session: Session, stop: int | None = None) -> CompactionMemory:
+    """The memory restored from the first ``stop`` records of the session's log
+    (all of them without ``stop``), writing nowhere: see ``DatabaseView``."""
+    store = DatabaseView(session.public_id, stop)
+    return CompactionMemory.restore_from_log(session.public_id, log_store=store)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSize:
+    """A context as a confirmation describes it before anything is done."""
+
+    messages: int  # after the system prompt, the summary included
+    tokens: int  # the memory's estimate of a request with this context
+    threshold: int
+    over: bool  # the next message would compact again
+
+    @classmethod
+    def of(cls, memory: CompactionMemory) -> ContextSize:
+        tokens = memory.estimate_context_tokens()
+        return cls(
+            len(memory.messages), tokens, memory.token_threshold, tokens > memory.threshold_estimate
+        )

@@ -1,0 +1,80 @@
+"""Exactly once: the one-time token every operator action's form carries.
+
+A confirmation page puts ``new_token()`` in its form (field ``TOKEN_FIELD``).
+The POST that acts calls ``spend`` first, inside the transaction that does
+the action: it inserts an ``ActionToken`` row, whose unique ``token`` is the
+atomic step. A second submission of the same form (a double click, the back
+button and resubmit, another tab, two workers at the same instant) fails that
+insert (on PostgreSQL it waits for the first transaction, then fails) and gets
+``AlreadyDoneError`` with the first one's result. The first one's action and
+its row commit together or not at all, so a crash or a refused action
+(``StaleTargetError``, a busy session) spends nothing: the form may be sent
+again and is judged again.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import TYPE_CHECKING
+
+from django.db import IntegrityError, transaction
+
+from .models import ActionToken
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+TOKEN_FIELD = "once"
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{20,64}")
+
+
+class TokenError(ValueError):
+    """The form carries no one-time token, or not one this server makes."""
+
+
+class AlreadyDoneError(Exception):
+    """The form's token was spent: its action was done before (``spent``)."""
+
+    def __init__(self, spent: ActionToken) -> None:
+        self.spent = spent
+        super().__init__(f"{spent.action} was already done at {spent.spent_at:%Y-%m-%d %H:%M:%S}")
+
+
+class StaleTargetError(Exception):
+    """What the form named is no longer what it would act on; the message
+    names what changed. Nothing was done."""
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def spend(
+    token: object,
+    *,
+    action: str,
+    target: str,
+    user: AbstractBaseUser | AnonymousUser | None,
+) -> ActionToken:
+    """Spend ``token`` for ``action`` on ``target``, inside the caller's
+    transaction. Raises ``TokenError`` for a missing or malformed token and
+    ``AlreadyDoneError`` when it was spent before."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("once.spend() belongs inside the action's transaction")
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        raise TokenError("the form has no valid one-time token")
+    who = user.pk if user is not None and user.is_authenticated else None
+    try:
+        with transaction.atomic():
+            return ActionToken.objects.create(
+                token=token, action=action, target=target[:255], user_id=who
+            )
+    except IntegrityError:
+        raise AlreadyDoneError(ActionToken.objects.get(token=token)) from None
+
+
+def done(spent: ActionToken, url: str, label: str) -> None:
+    """Note where the action's result is, for a second submission to link to."""
+    spent.result_url, spent.result_label = url[:500], label[:300]
+    spent.save(update_fields=["result_url", "result_label"])
