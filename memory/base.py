@@ -270,7 +270,9 @@ class BaseMemory(ABC):
         message (an assistant reply): its ``input_tokens`` go into the log
         record (``provider_tokens``) beside the estimate, and teach
         ``calibration`` how the estimate of that request (the context before
-        this message, tools included) compares for this model. Raises
+        this message, tools included) compares for this model; the whole
+        report (input, output and cached tokens, with the model) is the
+        record's ``usage``, so a reply's cost can be estimated. Raises
         ``InvalidMessageError`` for ``usage`` on a message that is not an
         assistant reply.
         """
@@ -287,7 +289,12 @@ class BaseMemory(ABC):
         self._trace_message(ingested)
         self._trace_anomaly(ingested)
         if self._recorder.active:
-            self._recorder.record(self._state.message_record(ingested, provider_tokens=reported))
+            report: dict[str, Any] | None = None
+            if usage is not None and (figures := usage.to_dict()):
+                report = {**figures, "model": self._state.model_name}
+            self._recorder.record(
+                self._state.message_record(ingested, provider_tokens=reported, usage=report)
+            )
         await self.flush()
         await self._after_add(ingested)
         await self.flush()

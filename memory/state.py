@@ -226,7 +226,11 @@ class ContextState:
         )
 
     def message_record(
-        self, ingested: Ingested, *, provider_tokens: int | None = None
+        self,
+        ingested: Ingested,
+        *,
+        provider_tokens: int | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> MessageRecord:
         """The log record of a message just ingested (``context_tokens``: the
         context's size now, with it)."""
@@ -250,6 +254,7 @@ class ContextState:
             truncation=truncation.as_dict() if truncation else None,
             anomaly=c.anomaly,
             provider_tokens=provider_tokens,
+            usage=usage,
         )
 
     def push(self, message: ChatMessage, meta: EntryMeta, tokens: int | None = None) -> None:

@@ -55,6 +55,20 @@ class Usage:
             return None
         return self.input_tokens + self.output_tokens
 
+    def to_dict(self) -> dict[str, int]:
+        """The figures reported, by field name (the log's ``usage`` of a reply)."""
+        return {
+            name: value
+            for name in (
+                "input_tokens",
+                "output_tokens",
+                "cached_input_tokens",
+                "cache_write_tokens",
+                "reasoning_tokens",
+            )
+            if (value := getattr(self, name)) is not None
+        }
+
     def __add__(self, other: Usage) -> Usage:
         """The usage of two requests together: each count summed over the
         requests that reported it (``None`` when neither did)."""

@@ -141,16 +141,16 @@ class PrefixStore:
         return self._until(records)
 
     def _until(self, records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        # The newest record the point names is its place: count them first (a
-        # forward read of a prefix is the rare path; restores read backwards).
+        # The newest record the point names is its place: at the first one met,
+        # count how many there are (a forward read of a prefix is the rare
+        # path, and a restore reads only the first record this way).
         point = self.point
-        matches = sum(1 for record in self.store.read(self.session_id) if point.names(record))
-        if not matches:
-            getattr(records, "close", lambda: None)()
-            raise PointNotFoundError(point)
+        matches: int | None = None
         try:
             for record in records:
                 if point.names(record):
+                    if matches is None:
+                        matches = sum(1 for r in self.store.read(self.session_id) if point.names(r))
                     matches -= 1
                     if not matches:
                         if point.includes_its_record:
@@ -159,6 +159,7 @@ class PrefixStore:
                 yield record
         finally:
             getattr(records, "close", lambda: None)()
+        raise PointNotFoundError(point)
 
     def read_reversed(
         self, session_id: str, problems: list[LogProblem] | None = None

@@ -39,7 +39,11 @@ hold whatever the memory writes.
     ``unit_index``, ``context_tokens`` (the context's size after it),
     ``context_message`` (only when a tool result was truncated: the message as
     it entered the context), ``truncation`` (``original_tokens``,
-    ``original_bytes``, ``kept_tokens``), ``anomaly``, ``provider_tokens``
+    ``original_bytes``, ``kept_tokens``), ``anomaly``, ``usage`` (the
+    provider's whole report for the request that produced a reply:
+    ``input_tokens``, ``output_tokens``, ``cached_input_tokens``,
+    ``cache_write_tokens``, ``reasoning_tokens`` as reported, and ``model``),
+    ``provider_tokens``
     (input tokens the provider reported for the request that produced it).
 ``compaction`` (``Compaction``)
     ``compaction_number``, ``messages_compacted``, ``summary``. Added:
@@ -319,6 +323,7 @@ class MessageRecord(LogRecord):
     truncation: dict[str, Any] | None = None
     anomaly: str | None = None
     provider_tokens: int | None = None
+    usage: dict[str, Any] | None = None
 
 
 @_record(COMPACTION)

@@ -16,10 +16,12 @@ from memory import (
     CompactionMemory,
     CompactionMemoryConfig,
     CompactionSessionState,
+    InMemoryLogStore,
     JSONLLogStore,
     SessionExistsError,
     SessionNotFoundError,
     SessionState,
+    Usage,
     upgrade_records,
 )
 from memory.log import InvalidSessionIdError, records
@@ -368,3 +370,22 @@ async def test_reverting_a_bad_compaction_brings_the_context_back_and_restore_ag
     revert = [r for r in JSONLLogStore(tmp_path).read("rv") if r["type"] == "compaction_revert"]
     assert revert[0]["reverts"] == 1
     assert revert[0]["reason"] == "the summary lost the booking id"
+
+
+async def test_a_replys_whole_usage_is_logged_with_its_model_for_its_cost() -> None:
+    store = InMemoryLogStore()
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="u"), log_store=store, model_name="gpt-4o"
+    )
+    await memory.add_message(user("hi"))
+    await memory.add_message(
+        answer("hello"), usage=Usage(input_tokens=120, output_tokens=7, cached_input_tokens=100)
+    )
+    reply = list(store.read("u"))[-1]
+    assert reply["provider_tokens"] == 120
+    assert reply["usage"] == {
+        "input_tokens": 120,
+        "output_tokens": 7,
+        "cached_input_tokens": 100,
+        "model": "gpt-4o",
+    }
