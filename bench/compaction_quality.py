@@ -444,20 +444,22 @@ TOPICS = (
 
 
 def identifier_chat(rounds: int) -> list[ChatMessage]:
-    """The user's 16 identifiers, then ``rounds`` questions with long answers."""
-    listing = " ".join(f"My {what} is {value}." for what, value in IDENTIFIERS)
+    """The user's 16 identifiers, one a line, then ``rounds`` questions whose
+    long answers carry codes, times and prices of their own."""
+    listing = "\n".join(f"- {what}: {value}" for what, value in IDENTIFIERS)
     messages = [
-        ChatMessage.user(f"I'm planning my trip to Lisbon. {listing} Please remember that."),
+        ChatMessage.user(f"I'm planning my trip to Lisbon. Here are my details:\n{listing}"),
+        ChatMessage.user("Please remember that."),
         ChatMessage.assistant("Noted: I will keep all sixteen of those details."),
     ]
     for n in range(rounds):
         topic = TOPICS[n % len(TOPICS)]
-        messages.append(ChatMessage.user(f"What should I know about {topic}? (question {n + 1})"))
+        messages.append(ChatMessage.user(f"What should I know about {topic}?"))
         answer = " ".join(
-            f"Point {k + 1} about {topic}: visitors usually plan around the opening hours, "
-            f"the crowds after midday and the walk from the nearest stop, which takes "
-            f"{5 + (n * 7 + k * 3) % 20} minutes."
-            for k in range(12)
+            f"Tip {k + 1} for {topic}: stop LX{n:02d}{k:02d} is served by line {20 + k}E "
+            f"from 07:{(5 * k + n) % 60:02d}, a ticket costs EUR {2 + (n + k) % 5}.{k}0 and "
+            f"the walk takes {5 + (n * 7 + k * 3) % 20} minutes."
+            for k in range(8)
         )
         messages.append(ChatMessage.assistant(answer))
     return messages
@@ -465,13 +467,16 @@ def identifier_chat(rounds: int) -> list[ChatMessage]:
 
 async def identifiers_kept(
     messages: Sequence[ChatMessage], threshold: int, compactions: int, **kwargs: Any
-) -> list[int]:
-    """How many of the 16 identifiers the context holds after each compaction."""
+) -> tuple[list[int], list[str]]:
+    """How many of the 16 identifiers the context holds after each compaction,
+    and the ones missing after the last."""
     counts: list[int] = []
+    missing: list[str] = []
 
     def heard(memory: CompactionMemory, _: dict[str, Any]) -> None:
         context = context_text(memory.get_context())
         counts.append(sum(value in context for _, value in IDENTIFIERS))
+        missing[:] = [value for _, value in IDENTIFIERS if value not in context]
 
     holder: list[CompactionMemory] = []
     memory = CompactionMemory(
@@ -484,19 +489,19 @@ async def identifiers_kept(
         await memory.add_message(message)
         if len(counts) >= compactions:
             break
-    return counts
+    return counts, missing
 
 
 def bench_identifiers(threshold: int = 1500, compactions: int = 5) -> None:
     messages = identifier_chat(rounds=40)
-    offline = asyncio.run(identifiers_kept(messages, threshold, compactions))
+    offline, offline_missing = asyncio.run(identifiers_kept(messages, threshold, compactions))
     # The model keeps the first ten identifiers it was told and drops the last six.
     summary = "## User requests and constraints\nThe user is planning a trip to Lisbon: " + (
         " ".join(f"{what}: {value}." for what, value in IDENTIFIERS[:10])
     )
     with ScriptedServer(openai=[ScriptedReply(text=summary)] * (compactions + 2)) as server:
         client = OpenAIChatClient(server.openai_base_url, api_key="bench")
-        model = asyncio.run(
+        model, model_missing = asyncio.run(
             identifiers_kept(messages, threshold, compactions, client=client, model_name="gpt-4o")
         )
     print(
@@ -504,12 +509,16 @@ def bench_identifiers(threshold: int = 1500, compactions: int = 5) -> None:
         f"and long answers at a {threshold:,}-token threshold; of the 16, still in the context "
         "after each compaction:"
     )
-    head = ["compactor"] + [f"after {n + 1}" for n in range(compactions)]
+    head = ["compactor"] + [f"after {n + 1}" for n in range(compactions)] + ["missing at the end"]
     table(
         head,
         [
-            ["offline", *[f"{n}/16" for n in offline]],
-            ["model (its summary keeps 10)", *[f"{n}/16" for n in model]],
+            ["offline", *[f"{n}/16" for n in offline], ", ".join(offline_missing) or "none"],
+            [
+                "model (its summary keeps 10)",
+                *[f"{n}/16" for n in model],
+                ", ".join(model_missing) or "none",
+            ],
         ],
     )
     print()

@@ -57,7 +57,7 @@ from typing import Protocol
 
 from ...messages import ChatMessage
 from . import layout
-from .digest import choose
+from .digest import Choice, choose
 from .instructions import pinned
 from .scan import ACTIONS, CONVERSATION, REQUESTS, Item, Piece, scan
 
@@ -147,8 +147,8 @@ def _summary(
         return tokens
 
     fixed = cached_count(layout.header(count, scanned.date)) + 1
-    chosen = choose(items, budget, fixed, cached_count, pinned(items, instructions))
-    return _fit(items, chosen, count, scanned.date, budget, counter)
+    choice = choose(items, budget, fixed, cached_count, pinned(items, instructions))
+    return _fit(items, choice, count, scanned.date, budget, counter)
 
 
 def _arrange(items: list[Item]) -> None:
@@ -177,10 +177,12 @@ def _counts_for(counter: _Counter) -> dict[str, int]:
 
 
 def _mark_latest(items: list[Item], *, first_new: int) -> None:
-    """Mark the newest message of each party (among the new ones) as the
-    latest state."""
+    """Mark the newest message of each party (among the new ones) as a task's
+    latest state; a conversation has none (``digest``)."""
     seen: set[str] = set()
     for item in reversed(items[first_new:]):
+        if item.section == CONVERSATION:
+            continue
         if item.party is not None and item.party not in seen:
             seen.add(item.party)
             item.latest = True
@@ -198,18 +200,23 @@ def _render(
 
 def _fit(
     items: Sequence[Item],
-    chosen: list[tuple[int, Piece]],
+    choice: Choice,
     count: int,
     date: str | None,
     budget: int,
     counter: _Counter,
 ) -> str:
-    """Render; while the exact count is over the budget (the choice counted
-    pieces one by one, and tokens merge differently in the whole text), drop
-    the pieces chosen last, the least valuable."""
+    """Render; when the exact count leaves room (the choice counted pieces one
+    by one, and tokens merge in the whole text), choose more once; while it is
+    over the budget, drop the pieces chosen last, the least valuable."""
+    chosen = choice.chosen
     text = _render(items, chosen, count, date)
+    tokens = counter.count(text)
+    if tokens < budget and choice.top_up(tokens):
+        text = _render(items, chosen, count, date)
+        tokens = counter.count(text)
     for _ in range(_FIT_ROUNDS):
-        over = counter.count(text) - budget
+        over = tokens - budget
         if over <= 0:
             return text
         freed = 0
@@ -217,6 +224,7 @@ def _fit(
             _, piece = chosen.pop()
             freed += max(1, len(piece.text) // 5)
         text = _render(items, chosen, count, date)
+        tokens = counter.count(text)
     return _fit_lines(text.splitlines(), budget, counter)
 
 

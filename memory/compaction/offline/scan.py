@@ -509,8 +509,17 @@ def pieces_of(
     pieces: list[Piece] = []
     for i, (lead, text) in enumerate(texts):
         index = first_index + (i if gap is None or i < gap else i + 1)
-        words = words_of(text, structured=structured)
-        if names:  # who speaks is on the line already: calling them by name says nothing
-            words = tuple(pair for pair in words if pair[0] not in names)
-        pieces.append(Piece(text, index, words, lead, filler=not words and not structured))
+        words = _content_words(text, structured, names)
+        pieces.append(Piece(text, index, words, lead, not words and not structured))
     return pieces
+
+
+@lru_cache(maxsize=WORDS_CACHE)
+def _content_words(
+    text: str, structured: bool, names: frozenset[str]
+) -> tuple[tuple[str, float], ...]:
+    words = words_of(text, structured=structured)
+    if not names:
+        return words
+    # Who speaks is on the line already: calling them by name says nothing.
+    return tuple(pair for pair in words if pair[0] not in names)
