@@ -369,3 +369,26 @@ def test_a_chat_with_an_assistant_moves_to_the_task_sections_when_tools_appear(
     assert chat.splitlines()[1] == "Who said what:"  # no dates
     assert "Who said what" not in summary
     assert "User requests:\n- user: Find me a flight to Porto on 12 May." in summary
+
+
+def test_a_tasks_first_request_is_kept_from_summary_to_summary(counter: TokenCounter) -> None:
+    def lookup(n: int) -> list[ChatMessage]:
+        call = ToolCall(id=f"c{n}", name="get_order", arguments=json.dumps({"order": n}))
+        rows = [
+            {"order_id": f"ORD-{n}{k:03d}", "sku": f"SKU-{k * 7919 % 9973}", "paid": 10 + k}
+            for k in range(30)
+        ]
+        return [
+            ChatMessage.assistant(None, [call]),
+            ChatMessage.tool(json.dumps({"orders": rows}), f"c{n}"),
+            ChatMessage.user(f"Now check batch {n} too."),
+            ChatMessage.assistant(f"Batch {n} has twelve orders."),
+        ]
+
+    request = "I want my money back for a broken thing."
+    summary = summarise(
+        [ChatMessage.user(f"Hello! {request}"), *lookup(1)], budget_tokens=150, counter=counter
+    )
+    for n in range(2, 5):
+        summary = summarise(lookup(n), budget_tokens=150, counter=counter, previous_summary=summary)
+        assert f"User requests:\n- user: ... {request}" in summary

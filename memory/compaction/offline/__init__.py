@@ -134,7 +134,7 @@ def _summary(
     )
     items = previous.items + scanned.items
     _arrange(items)
-    _mark_latest(items, first_new=len(previous.items))
+    _mark_pins(items, first_new=len(previous.items))
     count = previous.count + len(messages)
     if not any(item.pieces for item in items):
         return _fit_lines([layout.EMPTY], budget, counter)
@@ -176,9 +176,10 @@ def _counts_for(counter: _Counter) -> dict[str, int]:
     return cache
 
 
-def _mark_latest(items: list[Item], *, first_new: int) -> None:
-    """Mark the newest message of each party (among the new ones) as a task's
-    latest state; a conversation has none (``digest``)."""
+def _mark_pins(items: list[Item], *, first_new: int) -> None:
+    """In a task, mark the newest message of each party (among the new ones)
+    as the latest state, and the earliest user request (an earlier summary's
+    included) as the task's first; a conversation has neither (``digest``)."""
     seen: set[str] = set()
     for item in reversed(items[first_new:]):
         if item.section == CONVERSATION:
@@ -186,6 +187,9 @@ def _mark_latest(items: list[Item], *, first_new: int) -> None:
         if item.party is not None and item.party not in seen:
             seen.add(item.party)
             item.latest = True
+    first = next((item for item in items if item.section == REQUESTS), None)
+    if first is not None:
+        first.first_request = True
 
 
 def _render(

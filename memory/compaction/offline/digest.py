@@ -30,16 +30,17 @@ user's short requests lost to the assistant's long replies.)
 
 Order of choice: first the pieces the compaction instructions pin
 (``instructions``), by value, as far as the budget goes; then, in a task's
-summary, the first sentence with content of the newest message of each
-party, so it ends on where the work stood (at most ``LATEST_SHARE`` of the
-budget; a conversation's lines are chosen on their information alone, the
-messages kept after the summary say where it stands); then the rest,
+summary, the first sentence with content of the first user request (the
+task, carried from summary to summary) and of the newest message of each
+party, so it says what was asked and ends on where the work stood (at most
+``LATEST_SHARE`` of the budget; a conversation's lines are chosen on their
+information alone, the messages kept after the summary say where it
+stands); then the rest,
 greedily by value within the fairness rule, with lazy re-evaluation (a
 piece's value only falls as others are chosen, so a heap of stale upper
 bounds per party is exact enough and keeps it near O(n log n)).
-(Pinning the first user request as well, the task in an agent session, cost
-0.013 of the LoCoMo answers kept at 2,000 tokens, 0.154 against 0.167: it
-ranks on its own information like the rest.)
+(Pinning the first user request cost 0.013 of the LoCoMo answers kept at
+2,000 tokens when LoCoMo was read as a task; it is a conversation now.)
 """
 
 from __future__ import annotations
@@ -204,8 +205,8 @@ class Choice:
         return gain / (candidate.tokens + self.lines.shared(candidate.item, state)) ** COST_POWER
 
     def latest(self, candidates: list[_Candidate]) -> list[_Candidate]:
-        """Take the first candidate of each latest item, within ``LATEST_SHARE``
-        of the budget; the candidates not taken."""
+        """Take the first candidate of each latest item and of the first
+        request, within ``LATEST_SHARE`` of the budget; the candidates not taken."""
         room = int(LATEST_SHARE * (self.budget - self.fixed))
         rest: list[_Candidate] = []
         opened: set[int] = set()
@@ -213,10 +214,11 @@ class Choice:
             n = candidate.item
             first = n not in opened
             opened.add(n)
+            item = self.items[n]
             cost = self.cost(candidate)
             if (
                 first
-                and self.items[n].latest
+                and (item.latest or item.first_request)
                 and cost <= room
                 and self.state.used + cost <= self.budget
             ):

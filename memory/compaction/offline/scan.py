@@ -140,7 +140,8 @@ class Item:
     its speaker); ``size`` is how many pieces the whole message had, so a cut
     at the end is shown; ``order`` is chronological; ``party`` is who the
     fairness rule counts it for (``None``: tool data, a model's summary).
-    The newest message of each party is the ``latest`` state.
+    In a task, the newest message of each party is the ``latest`` state, and
+    the earliest user message is its ``first_request``.
     """
 
     section: str
@@ -151,6 +152,7 @@ class Item:
     order: int
     role: str
     latest: bool = False  # the newest of its party: its opening is kept first
+    first_request: bool = False  # a task's first user request: its opening too
     structured: bool = False  # JSON clauses rather than sentences
     party: str | None = None
 
