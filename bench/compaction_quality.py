@@ -21,6 +21,8 @@ offline summariser. Printed for each threshold:
   a QA item belonging to the speaker of its evidence turns (``"D1:3"`` is a
   ``dia_id``; an item whose evidence names both speakers counts in "both");
 * the share of the summary's quoted text from each speaker (tokens);
+* attribution: the share of quoted lines whose speaker is the one who said
+  every sentence on it (the turns' own "Speaker:");
 * dates: the share of the summary's quoted lines shown under the right date,
   the session stamp in force at the line (the layout shows it where it changes
   within a section), equal to the session date and time of every turn quoted
@@ -265,6 +267,7 @@ class SummaryReading:
 
     lines: int = 0
     dated_right: int = 0
+    attributed_right: int = 0
     sentences: int = 0
     filler: int = 0
     filler_examples: list[str] = field(default_factory=list)
@@ -273,6 +276,7 @@ class SummaryReading:
     def add(self, other: SummaryReading) -> None:
         self.lines += other.lines
         self.dated_right += other.dated_right
+        self.attributed_right += other.attributed_right
         self.sentences += other.sentences
         self.filler += other.filler
         self.filler_examples.extend(other.filler_examples[: 3 - len(self.filler_examples)])
@@ -301,7 +305,7 @@ def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> 
         shown = found.group(1) or shown
         runs = [run.strip() for run in found.group(3).split(" ... ")]
         runs = [run.removeprefix("... ").removesuffix(" ...") for run in runs]
-        right = True
+        right = attributed = True
         for run in runs:
             if not run or run == "...":
                 continue
@@ -311,6 +315,8 @@ def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> 
             reading.tokens[side] += counter.count(run)
             dates = {turn.date for turn in sources}
             right = right and shown is not None and any(_same_date(shown, d) for d in dates)
+            speaker = found.group(2)
+            attributed = attributed and any(t.text.startswith(f"{speaker}: ") for t in sources)
             for sentence in (s.strip() for s in segment("en", run)):
                 if sentence:
                     reading.sentences += 1
@@ -319,6 +325,7 @@ def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> 
                         reading.filler_examples.append(sentence)
         reading.lines += 1
         reading.dated_right += right
+        reading.attributed_right += attributed
     return reading
 
 
@@ -392,10 +399,20 @@ def bench_locomo(
                 f"{t:,}",
                 f"{percent(r.tokens['A'], spoken)} / {percent(r.tokens['B'], spoken)}",
                 f"{percent(r.dated_right, r.lines)} ({r.dated_right}/{r.lines})",
+                f"{percent(r.attributed_right, r.lines)}",
                 f"{percent(r.filler, r.sentences)} ({r.filler}/{r.sentences})",
             ]
         )
-    table(["threshold", "text from A / B", "lines under the right date", "filler"], rows)
+    table(
+        [
+            "threshold",
+            "text from A / B",
+            "lines under the right date",
+            "lines naming who said it",
+            "filler",
+        ],
+        rows,
+    )
     examples = [e for t in thresholds for e in readings[t].filler_examples][:6]
     if examples:
         print("filler quoted: " + " | ".join(examples))

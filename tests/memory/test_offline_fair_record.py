@@ -392,3 +392,16 @@ def test_a_tasks_first_request_is_kept_from_summary_to_summary(counter: TokenCou
     for n in range(2, 5):
         summary = summarise(lookup(n), budget_tokens=150, counter=counter, previous_summary=summary)
         assert f"User requests:\n- user: ... {request}" in summary
+
+
+def test_a_label_followed_by_more_than_one_space_still_names_the_speaker(
+    counter: TokenCounter,
+) -> None:
+    messages = two_people()
+    messages[4] = ChatMessage.user("Ana:  Last March I gave a talk at PyCon Lisbon about Django.")
+
+    summary = summarise(messages, budget_tokens=400, counter=counter)
+
+    assert "user" not in summary
+    ana = next(body for _, _, speaker, body in lines(summary) if speaker == "Ana")
+    assert "Last March I gave a talk at PyCon Lisbon about Django." in ana

@@ -319,6 +319,16 @@ def test_long_messages_are_cut_at_sentence_boundaries_with_an_ellipsis(
     assert counter.count(summary) <= 80
 
 
+def test_sentences_that_touch_in_the_message_touch_in_the_summary(
+    counter: TokenCounter,
+) -> None:
+    text = "I read Becoming Nicole by Amy Ellis Nutt last year!🌟 It changed how I see Lisbon."
+
+    summary = offline_summary([ChatMessage.user(text)], budget_tokens=200, counter=counter)
+
+    assert text in summary
+
+
 def test_the_rarest_facts_win_over_chatter(counter: TokenCounter) -> None:
     chatter = [ChatMessage.user("That sounds great, thanks so much!") for _ in range(40)]
     fact = ChatMessage.user("My passport number is X9420771 and it expires in 2031.")

@@ -82,6 +82,8 @@ STOPWORDS = frozenset(_STOPWORDS.split())
 # Words of greetings, sign-offs, thanks and pleasantries: they weigh nothing,
 # and a sentence of nothing else is filler ("Talk to you later.").
 _PHATIC = """hello hiya howdy bye goodbye cya later soon talk talking chat chatting catch
+    catching sweet yay woohoo hooray yippee phew whoa woah ooh aww ugh hmm huh oops gosh
+    geez yikes stay
     care cheers congrats congratulations welcome appetit bon haha hahaha lol omg yep yup
     nope thx xoxo hugs luck wish wishes best happy proud excited sorry fun enjoy enjoyed
     enjoying fantastic terrific brilliant lovely incredible morning evening night day
@@ -102,7 +104,7 @@ _EXCEPTION_LINE = re.compile(r"^[A-Z]\w*(?:Error|Exception)\b", re.MULTILINE)
 # "[1:56 pm on 8 May, 2023] text": a date stamp ahead of a message's text.
 _STAMP = re.compile(r"\A\s*\[([^\[\]\n]{4,60})\]\s*")
 # "Caroline: text", "Dr Ana Silva: text": a speaker's label ahead of a message's text.
-_LABEL = re.compile(r"([A-Z][\w'\u2019.-]{0,30}(?: [A-Z][\w'\u2019.-]{0,30}){0,2}): (?=\S)")
+_LABEL = re.compile(r"([A-Z][\w'\u2019.-]{0,30}(?: [A-Z][\w'\u2019.-]{0,30}){0,2}):[ \t]+(?=\S)")
 _MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
 _DATE = re.compile(
     rf"\d{{4}}-\d{{2}}-\d{{2}}"
@@ -223,7 +225,8 @@ def _kind(word: str, *, sentence_initial: bool) -> float:
 
 def sentences(text: str) -> list[tuple[str, str]]:
     """Verbatim sentences of ``text``, line by line, stripped, none empty, as
-    ``(lead, sentence)``: ``lead`` (a space) joins it to the one before."""
+    ``(lead, sentence)``: ``lead`` joins it to the one before, a space, or
+    nothing where the text had none between them ("doing!🌟")."""
     out: list[tuple[str, str]] = []
     for line in text.splitlines():
         if not line.strip():
@@ -234,8 +237,14 @@ def sentences(text: str) -> list[tuple[str, str]]:
             stripped = line.strip()
             end = stripped.find(found[1], len(found[0])) + len(found[1])
             found[:2] = [stripped[:end]]
+        end = -1  # where the sentence before ended in the line (none yet)
         for sentence in found:
-            out.extend((" ", part) for part in _bounded(sentence))
+            if not sentence:
+                continue
+            at = line.find(sentence, max(end, 0))
+            lead = "" if 0 < end == at else " "
+            end = at + len(sentence) if at >= 0 else -1
+            out.extend((lead if n == 0 else " ", part) for n, part in enumerate(_bounded(sentence)))
     return out
 
 
