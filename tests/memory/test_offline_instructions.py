@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from memory import ChatMessage, TokenCounter, offline_summary
+from memory import ChatMessage, TokenCounter, ToolCall, offline_summary
 from memory.compaction.offline.instructions import shape, stem, terms
 
 
@@ -59,6 +61,30 @@ def test_an_identifier_shaped_like_a_pinned_one_is_pinned_too(counter: TokenCoun
     assert "Change it to ZZ81KP please, the old one was cancelled." in summary
 
 
+def test_a_json_key_holding_a_term_is_matched_by_its_parts(counter: TokenCounter) -> None:
+    call = ToolCall(id="c1", name="get_trip", arguments=json.dumps({"trip": "LIS-2024"}))
+    sights = ["garden", "terrace", "rooftop", "harbour", "cloister", "tiles", "tram", "fado"]
+    result = (
+        {f"ticket_{n}": f"MU{n:02d}-{7919 * n % 10_000:04d}-LX" for n in range(12)}
+        | {"booking_note": "ask for a quiet room"}
+        | {f"tip_{n}": f"see the {sights[n % 8]} near {sights[n * 5 % 8]}" for n in range(12)}
+    )
+    messages = [
+        ChatMessage.user("Plan my Lisbon museum days."),
+        ChatMessage.assistant(None, [call]),
+        ChatMessage.tool(json.dumps(result), "c1"),
+        ChatMessage.assistant("Done: museums over three days."),
+    ]
+
+    plain = offline_summary(messages, budget_tokens=60, counter=counter)
+    pinned = offline_summary(
+        messages, budget_tokens=60, counter=counter, instructions="keep the booking notes"
+    )
+
+    assert "quiet room" not in plain
+    assert '"booking_note": "ask for a quiet room"' in pinned
+
+
 def test_pinned_sentences_give_way_to_the_budget(counter: TokenCounter) -> None:
     messages = [
         ChatMessage.user(f"Booking number {n}: reference RF{n:04d}X for guest {n}.")
@@ -87,6 +113,7 @@ def test_the_content_terms_are_the_words_that_say_what() -> None:
     assert terms("keep every booking reference") == {stem("booking"), stem("reference")}
     assert terms("Remember all the passport numbers!") == {stem("passport"), stem("numbers")}
     assert terms("keep everything") == frozenset()
+    assert terms("keep the booking notes") == {stem("booking"), stem("notes")}
 
 
 @pytest.mark.parametrize(

@@ -28,8 +28,8 @@ the section titles, the attributions and the ``...``.
 The rules a reader can hold it to:
 
 * Fair: each speaker (or the user and the assistant) gets the budget in
-  proportion to the tokens they contributed (``digest``); tool data competes
-  on information alone.
+  proportion to the turns they took (``digest``); tool data competes on
+  information alone.
 * Dated: every line sits under the date and time of the session it was said
   in; the header carries the date in force at the last message, and the next
   compaction starts from it, so a batch starting mid-session is dated.

@@ -4,8 +4,9 @@ The offline summariser cannot follow instructions the way a model does, so
 it reads their content terms and pins the pieces that match, which are then
 chosen first (``digest``). A term is a word of the instructions that is not
 a stop word and not a word of asking (``keep``, ``remember``, ``every``...);
-a piece matches when one of its words is a term, compared by ``stem`` (so
-"bookings" and "booked" match "booking"). The identifiers a matching piece
+a piece matches when one of its words, or a part of one (``booking_ref``),
+is a term, compared by ``stem`` (so "bookings" and "booked" match
+"booking"). The identifiers a matching piece
 holds set what the instructions mean by their terms ("my booking reference
 is QX7T2M"), so a piece holding an identifier of the same ``shape``
 (``ZZ81KP``: capitals and digits, six characters) is pinned too, even
@@ -15,18 +16,21 @@ found, lower case, so it is linear in the pieces' words.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .scan import IDENTIFIER, WORD, Item, words_of
 
 # Words that ask rather than say what: "keep every ...", "please remember all ...".
-_ASKING = """keep kept retain preserve remember include mention list note save track hold
+_ASKING = """keep kept retain preserve remember include mention save
     summary summarise summarize summarised compact compaction detail details information
     info everything lose losing lost drop dropping forget forgetting exact exactly
     verbatim important every each all any"""
 ASKING = frozenset(_ASKING.split())
 _SUFFIXES = ("ings", "ing", "ed", "es", "s")
+_ES_AFTER = ("ses", "xes", "zes", "ches", "shes")
 STEM_CHARS = 6  # "reference", "references", "referenced" share "refere"
+_PARTS = re.compile(r"[_./@:+'\u2019-]")
 
 
 def stem(word: str) -> str:
@@ -35,16 +39,24 @@ def stem(word: str) -> str:
     word = word.lower().removesuffix("'s")
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "es" and not word.endswith(_ES_AFTER):
+                continue  # "notes" is "note" + "s"; "boxes" is "box" + "es"
             word = word[: -len(suffix)]
             break
     return word[:STEM_CHARS]
+
+
+def stems(word: str) -> set[str]:
+    """The stems of a word's parts: ``booking_ref`` has ``book`` and ``ref``."""
+    return {stem(part) for part in _PARTS.split(word) if part}
 
 
 def terms(instructions: str | None) -> frozenset[str]:
     """The stems of the content terms of ``instructions``."""
     if not instructions:
         return frozenset()
-    return frozenset(stem(w) for w, _ in words_of(instructions) if w not in ASKING)
+    found = {s for w, _ in words_of(instructions) for s in stems(w)}
+    return frozenset(found - _ASKING_STEMS)
 
 
 def shape(identifier: str) -> tuple[frozenset[str], int]:
@@ -67,7 +79,7 @@ def pinned(items: Sequence[Item], instructions: str | None) -> set[tuple[int, in
     shapes: set[tuple[frozenset[str], int]] = set()
     for n, item in enumerate(items):
         for piece in item.pieces:
-            if any(stem(word) in wanted for word, _ in piece.words):
+            if any(not wanted.isdisjoint(stems(word)) for word, _ in piece.words):
                 out.add((n, piece.index))
                 shapes.update(shape(i) for i in _identifiers(piece.text, piece.words))
     if not shapes:
@@ -87,3 +99,6 @@ def _identifiers(text: str, words: Sequence[tuple[str, float]]) -> list[str]:
     if not ids:
         return []
     return [m.group() for m in WORD.finditer(text) if m.group().lower() in ids]
+
+
+_ASKING_STEMS = frozenset(stem(word) for word in ASKING)
