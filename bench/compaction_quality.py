@@ -21,6 +21,8 @@ offline summariser. Printed for each threshold:
   a QA item belonging to the speaker of its evidence turns (``"D1:3"`` is a
   ``dia_id``; an item whose evidence names both speakers counts in "both");
 * the share of the summary's quoted text from each speaker (tokens);
+* quoted lines are the summary's own; the lines the memory appends after a
+  blank line (a ledger) are counted apart, as they carry no date or speaker;
 * attribution: the share of quoted lines whose speaker is the one who said
   every sentence on it (the turns' own "Speaker:");
 * dates: the share of the summary's quoted lines shown under the right date,
@@ -268,6 +270,7 @@ class SummaryReading:
     lines: int = 0
     dated_right: int = 0
     attributed_right: int = 0
+    appended: int = 0  # lines after the summary's text (a ledger the memory adds)
     sentences: int = 0
     filler: int = 0
     filler_examples: list[str] = field(default_factory=list)
@@ -277,6 +280,7 @@ class SummaryReading:
         self.lines += other.lines
         self.dated_right += other.dated_right
         self.attributed_right += other.attributed_right
+        self.appended += other.appended
         self.sentences += other.sentences
         self.filler += other.filler
         self.filler_examples.extend(other.filler_examples[: 3 - len(self.filler_examples)])
@@ -297,7 +301,11 @@ def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> 
     reading = SummaryReading()
     texts = [" ".join(turn.text.split()) for turn in turns]
     shown: str | None = None
-    for line in summary.splitlines()[1:]:
+    # The summary's own layout has no blank line: what follows one was added
+    # by the memory (its ledger of identifiers), not quoted by the summariser.
+    quoted, _, appended = summary.partition("\n\n")
+    reading.appended = sum(line.startswith("- ") for line in appended.splitlines())
+    for line in quoted.splitlines()[1:]:
         found = _LINE.fullmatch(line)
         if found is None:
             shown = None  # a section title: the layout shows the date again below it
@@ -400,6 +408,7 @@ def bench_locomo(
                 f"{percent(r.tokens['A'], spoken)} / {percent(r.tokens['B'], spoken)}",
                 f"{percent(r.dated_right, r.lines)} ({r.dated_right}/{r.lines})",
                 f"{percent(r.attributed_right, r.lines)}",
+                f"{r.appended}",
                 f"{percent(r.filler, r.sentences)} ({r.filler}/{r.sentences})",
             ]
         )
@@ -409,6 +418,7 @@ def bench_locomo(
             "text from A / B",
             "lines under the right date",
             "lines naming who said it",
+            "lines appended after it",
             "filler",
         ],
         rows,

@@ -83,7 +83,7 @@ STOPWORDS = frozenset(_STOPWORDS.split())
 # and a sentence of nothing else is filler ("Talk to you later.").
 _PHATIC = """hello hiya howdy bye goodbye cya later soon talk talking chat chatting catch
     catching sweet yay woohoo hooray yippee phew whoa woah ooh aww ugh hmm huh oops gosh
-    geez yikes stay
+    geez yikes stay sound
     care cheers congrats congratulations welcome appetit bon haha hahaha lol omg yep yup
     nope thx xoxo hugs luck wish wishes best happy proud excited sorry fun enjoy enjoyed
     enjoying fantastic terrific brilliant lovely incredible morning evening night day
