@@ -25,9 +25,27 @@ has dates, chronological within sections (see ``layout`` for the text and
 budget of 200. Nothing in it was written by the summariser but the header,
 the section titles, the attributions and the ``...``.
 
+The rules a reader can hold it to:
+
+* Fair: each speaker (or the user and the assistant) gets the budget in
+  proportion to the turns they took (``digest``); tool data competes on
+  information alone.
+* Dated: every line sits under the date and time of the session it was said
+  in; the header carries the date in force at the last message, and the next
+  compaction starts from it, so a batch starting mid-session is dated.
+* No filler: a sentence without a content word (greetings, sign-offs,
+  thanks: ``scan``) is never chosen.
+* Headings that fit (``layout``): requests, tool results, actions, errors and
+  the latest state for a task agent (any tool call or result); who said what,
+  by date, for a conversation.
+* Instructions honoured: ``instructions`` pins the sentences holding their
+  content terms, and identifiers shaped like the ones those name, first
+  (``instructions``).
+
 Jobs: ``scan`` splits messages into pieces and finds their informative words,
-``digest`` chooses pieces within the budget, ``layout`` renders the text and
-reads an earlier summary back, so its sentences compete with the new ones.
+``instructions`` finds the pieces compaction instructions pin, ``digest``
+chooses pieces within the budget, ``layout`` renders the text and reads an
+earlier summary back, so its sentences compete with the new ones.
 """
 
 from __future__ import annotations
@@ -39,8 +57,9 @@ from typing import Protocol
 
 from ...messages import ChatMessage
 from . import layout
-from .digest import choose
-from .scan import ACTIONS, REQUESTS, Item, Piece, scan
+from .digest import Choice, choose
+from .instructions import pinned
+from .scan import ACTIONS, CONVERSATION, REQUESTS, Item, Piece, scan
 
 __all__ = ["offline_summary"]
 
@@ -65,13 +84,18 @@ def offline_summary(
     budget_tokens: int,
     counter: _Counter,
     previous_summary: str | None = None,
+    instructions: str | None = None,
 ) -> str:
     """Summarise ``messages`` (the turns being folded) in at most ``budget_tokens`` tokens.
 
     ``messages``: ``ChatMessage`` objects (chat-format dicts are read too; ones
     that cannot be read are skipped). ``previous_summary``: the summary of what
-    came before them, whose sentences are weighed again with the new ones.
+    came before them, whose sentences are weighed again with the new ones
+    (and whose header gives the date in force before the first message).
     ``counter``: anything with ``count(text) -> int`` (a ``TokenCounter``).
+    ``instructions``: what the compaction was asked to keep ("keep every
+    booking reference"); the sentences matching its content terms are chosen
+    first, within the budget.
 
     Returns the summary text, with ``counter.count(result) <= budget_tokens``;
     ``"No earlier conversation."`` when there is nothing to summarise (if it
@@ -84,7 +108,7 @@ def offline_summary(
     if budget <= 0:
         return ""
     try:
-        return _summary(list(messages or ()), budget, counter, previous_summary)
+        return _summary(list(messages or ()), budget, counter, previous_summary, instructions)
     except Exception:
         # The last-resort summariser must not turn add_message() into a failure:
         # keep what the previous summary said, as far as it fits.
@@ -94,11 +118,23 @@ def offline_summary(
 
 
 def _summary(
-    messages: list[ChatMessage], budget: int, counter: _Counter, previous_summary: str | None
+    messages: list[ChatMessage],
+    budget: int,
+    counter: _Counter,
+    previous_summary: str | None,
+    instructions: str | None,
 ) -> str:
     previous = layout.parse(previous_summary) if previous_summary else layout.Previous([], 0)
-    items = previous.items + scan(messages, first_order=len(previous.items))
-    _mark_latest(items, first_new=len(previous.items))
+    known = {item.party for item in previous.items if item.section == CONVERSATION}
+    scanned = scan(
+        messages,
+        first_order=len(previous.items),
+        date=previous.date,
+        names=sorted(party for party in known if party),
+    )
+    items = previous.items + scanned.items
+    _arrange(items)
+    _mark_pins(items, first_new=len(previous.items))
     count = previous.count + len(messages)
     if not any(item.pieces for item in items):
         return _fit_lines([layout.EMPTY], budget, counter)
@@ -110,9 +146,22 @@ def _summary(
             tokens = cache[text] = counter.count(text)
         return tokens
 
-    fixed = cached_count(layout.header(count)) + 1
-    chosen = choose(items, budget, fixed, cached_count)
-    return _fit(items, chosen, count, budget, counter)
+    fixed = cached_count(layout.header(count, scanned.date)) + 1
+    choice = choose(items, budget, fixed, cached_count, pinned(items, instructions))
+    return _fit(items, choice, count, scanned.date, budget, counter)
+
+
+def _arrange(items: list[Item]) -> None:
+    """Put the items under the headings that fit (``layout``): a conversation
+    when no item is a tool call or a tool's data, a task otherwise."""
+    task = any(
+        item.role in ("tool", "call") or item.section in layout.TASK_SECTIONS for item in items
+    )
+    for item in items:
+        if not task and item.section in (REQUESTS, ACTIONS):
+            item.section = CONVERSATION
+        elif task and item.section == CONVERSATION and item.role != layout.PERSON:
+            item.section = REQUESTS if item.role == "user" else ACTIONS
 
 
 def _counts_for(counter: _Counter) -> dict[str, int]:
@@ -127,44 +176,59 @@ def _counts_for(counter: _Counter) -> dict[str, int]:
     return cache
 
 
-def _mark_latest(items: list[Item], *, first_new: int) -> None:
-    """Mark the newest user and assistant messages (among the new ones) as the
-    latest state."""
-    for section in (REQUESTS, ACTIONS):
-        for item in reversed(items[first_new:]):
-            if item.section == section and item.role in ("user", "assistant"):
-                item.latest = True
-                break
+def _mark_pins(items: list[Item], *, first_new: int) -> None:
+    """In a task, mark the newest message of each party (among the new ones)
+    as the latest state, and the earliest user request (an earlier summary's
+    included) as the task's first; a conversation has neither (``digest``)."""
+    seen: set[str] = set()
+    for item in reversed(items[first_new:]):
+        if item.section == CONVERSATION:
+            continue
+        if item.party is not None and item.party not in seen:
+            seen.add(item.party)
+            item.latest = True
+    first = next((item for item in items if item.section == REQUESTS), None)
+    if first is not None:
+        first.first_request = True
 
 
-def _render(items: Sequence[Item], chosen: Sequence[tuple[int, Piece]], count: int) -> str:
+def _render(
+    items: Sequence[Item], chosen: Sequence[tuple[int, Piece]], count: int, date: str | None
+) -> str:
     by_item: dict[int, list[Piece]] = {}
     for n, piece in chosen:
         by_item.setdefault(n, []).append(piece)
     pairs = [(items[n], sorted(pieces, key=lambda p: p.index)) for n, pieces in by_item.items()]
-    return layout.render(pairs, count)
+    return layout.render(pairs, count, date)
 
 
 def _fit(
     items: Sequence[Item],
-    chosen: list[tuple[int, Piece]],
+    choice: Choice,
     count: int,
+    date: str | None,
     budget: int,
     counter: _Counter,
 ) -> str:
-    """Render; while the exact count is over the budget (the choice counted
-    pieces one by one, and tokens merge differently in the whole text), drop
-    the pieces chosen last, the least valuable."""
-    text = _render(items, chosen, count)
+    """Render; when the exact count leaves room (the choice counted pieces one
+    by one, and tokens merge in the whole text), choose more once; while it is
+    over the budget, drop the pieces chosen last, the least valuable."""
+    chosen = choice.chosen
+    text = _render(items, chosen, count, date)
+    tokens = counter.count(text)
+    if tokens < budget and choice.top_up(tokens):
+        text = _render(items, chosen, count, date)
+        tokens = counter.count(text)
     for _ in range(_FIT_ROUNDS):
-        over = counter.count(text) - budget
+        over = tokens - budget
         if over <= 0:
             return text
         freed = 0
         while chosen and freed <= over:
             _, piece = chosen.pop()
             freed += max(1, len(piece.text) // 5)
-        text = _render(items, chosen, count)
+        text = _render(items, chosen, count, date)
+        tokens = counter.count(text)
     return _fit_lines(text.splitlines(), budget, counter)
 
 

@@ -1,13 +1,13 @@
 """The summary's text: rendering chosen items, and reading a rendered summary back.
 
-The layout, one item per line, grouped in sections and chronological within
-each, the session date shown where it changes::
+Two layouts, decided from the messages: a task layout when the summarised
+messages (or the previous summary) hold a tool call or a tool result, a
+conversation layout otherwise. The task layout groups items in sections,
+chronological within each::
 
     Summary of the earlier conversation (42 messages; quoted, "..." where cut):
     User requests:
-    - [8 May, 2023] user: Hi Sam! I joined a pottery class yesterday. ... My uncle
-      left me his old Leica camera in Oslo.
-    - [27 June, 2023] user: ... I'm applying to the Glasgow School of Art this autumn.
+    - user: I want to change my flight to Seattle. ... It's mia_li_3668.
     Identifiers and tool results:
     - tool get_user_details: "user_id": "mia_li_3668" ... "payment_methods":
       {"credit_card_4421486": {"source": "credit_card" ...
@@ -19,14 +19,32 @@ each, the session date shown where it changes::
     Latest state:
     - user: OK, book HAT240 then, and email me at mia.li@example.com.
 
-(A line is one line; it is wrapped here.) Consecutive messages of one speaker
-on one date share a line, joined by ``...``. Pieces next to each other in
-their message are joined by a space, JSON clauses by the punctuation that
-stood between them; ``...`` stands where pieces were left out, before the
-first kept one, between two, or after the last. ``parse`` reads this layout
-back into items, so a later compaction can weigh the earlier summary's
-sentences against the new ones; text that is not in this layout (a summary a
-model wrote) becomes one "Earlier summary" item of its sentences.
+The conversation layout is who said what, by date: under each session date,
+one line per speaker in the order they first spoke, each line chronological
+(titled "Who said what:" when the conversation has no dates)::
+
+    Summary of the earlier conversation (42 messages, the last dated [1:14 pm
+    on 25 May, 2023]; quoted, "..." where cut):
+    Who said what, by date:
+    - [1:56 pm on 8 May, 2023] Caroline: I went to a LGBTQ support group
+      yesterday and it was so powerful. ... I'm keen on counseling.
+    - Melanie: ... I painted that lake sunrise last year!
+    - [1:14 pm on 25 May, 2023] Melanie: I ran a charity race for mental health
+      last Saturday.
+
+(A line is one line; it is wrapped here.) When tool calls appear later in a
+conversation, the user's and the assistant's earlier lines move to the task
+sections; lines of named speakers keep their heading. A date is shown where it changes
+within a section, and the header names the date in force at the last
+summarised message, so the next compaction dates a batch that starts
+mid-session. In the task layout, consecutive messages of one speaker on one
+date share a line, joined by ``...``. Pieces next to each other in their
+message are joined by a space, JSON clauses by the punctuation that stood
+between them; ``...`` stands where pieces were left out, before the first
+kept one, between two, or after the last. ``parse`` reads either layout back
+into items, so a later compaction can weigh the earlier summary's sentences
+against the new ones; text that is not in this layout (a summary a model
+wrote) becomes one "Earlier summary" item of its sentences.
 """
 
 from __future__ import annotations
@@ -37,6 +55,7 @@ from dataclasses import dataclass
 
 from .scan import (
     ACTIONS,
+    CONVERSATION,
     EARLIER,
     ELLIPSIS,
     ERRORS,
@@ -45,24 +64,32 @@ from .scan import (
     Item,
     Piece,
     clauses,
+    name_words,
+    pieces_of,
     sentences,
-    words_of,
 )
 
-HEADER = 'Summary of the earlier conversation ({count} messages; quoted, "..." where cut):'
+HEADER = 'Summary of the earlier conversation ({count} messages{dated}; quoted, "..." where cut):'
 EMPTY = "No earlier conversation."
 LATEST = "latest"
+PERSON = "person"
 TITLES = {
     EARLIER: "Earlier summary:",
     REQUESTS: "User requests:",
     TOOL_DATA: "Identifiers and tool results:",
     ACTIONS: "Actions and results:",
     ERRORS: "Errors:",
+    CONVERSATION: "Who said what, by date:",
     LATEST: "Latest state:",
 }
-SECTION_ORDER = (EARLIER, REQUESTS, TOOL_DATA, ACTIONS, ERRORS, LATEST)
-_SECTION_OF_TITLE = {title: section for section, title in TITLES.items()}
-_HEADER = re.compile(r"Summary of the earlier conversation \((\d+) messages?[;,)]")
+SECTION_ORDER = (EARLIER, REQUESTS, TOOL_DATA, ACTIONS, ERRORS, CONVERSATION, LATEST)
+TASK_SECTIONS = frozenset({TOOL_DATA, ERRORS})  # only a task agent's summary has these
+UNDATED = "Who said what:"  # a conversation's title when it has no dates
+_SECTION_OF_TITLE = {title: section for section, title in TITLES.items()} | {UNDATED: CONVERSATION}
+_HEADER = re.compile(
+    r"Summary of the earlier conversation \((\d+) messages?"
+    r"(?:, the last dated \[([^\[\]\n]{1,64})\])?[;,)]"
+)
 _LINE = re.compile(r"- (?:\[([^\[\]]{1,64})\] )?([^:\n]{1,160}?): (.*)")
 _GAP = " " + ELLIPSIS + " "
 LINE_CHARS = 800  # a line of one speaker's messages goes on to a new line past this
@@ -70,18 +97,22 @@ LINE_CHARS = 800  # a line of one speaker's messages goes on to a new line past 
 
 @dataclass(frozen=True, slots=True)
 class Previous:
-    """A previous summary read back: its items and how many messages it covered."""
+    """A previous summary read back: its items, how many messages it covered
+    and the date in force at the last of them."""
 
     items: list[Item]
     count: int
+    date: str | None = None
 
 
-def header(count: int) -> str:
-    return HEADER.format(count=count)
+def header(count: int, date: str | None = None) -> str:
+    return HEADER.format(count=count, dated=f", the last dated [{date}]" if date else "")
 
 
 def section_of(item: Item) -> str:
-    return LATEST if item.latest else item.section
+    """Where an item is shown: a task's latest state has a section of its own,
+    a conversation's stays in its place by date."""
+    return LATEST if item.latest and item.section != CONVERSATION else item.section
 
 
 def _body(item: Item, pieces: Sequence[Piece]) -> tuple[bool, str, bool]:
@@ -111,37 +142,67 @@ def line(speaker: str, date: str | None, bodies: Sequence[tuple[bool, str, bool]
     return f"- {stamp}{speaker}: {head}{text}{tail}"
 
 
-def render(chosen: Sequence[tuple[Item, Sequence[Piece]]], count: int) -> str:
-    """The summary text of the chosen pieces, by section, in chronological order.
-    Consecutive messages of one speaker on one date share a line (up to
-    ``LINE_CHARS`` characters), so the prefix is not repeated for each."""
+def render(chosen: Sequence[tuple[Item, Sequence[Piece]]], count: int, date: str | None) -> str:
+    """The summary text of the chosen pieces, by section, in chronological
+    order (``date``: the one in force at the last summarised message)."""
     by_section: dict[str, list[tuple[Item, Sequence[Piece]]]] = {}
     for item, pieces in sorted(chosen, key=lambda pair: pair[0].order):
         if pieces:
             by_section.setdefault(section_of(item), []).append((item, pieces))
-    lines = [header(count)]
+    lines = [header(count, date)]
     for section in SECTION_ORDER:
         entries = by_section.get(section)
         if not entries:
             continue
-        lines.append(TITLES[section])
-        shown: str | None = None
-        group: list[tuple[bool, str, bool]] = []
-        key: tuple[str, str | None] | None = None
-        size = 0
-        for item, pieces in entries:
-            body = _body(item, pieces)
-            if group and (item.speaker, item.date) == key and size + len(body[1]) <= LINE_CHARS:
-                group.append(body)
-                size += len(body[1])
-                continue
-            if group and key is not None:
-                lines.append(line(key[0], key[1] if key[1] != shown else None, group))
-                shown = key[1] or shown
-            group, key, size = [body], (item.speaker, item.date), len(body[1])
-        if group and key is not None:
-            lines.append(line(key[0], key[1] if key[1] != shown else None, group))
+        if section == CONVERSATION:
+            entries = _by_date_and_speaker(entries)
+            dated = any(item.date for item, _ in entries)
+            lines.append(TITLES[section] if dated else UNDATED)
+        else:
+            lines.append(TITLES[section])
+        lines.extend(_lines(entries))
     return "\n".join(lines)
+
+
+def _by_date_and_speaker(
+    entries: list[tuple[Item, Sequence[Piece]]],
+) -> list[tuple[Item, Sequence[Piece]]]:
+    """Who said what, by date: within each date, each speaker's items together,
+    speakers in the order they first spoke, each speaker's in order."""
+    rank: dict[tuple[str | None, str], int] = {}
+    for item, _ in entries:
+        rank.setdefault((item.date, item.speaker), len(rank))
+    dates: dict[str | None, int] = {}
+    for item, _ in entries:
+        dates.setdefault(item.date, len(dates))
+    return sorted(
+        entries,
+        key=lambda e: (dates[e[0].date], rank[(e[0].date, e[0].speaker)], e[0].order),
+    )
+
+
+def _lines(entries: Sequence[tuple[Item, Sequence[Piece]]]) -> list[str]:
+    """Consecutive messages of one speaker on one date share a line (up to
+    ``LINE_CHARS`` characters), so the prefix is not repeated for each; a
+    date is shown where it changes."""
+    out: list[str] = []
+    shown: str | None = None
+    group: list[tuple[bool, str, bool]] = []
+    key: tuple[str, str | None] | None = None
+    size = 0
+    for item, pieces in entries:
+        body = _body(item, pieces)
+        if group and (item.speaker, item.date) == key and size + len(body[1]) <= LINE_CHARS:
+            group.append(body)
+            size += len(body[1])
+            continue
+        if group and key is not None:
+            out.append(line(key[0], key[1] if key[1] != shown else None, group))
+            shown = key[1] or shown
+        group, key, size = [body], (item.speaker, item.date), len(body[1])
+    if group and key is not None:
+        out.append(line(key[0], key[1] if key[1] != shown else None, group))
+    return out
 
 
 def parse(text: str, *, first_order: int = 0) -> Previous:
@@ -152,13 +213,12 @@ def parse(text: str, *, first_order: int = 0) -> Previous:
         texts = sentences(text)
         if not texts:
             return Previous([], 0)
-        pieces = [Piece(t, i, words_of(t)) for i, (_, t) in enumerate(texts)]
+        pieces = pieces_of(texts, None, structured=False, names=frozenset())
         item = Item(EARLIER, "summary", None, pieces, len(pieces), first_order, "summary")
         return Previous([item], 0)
-    items: list[Item] = []
+    found_lines: list[tuple[str, str, str | None, str]] = []
     section = REQUESTS
     date: str | None = None
-    order = first_order
     for line in text.splitlines()[1:]:
         if line in _SECTION_OF_TITLE:
             section = _SECTION_OF_TITLE[line]
@@ -168,15 +228,18 @@ def parse(text: str, *, first_order: int = 0) -> Previous:
         if found is None:
             continue
         date = found.group(1) or date
-        read = _item_of_line(section, found.group(2), date, found.group(3), order)
+        found_lines.append((section, found.group(2), date, found.group(3)))
+    names = name_words(speaker for section, speaker, _, _ in found_lines if section == CONVERSATION)
+    items: list[Item] = []
+    for section, speaker, line_date, body in found_lines:
+        read = _item_of_line(section, speaker, line_date, body, first_order + len(items), names)
         if read is not None:
             items.append(read)
-            order += 1
-    return Previous(items, int(match.group(1)))
+    return Previous(items, int(match.group(1)), match.group(2))
 
 
 def _item_of_line(
-    section: str, speaker: str, date: str | None, body: str, order: int
+    section: str, speaker: str, date: str | None, body: str, order: int, names: frozenset[str]
 ) -> Item | None:
     role = _role_of(speaker)
     if section == LATEST:
@@ -192,18 +255,22 @@ def _item_of_line(
     pieces: list[Piece] = []
     index = 1 if head_cut else 0
     for run in body.split(_GAP):
-        for lead, text in splitter(run):
-            pieces.append(Piece(text, index, words_of(text, structured=structured), lead))
-            index += 1
-        index += 1  # the gap
+        texts = splitter(run)
+        pieces.extend(pieces_of(texts, None, structured=structured, names=names, first_index=index))
+        index += len(texts) + 1  # and the gap
     if not pieces:
         return None
     size = pieces[-1].index + (2 if tail_cut else 1)
-    return Item(section, speaker, date, pieces, size, order, role, structured=structured)
+    party = None if role in ("tool", "call") else speaker.removesuffix(" reasoning")
+    return Item(
+        section, speaker, date, pieces, size, order, role, structured=structured, party=party
+    )
 
 
 def _role_of(speaker: str) -> str:
+    """``user``, ``assistant``, ``tool``, ``call``, ``summary``, or ``person``:
+    a speaker the conversation named, whose role the summary does not say."""
     if " called " in speaker:
         return "call"
     first = speaker.split(" ", 1)[0]
-    return first if first in ("user", "assistant", "tool", "summary") else "assistant"
+    return first if first in ("user", "assistant", "tool", "summary") else PERSON

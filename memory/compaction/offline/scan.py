@@ -9,6 +9,27 @@ words that may make it worth keeping, with a weight for how specific each kind
 of word is (identifiers and numbers above names, names above plain words;
 common words count for nothing); ``digest`` turns these into scores.
 
+A piece without a content word (every word a stop word or a ``PHATIC`` one,
+or a name the speakers go by: "Talk to you later.", "And Bon Appetit!",
+"Thanks, Mel!") is ``filler``: it keeps its place in its message, so a cut
+around it shows, and is never chosen.
+
+Who speaks: a message's role, unless the conversation names its speakers in
+the text. It does when every message with text opens with a label (``Name:
+``, one to three capitalised words), at least two labels are used, each stays
+with one role, and there are no tool calls or results: then the label is the
+speaker, and the quoted text starts after it. The ``party`` of an item is
+who the fairness rule of ``digest`` counts it for: the named speaker, or
+``user`` / ``assistant`` (the assistant's reasoning included); tool calls and
+results are nobody's.
+
+Dates: a message opening with a bracketed stamp that holds a date (``[1:56 pm
+on 8 May, 2023] ...``) starts a session: the whole stamp, date and time, is
+the date of it and of every message after it until the next stamp; else a
+date in the message's metadata. ``scan`` starts from the date in force before
+its first message (carried by the previous summary), so a batch starting
+mid-session is dated.
+
 Scanning is linear and bounded: a message is read through its first
 ``SCAN_HEAD`` and last ``SCAN_TAIL`` characters, and a piece that finds no
 sentence boundary within ``PIECE_MAX_CHARS`` is cut there with ``...``.
@@ -17,7 +38,7 @@ sentence boundary within ``PIECE_MAX_CHARS`` is cut there with ``...``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -37,6 +58,8 @@ TOOL_DATA = "tool_data"
 ACTIONS = "actions"
 ERRORS = "errors"
 EARLIER = "earlier"
+CONVERSATION = "conversation"
+ROLE_WORDS = frozenset({"user", "assistant", "tool", "summary", "system"})
 
 # Words that say nothing on their own: function words and the fillers of chat.
 _STOPWORDS = """a about above after again against all almost also am an and any anyone anything are
@@ -56,6 +79,18 @@ _STOPWORDS = """a about above after again against all almost also am an and any 
     would wouldn't wow yeah yes yet you you'd you'll you're you've your yours yourself
     yourselves awesome amazing cool glad hope love nice sounds super wonderful"""
 STOPWORDS = frozenset(_STOPWORDS.split())
+# Words of greetings, sign-offs, thanks and pleasantries: they weigh nothing,
+# and a sentence of nothing else is filler ("Talk to you later.").
+_PHATIC = """hello hiya howdy bye goodbye cya later soon talk talking chat chatting catch
+    catching sweet yay woohoo hooray yippee phew whoa woah ooh aww ugh hmm huh oops gosh
+    geez yikes stay sound
+    care cheers congrats congratulations welcome appetit bon haha hahaha lol omg yep yup
+    nope thx xoxo hugs luck wish wishes best happy proud excited sorry fun enjoy enjoyed
+    enjoying fantastic terrific brilliant lovely incredible morning evening night day
+    weekend time meet meeting keep touch news course problem worries agree agreed true
+    exactly absolutely definitely indeed appreciate appreciated means safe buddy dear"""
+PHATIC = frozenset(_PHATIC.split())
+_NO_CONTENT = STOPWORDS | PHATIC
 
 PLAIN = 1.0  # a word not among the stop words
 NAME = 1.5  # capitalised inside a sentence, or an acronym
@@ -63,11 +98,13 @@ NUMBER = 1.6  # has a digit: amounts, dates, counts
 IDENTIFIER = 2.2  # letters with digits, underscores, dots, slashes or @: ids, paths, emails
 KEY_WEIGHT = 0.1  # a JSON key's words: the schema, repeated in every record
 
-_WORD = re.compile(r"\w+(?:['\u2019./@:+-]\w+)*")
+WORD = re.compile(r"\w+(?:['\u2019./@:+-]\w+)*")
 _ERROR_HEAD = re.compile(r"(?:error|exception|traceback|failed|fatal)\b", re.IGNORECASE)
 _EXCEPTION_LINE = re.compile(r"^[A-Z]\w*(?:Error|Exception)\b", re.MULTILINE)
 # "[1:56 pm on 8 May, 2023] text": a date stamp ahead of a message's text.
 _STAMP = re.compile(r"\A\s*\[([^\[\]\n]{4,60})\]\s*")
+# "Caroline: text", "Dr Ana Silva: text": a speaker's label ahead of a message's text.
+_LABEL = re.compile(r"([A-Z][\w'\u2019.-]{0,30}(?: [A-Z][\w'\u2019.-]{0,30}){0,2}):[ \t]+(?=\S)")
 _MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
 _DATE = re.compile(
     rf"\d{{4}}-\d{{2}}-\d{{2}}"
@@ -93,6 +130,7 @@ class Piece:
     index: int
     words: tuple[tuple[str, float], ...]  # (lower-cased word, kind weight), distinct
     lead: str = " "  # what joins it to the piece before it in its message
+    filler: bool = False  # no content word: never chosen
 
 
 @dataclass(slots=True)
@@ -100,9 +138,12 @@ class Item:
     """One message (or one line of a previous summary) as a sequence of pieces.
 
     ``speaker`` is how the line is attributed (``user``, ``assistant``,
-    ``assistant called NAME``, ``tool NAME``); ``size`` is how many pieces the
-    whole message had, so a cut at the end is shown; ``order`` is chronological.
-    The newest user and assistant messages are the ``latest`` state.
+    ``assistant called NAME``, ``tool NAME``, or the name a conversation gives
+    its speaker); ``size`` is how many pieces the whole message had, so a cut
+    at the end is shown; ``order`` is chronological; ``party`` is who the
+    fairness rule counts it for (``None``: tool data, a model's summary).
+    In a task, the newest message of each party is the ``latest`` state, and
+    the earliest user message is its ``first_request``.
     """
 
     section: str
@@ -112,8 +153,10 @@ class Item:
     size: int
     order: int
     role: str
-    latest: bool = False  # shown under "Latest state", its opening kept first
+    latest: bool = False  # the newest of its party: its opening is kept first
+    first_request: bool = False  # a task's first user request: its opening too
     structured: bool = False  # JSON clauses rather than sentences
+    party: str | None = None
 
 
 @lru_cache(maxsize=WORDS_CACHE)
@@ -124,10 +167,10 @@ def words_of(text: str, *, structured: bool = False) -> tuple[tuple[str, float],
     digits or more (a key that is itself an id: ``"credit_card_4421486":``)."""
     key_end = _key_end(text) if structured else 0
     found: dict[str, float] = {}
-    for n, match in enumerate(_WORD.finditer(text)):
+    for n, match in enumerate(WORD.finditer(text)):
         word = match.group()
         lower = word.lower()
-        if lower in STOPWORDS:
+        if lower in _NO_CONTENT:
             continue
         weight = _kind(word, sentence_initial=n == 0 and not structured)
         if match.start() < key_end and sum(c.isdigit() for c in word) < 3:
@@ -135,6 +178,19 @@ def words_of(text: str, *, structured: bool = False) -> tuple[tuple[str, float],
         if weight and weight > found.get(lower, 0.0):
             found[lower] = weight
     return tuple(found.items())
+
+
+def name_words(speakers: Iterable[str]) -> frozenset[str]:
+    """The words a named speaker may be called by: each word of their names,
+    lower case, and its beginnings of three letters or more ("mel" for
+    Melanie). Roles (``user``, ``assistant``, a tool) are not names."""
+    out: set[str] = set()
+    for speaker in speakers:
+        if speaker.split(" ", 1)[0] in ROLE_WORDS:
+            continue
+        for word in speaker.lower().split():
+            out.update(word[:n] for n in range(3, len(word) + 1))
+    return frozenset(out)
 
 
 def _key_end(clause: str) -> int:
@@ -169,7 +225,8 @@ def _kind(word: str, *, sentence_initial: bool) -> float:
 
 def sentences(text: str) -> list[tuple[str, str]]:
     """Verbatim sentences of ``text``, line by line, stripped, none empty, as
-    ``(lead, sentence)``: ``lead`` (a space) joins it to the one before."""
+    ``(lead, sentence)``: ``lead`` joins it to the one before, a space, or
+    nothing where the text had none between them ("doing!🌟")."""
     out: list[tuple[str, str]] = []
     for line in text.splitlines():
         if not line.strip():
@@ -180,8 +237,14 @@ def sentences(text: str) -> list[tuple[str, str]]:
             stripped = line.strip()
             end = stripped.find(found[1], len(found[0])) + len(found[1])
             found[:2] = [stripped[:end]]
+        end = -1  # where the sentence before ended in the line (none yet)
         for sentence in found:
-            out.extend((" ", part) for part in _bounded(sentence))
+            if not sentence:
+                continue
+            at = line.find(sentence, max(end, 0))
+            lead = "" if 0 < end == at else " "
+            end = at + len(sentence) if at >= 0 else -1
+            out.extend((lead if n == 0 else " ", part) for n, part in enumerate(_bounded(sentence)))
     return out
 
 
@@ -258,15 +321,21 @@ def is_error(text: str) -> bool:
 
 
 def date_stamp(text: str) -> tuple[str | None, str]:
-    """``(date, rest)`` when ``text`` opens with a bracketed stamp holding a
-    date (``[1:56 pm on 8 May, 2023] ...``), else ``(None, text)``."""
+    """``(stamp, rest)`` when ``text`` opens with a bracketed stamp holding a
+    date (``[1:56 pm on 8 May, 2023] ...``: the stamp is ``1:56 pm on 8 May,
+    2023``, date and time as written), else ``(None, text)``."""
     match = _STAMP.match(text)
+    if match is None or _DATE.search(match.group(1)) is None:
+        return None, text
+    return match.group(1).strip(), text[match.end() :]
+
+
+def speaker_label(text: str) -> tuple[str | None, str]:
+    """``(name, rest)`` when ``text`` opens with ``Name: ``, else ``(None, text)``."""
+    match = _LABEL.match(text)
     if match is None:
         return None, text
-    date = _DATE.search(match.group(1))
-    if date is None:
-        return None, text
-    return date.group(), text[match.end() :]
+    return match.group(1), text[match.end() :]
 
 
 def date_of(message: ChatMessage) -> str | None:
@@ -300,57 +369,120 @@ def split(text: str, *, structured: bool) -> tuple[list[tuple[str, str]], int | 
     return first + last, len(first)
 
 
-def scan(messages: Sequence[ChatMessage | Mapping[str, object]], *, first_order: int) -> list[Item]:
-    """The items of ``messages``, in order; messages that cannot be read are skipped."""
-    items: list[Item] = []
-    date: str | None = None
-    call_names: dict[str, str] = {}
-    order = first_order
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """The items of some messages, and the date in force after the last one."""
+
+    items: list[Item]
+    date: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    message: ChatMessage
+    text: str  # without its stamp
+    date: str | None
+    label: str | None
+
+
+def scan(
+    messages: Sequence[ChatMessage | Mapping[str, object]],
+    *,
+    first_order: int,
+    date: str | None = None,
+    names: Iterable[str] = (),
+) -> Scanned:
+    """The items of ``messages``, in order; messages that cannot be read are
+    skipped. ``date``: the date in force before the first message. ``names``:
+    speakers known from before (the previous summary's), never filler alone."""
+    reads: list[_Read] = []
     for raw in messages:
         try:
             message = ChatMessage.coerce(raw)
         except (TypeError, ValueError):
             continue
-        text = message.text
-        stamp, text = date_stamp(text)
+        stamp, text = date_stamp(message.text)
         date = stamp or date_of(message) or date
-        for item in _items_of(message, text, date, call_names, order):
+        label, _ = speaker_label(text)
+        reads.append(_Read(message, text, date, label))
+    named = _names_speakers(reads)
+    speakers = {r.label for r in reads if r.label} if named else set()
+    context = _Context(name_words([*speakers, *names]), {})
+    items: list[Item] = []
+    order = first_order
+    for read in reads:
+        speaker: str = read.message.role
+        text = read.text
+        if named and read.label is not None:
+            speaker, text = read.label, speaker_label(text)[1]
+        for item in _items_of(read.message, speaker, text, read.date, context, order):
             items.append(item)
             order += 1
-    return items
+    return Scanned(items, date)
+
+
+def _names_speakers(reads: Sequence[_Read]) -> bool:
+    """Whether the text names its speakers (see the module docstring)."""
+    roles: dict[str, str] = {}
+    for read in reads:
+        message = read.message
+        if message.role == "tool" or message.tool_calls:
+            return False
+        if message.role == "system" or not read.text.strip():
+            continue
+        if read.label is None or roles.setdefault(read.label, message.role) != message.role:
+            return False
+    return len(roles) >= 2
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    names: frozenset[str]  # words the speakers go by: never content alone
+    call_names: dict[str, str]  # tool call id -> tool name
 
 
 def _items_of(
-    message: ChatMessage, text: str, date: str | None, call_names: dict[str, str], order: int
+    message: ChatMessage, speaker: str, text: str, date: str | None, context: _Context, order: int
 ) -> list[Item]:
     out: list[Item] = []
     role = message.role
     if role == "tool":
-        name = message.name or next(
-            (call_names[i] for i in message.tool_call_ids if i in call_names), ""
-        )
-        texts, gap = split(text, structured=is_structured(text))
+        calls = context.call_names
+        name = message.name or next((calls[i] for i in message.tool_call_ids if i in calls), "")
+        structured = is_structured(text)
+        texts, gap = split(text, structured=structured)
         section = ERRORS if is_error(text) else TOOL_DATA
         speaker = f"tool {name}" if name else "tool"
-        out.append(_item(section, speaker, date, texts, gap, order, role, is_structured(text)))
+        out.append(
+            _item(section, speaker, date, texts, gap, order, role, None, context, structured)
+        )
         return out
     if role == "system":
         return out
+    party = speaker
     reasoning = message.reasoning_text
     if reasoning:  # what a thinking model worked out is summarised like what it said
         thought, gap = split(reasoning, structured=False)
         if thought:
-            out.append(_item(ACTIONS, "assistant reasoning", date, thought, gap, order, role))
+            out.append(
+                _item(
+                    ACTIONS, f"{speaker} reasoning", date, thought, gap, order, role, party, context
+                )
+            )
     texts, gap = split(text, structured=False)
     if texts:
         section = REQUESTS if role == "user" else ACTIONS
-        out.append(_item(section, role, date, texts, gap, order, role))
+        out.append(_item(section, speaker, date, texts, gap, order, role, party, context))
     for call in message.tool_calls:
-        call_names[call.id] = call.name
+        context.call_names[call.id] = call.name
         args, gap = split(call.arguments, structured=True)
         if args:  # a call without arguments says nothing a piece could quote
-            speaker = f"{role} called {call.name or 'a tool'}"
-            out.append(_item(ACTIONS, speaker, date, args, gap, order + len(out), "call", True))
+            caller = f"{speaker} called {call.name or 'a tool'}"
+            out.append(
+                _item(
+                    ACTIONS, caller, date, args, gap, order + len(out), "call", None, context, True
+                )
+            )
     return out
 
 
@@ -362,12 +494,43 @@ def _item(
     gap: int | None,
     order: int,
     role: str,
+    party: str | None,
+    context: _Context,
     structured: bool = False,
 ) -> Item:
+    pieces = pieces_of(texts, gap, structured=structured, names=context.names)
+    size = (pieces[-1].index + 1) if pieces else 0
+    return Item(
+        section, speaker, date, pieces, size, order, role, structured=structured, party=party
+    )
+
+
+def pieces_of(
+    texts: Sequence[tuple[str, str]],
+    gap: int | None,
+    *,
+    structured: bool,
+    names: frozenset[str],
+    first_index: int = 0,
+) -> list[Piece]:
+    """Pieces of ``(lead, text)`` pairs, numbered from ``first_index``; a
+    skipped middle (``gap``: the index of the first text after it) leaves a
+    hole in the numbers, so it renders as "...". The words of ``names`` (the
+    speakers', ``name_words``) do not count."""
     pieces: list[Piece] = []
     for i, (lead, text) in enumerate(texts):
-        # A skipped middle leaves a hole in the indices, so it renders as "...".
-        index = i if gap is None or i < gap else i + 1
-        pieces.append(Piece(text, index, words_of(text, structured=structured), lead))
-    size = (pieces[-1].index + 1) if pieces else 0
-    return Item(section, speaker, date, pieces, size, order, role, structured=structured)
+        index = first_index + (i if gap is None or i < gap else i + 1)
+        words = _content_words(text, structured, names)
+        pieces.append(Piece(text, index, words, lead, not words and not structured))
+    return pieces
+
+
+@lru_cache(maxsize=WORDS_CACHE)
+def _content_words(
+    text: str, structured: bool, names: frozenset[str]
+) -> tuple[tuple[str, float], ...]:
+    words = words_of(text, structured=structured)
+    if not names:
+        return words
+    # Who speaks is on the line already: calling them by name says nothing.
+    return tuple(pair for pair in words if pair[0] not in names)
