@@ -245,12 +245,20 @@ class CompactionBase(BaseMemory):
         tokens_before = self.estimate_context_tokens()
         threshold = self.threshold_estimate
         kept_tokens = sum(state.tokens[i] for i in plan.keep)
-        # A new summary folds the current one in, so expect it at least as large.
-        summary_estimate = (
-            state.tokens[0] if state.head is not None else policy.CONTINUATION_OVERHEAD_TOKENS
+        beside = tokens_before - state.tokens_total + kept_tokens
+        template_tokens = self.estimate_message_tokens(continuation_message(""))
+        budget = policy.summary_budget(
+            threshold=threshold,
+            ratio=self.config.summary_budget_ratio,
+            beside=beside,
+            template_tokens=template_tokens,
+            summary_max_tokens=self.config.summary_max_tokens,
         )
-        floor = tokens_before - state.tokens_total + kept_tokens + summary_estimate
-        if floor >= threshold and trigger == "auto":
+        # A new summary folds the current one in, so expect it about as large,
+        # but never more than the budget it will be given.
+        current = state.tokens[0] if state.head is not None else policy.CONTINUATION_OVERHEAD_TOKENS
+        floor = beside + min(current, budget + template_tokens)
+        if floor > threshold and trigger == "auto":
             if not self._floor_warned:
                 self._warn(
                     f"the summary and the kept messages alone need about {floor} tokens",
@@ -262,13 +270,7 @@ class CompactionBase(BaseMemory):
             messages=[state.messages[i] for i in plan.summarize],
             previous_summary=state.summary,
             previous_message=state.messages[0] if state.head is not None else None,
-            budget_tokens=policy.summary_budget(
-                threshold=threshold,
-                ratio=self.config.summary_budget_ratio,
-                beside=floor - summary_estimate,
-                template_tokens=self.estimate_message_tokens(continuation_message("")),
-                summary_max_tokens=self.config.summary_max_tokens,
-            ),
+            budget_tokens=budget,
             counter=self.token_counter,
             system_prompt=state.system_prompt,
             instructions=instructions,

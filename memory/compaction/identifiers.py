@@ -7,7 +7,8 @@ so the LLM compactor checks its summary with ``lost_identifiers`` and appends
 what is missing verbatim.
 
 ``extract_identifiers(text)`` finds, in order of first appearance and each
-once: URLs, e-mail addresses, file paths, dates and times, version numbers,
+once: URLs, e-mail addresses, international phone numbers, file paths, dates
+and times, version numbers,
 money amounts, numbers with a unit, ids and codes (``HAT123``, ``mia_li_3668``,
 ``#42``, hashes, UUIDs, ``snake_case`` and ``CamelCase`` names, ``ALLCAPS``
 codes, numbers of three or more digits) and proper names. ``find_identifiers``
@@ -78,6 +79,9 @@ _HEX_COLOUR = (
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("url", re.compile(r"\b(?:https?|ftp|file|s3|gs)://[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]")),
     ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
+    # An international phone number (E.164, written with spaces, dots or dashes
+    # between its groups): "+44 7700 900461", "+1 (415) 555-0100".
+    ("phone", re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?![\w])")),
     # A terminal's colour codes ("\x1b[31m", or written as code: "\e[0m", "\u001b[1m")
     # are claimed first and not reported.
     ("", re.compile(r"(?:\x1b|\\(?:e|x1b|u001b|033))\[[0-9;?]*[A-Za-z]")),
@@ -197,8 +201,8 @@ _SENTENCE_END = ".!?:;|\n\"'”)"
 
 @dataclass(frozen=True, slots=True)
 class Identifier:
-    """One identifier: ``kind`` (url, email, date, version, path, amount, number,
-    id or name) and ``value``, the text exactly as it first appeared."""
+    """One identifier: ``kind`` (url, email, phone, date, version, path, amount,
+    number, id or name) and ``value``, the text exactly as it first appeared."""
 
     kind: str
     value: str

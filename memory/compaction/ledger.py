@@ -11,11 +11,15 @@ until a later message supersedes it:
 - **instructions**: the user's sentences that tell the agent how to behave or
   what to keep ("remember", "always", "never", "don't", "make sure", "I
   prefer", "from now on"...), quoted whole;
-- **identifiers, names, numbers, amounts, dates** (``memory.compaction.identifiers``)
-  that the user named; the identifiers, names and dates the assistant or its
-  tool calls named (its prices and counts are mostly quoted tool data); the
-  ids, paths and addresses a tool result named; each with the words that
-  label it ("passport number", "booking reference") when the text has them.
+- **identifiers** (ids, codes, e-mails, URLs, paths: ``memory.compaction.identifiers``)
+  and phone numbers that the user, the assistant, its tool calls or a tool
+  result named, and the
+  **numbers, amounts, dates and names** the user named (a name only with words
+  that label it, "my dentist Dr Alvarez", or in a message asking to remember
+  it: a bare name is the narrative's to quote, dated and attributed); of the
+  others' only identifiers that are not bare numbers. Each entry keeps its label
+  ("passport number", "booking reference") when the text has one; a
+  transcript's date stamp is not an entry.
   Call ids are bookkeeping and never carried. Said again later, an entry keeps
   its place and takes the highest rank of its mentions.
 
@@ -60,7 +64,7 @@ SCAN_CHARS = 20_000
 INSTRUCTION = "instruction"
 # Ranks: what gives way first has the lowest.
 TOOL_RANK, ASSISTANT_RANK, USER_DETAIL_RANK, USER_ID_RANK, PINNED_RANK = range(5)
-_USER_ID_KINDS = frozenset({"id", "email", "url", "path", "version"})
+_USER_ID_KINDS = frozenset({"id", "email", "phone", "url", "path", "version"})
 
 # An instruction is said to the agent: an imperative opening the sentence, or
 # the user asking for something of "you" (not "I always loved painting").
@@ -85,7 +89,7 @@ _CORRECTION_CUE = re.compile(
 )
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _LABEL_STOP_WORDS = """my the a an is are was were be it its our your his her their this that these
-    those of for to and or with as at on in by"""
+    those of for to and or with as at on in by i you he she we they me him us them"""
 _LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split())
 _COPULAS = frozenset({"is", "are", "was", "were", "be", "being"})
 _LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
@@ -273,9 +277,14 @@ def narrative_of(summary: str | None) -> str | None:
 # -- finding entries --------------------------------------------------------------------
 
 
+# "[1:56 pm on 8 May, 2023] text": a transcript's date stamp, not something said.
+_STAMP = re.compile(r"\A\s*\[[^\[\]\n]{4,60}\]\s*")
+
+
 def _text(message: ChatMessage) -> str:
     text = message.text
-    return text if len(text) <= SCAN_CHARS else text[:SCAN_CHARS]
+    text = text if len(text) <= SCAN_CHARS else text[:SCAN_CHARS]
+    return _STAMP.sub("", text, count=1)
 
 
 def _entries_of(seq: int | None, message: ChatMessage) -> Iterable[LedgerEntry]:
@@ -298,28 +307,39 @@ def _entries_of(seq: int | None, message: ChatMessage) -> Iterable[LedgerEntry]:
                 rank = PINNED_RANK
             elif identifier.kind in _USER_ID_KINDS:
                 rank = USER_ID_RANK
-            else:
+            elif label or identifier.kind != "name":
                 rank = USER_DETAIL_RANK
+            else:
+                # A bare name says little on its own: the narrative quotes it
+                # in its sentence, dated and attributed.
+                continue
             yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, rank)
         return
     if role == "assistant":
         for identifier, label in _labelled(text):
-            # An assistant's prices and counts are mostly quoted tool data.
-            if identifier.kind not in ("amount", "number"):
+            # An assistant's prices, counts, times and bare numbers are mostly
+            # quoted tool data; its names and dates the narrative's to quote.
+            if _carried_id(identifier):
                 yield LedgerEntry(
                     identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
                 )
         for call in message.tool_calls:
             for identifier, label in _labelled(call.arguments[:SCAN_CHARS], call_ids):
-                if identifier.kind != "name":
+                if _carried_id(identifier):
                     yield LedgerEntry(
                         identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
                     )
         return
     if role == "tool":
         for identifier, label in _labelled(text, call_ids):
-            if identifier.kind in _USER_ID_KINDS:
+            if _carried_id(identifier):
                 yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, TOOL_RANK)
+
+
+def _carried_id(identifier: Any) -> bool:
+    """Whether an identifier the assistant or a tool named is carried: ids,
+    codes, addresses and paths, but not bare numbers (prices, counts, lines)."""
+    return identifier.kind in _USER_ID_KINDS and not identifier.value.isdigit()
 
 
 def _labelled(text: str, skip: frozenset[str] = frozenset()) -> Iterable[tuple[Any, str]]:

@@ -92,6 +92,7 @@ class OfflineSummariser:
             budget_tokens=request.budget_tokens,
             counter=request.counter,
             previous_summary=request.previous_summary,
+            instructions=request.instructions,
         )
         return Summary(text, OFFLINE)
 

@@ -35,7 +35,7 @@ TRAVEL = {
     "restaurant booking": "RB2208",
     "tour code": "TC-90211",
     "lounge pass": "LG4410",
-    "return flight": "BA0118",
+    "emergency contact phone": "+44 7700 900461",
 }
 COUNTER = TokenCounter.for_model("gpt-4o")
 
