@@ -14,9 +14,11 @@ until a later message supersedes it:
 - **identifiers** (ids, codes, e-mails, URLs, paths: ``memory.compaction.identifiers``)
   and phone numbers that the user, the assistant, its tool calls or a tool
   result named, and the
-  **numbers, amounts, dates and names** the user named (a name only with words
-  that label it, "my dentist Dr Alvarez", or in a message asking to remember
-  it: a bare name is the narrative's to quote, dated and attributed); of the
+  **numbers, amounts, dates and names** the user named with words that label
+  them ("my dentist Dr Alvarez", "check-in: 12 May") or in a message asking to
+  remember them, and in a task agent's session (tool calls) the user's bare
+  numbers, amounts and dates too (a bare name, and in a conversation between
+  people any bare value, is the narrative's to quote, dated and attributed); of the
   others' only identifiers that are not bare numbers. Each entry keeps its label
   ("passport number", "booking reference") when the text has one; a
   transcript's date stamp is not an entry.
@@ -190,8 +192,12 @@ class Ledger:
         shares a word with them."""
         entries = list(self.entries)
         index = {entry.key: i for i, entry in enumerate(entries)}
+        # A task agent's session (tool calls) carries the user's bare dates and
+        # figures too; a conversation between people quotes them in its
+        # narrative, dated and attributed, so only labelled ones are carried.
+        task = any(m.role == "tool" or m.tool_calls for _, m in messages)
         for seq, message in messages:
-            for entry in _entries_of(seq, message):
+            for entry in _entries_of(seq, message, task):
                 if entry.key in index:
                     # Said again: it stays where it was first said, ranked as
                     # the weightiest of its mentions (the user naming what a
@@ -287,7 +293,7 @@ def _text(message: ChatMessage) -> str:
     return _STAMP.sub("", text, count=1)
 
 
-def _entries_of(seq: int | None, message: ChatMessage) -> Iterable[LedgerEntry]:
+def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[LedgerEntry]:
     role = message.role
     text = _text(message)
     # Call ids are the transcript's bookkeeping, not something to keep.
@@ -307,11 +313,11 @@ def _entries_of(seq: int | None, message: ChatMessage) -> Iterable[LedgerEntry]:
                 rank = PINNED_RANK
             elif identifier.kind in _USER_ID_KINDS:
                 rank = USER_ID_RANK
-            elif label or identifier.kind != "name":
+            elif label or (task and identifier.kind != "name"):
                 rank = USER_DETAIL_RANK
             else:
-                # A bare name says little on its own: the narrative quotes it
-                # in its sentence, dated and attributed.
+                # A bare name (or, in a conversation, date or figure) says little
+                # on its own: the narrative quotes it, dated and attributed.
                 continue
             yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, rank)
         return
