@@ -130,10 +130,13 @@ def _checked(text: Text, ignored: set[str]) -> list[Identifier]:
 
 
 def report(
-    event: CompactionEvent, folded: Sequence[Text], previous_summary: str | None = None
+    event: CompactionEvent,
+    folded: Sequence[Text],
+    previous_summary: str | None = None,
+    summary: str | None = None,
 ) -> Report:
     """Every identifier in ``folded`` and in ``previous_summary``, kept or lost
-    in ``event.summary``."""
+    in ``summary`` (an operator's correction of it), else in ``event.summary``."""
     ignored = {name.casefold() for text in folded for name in text.tools}
     before = list(folded)
     if previous_summary:
@@ -146,7 +149,7 @@ def report(
             first.setdefault(ident, text.seq)
         if text.role == Message.Role.USER:
             by_user.update(found)
-    checked = kept_in(event.summary, first)
+    checked = kept_in(event.summary if summary is None else summary, first)
     return Report(
         tuple(Found(ident, kept, ident in by_user, first[ident]) for ident, kept in checked),
         partial=len(folded) >= FOLDED_LIMIT,

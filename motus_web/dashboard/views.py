@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
-from motus_web.sessions import jobs, memories, once, operations
+from motus_web.sessions import history, in_place, jobs, memories, once, operations
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
@@ -99,7 +99,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     page = Paginator(session.messages.order_by("seq"), MESSAGES_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    events = _events(session)
+    events = operations.events_of(session)
     active = timeline.folds(events)
     context: dict[str, object] = {
         "session": session,
@@ -109,6 +109,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
             list(page.object_list), events, active, first_page=page.number == 1
         ),
         "in_context_from": _in_context_from(session, active),
+        "latest_rewind": next((e for e in reversed(events) if history.is_rewind(e)), None),
     }
     if _wants_fragment(request):
         return _render(request, "dashboard/session_detail.html", "timeline", context)
@@ -122,19 +123,12 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         chart=_token_chart(session, compactions),
         compactions=_with_lost_identifiers(session, listed),
         compactions_total=len(compactions),
-        undoable=operations.undoable(compactions)[0],
+        undoable=operations.undoable(events)[0],
+        compact_fields=fields(as_of=session.record_count),
+        compactor=in_place.compactor_name(session),
         undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
-
-
-def _events(session: Session) -> list[CompactionEvent | ContextChange]:
-    """Every event of the session in log order: few, whatever its length."""
-    found: list[CompactionEvent | ContextChange] = [
-        *session.compaction_events.all(),
-        *session.context_changes.all(),
-    ]
-    return sorted(found, key=lambda row: row.position)
 
 
 def _in_context_from(session: Session, active: list[timeline.Fold]) -> int:
@@ -569,10 +563,14 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
     folded, replayed = _compaction_messages(session, event)
     texts = lost.texts(folded)
     only_lost = request.GET.get("show") == "lost"
+    corrections = in_place.corrections_of(session, event) if event.summary is not None else []
+    corrected = corrections[-1].record_extra.get("summary") if corrections else None
     context = {
         "session": session,
         "event": event,
-        "report": lost.report(event, texts, previous_summary),
+        "corrections": corrections,
+        "corrected": corrected,
+        "report": lost.report(event, texts, previous_summary, corrected),
         "only_lost": only_lost,
         "folded_count": len(texts),
         "previous": compactions.filter(position__lt=position).order_by("-position").first(),
@@ -600,6 +598,9 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
             through_seq=event.through_seq,
         ).first()
         if event.model == "offline"
+        else None,
+        correct_fields=fields(target=event.position, as_of=session.record_count)
+        if in_place.in_force(session) == event
         else None,
         later_revert=session.compaction_events.filter(
             kind=CompactionEvent.Kind.REVERT, reverts=event.number, position__gt=event.position
