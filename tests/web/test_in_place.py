@@ -510,3 +510,52 @@ def test_in_place_actions_refuse_get_where_they_want_post(compacted: Session) ->
     for target in in_place_posts(compacted):
         assert client.get(target).status_code == 405
     assert reverse("dashboard:compact_now", args=[compacted.public_id]).endswith("/compact/")
+
+
+# -- the page's reading of the rows agrees with the library ----------------------------
+
+
+def assert_pages_agree_with_the_library(session: Session) -> None:
+    """The messages the session page shows in force (read from the event rows,
+    no restore) are exactly the live context's, and the compaction it offers
+    to undo is the library's compaction in force."""
+    from motus_web.dashboard import timeline
+    from motus_web.sessions.operations import events_of, undoable
+
+    live = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
+    in_context = {seq for seq in live.get_session_state().seqs if seq is not None}
+    events = events_of(session)
+    active = timeline.folds(events)
+    seqs = session.messages.values_list("seq", flat=True)
+    assert {seq for seq in seqs if timeline.folded_by(seq, active) is None} == in_context
+    offered, _ = undoable(events)
+    assert (offered.number if offered else None) == live.compaction_in_force
+
+
+def test_what_the_page_marks_in_force_is_the_live_context_after_every_action(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    session_id = compacted.public_id
+    first = latest_compaction(compacted)
+    assert first.summarized_first_seq is not None
+    steps = [
+        lambda: confirm(client, url("rewind_confirm", session_id, first.summarized_first_seq + 3)),
+        lambda: add_turns(compacted, 3),
+        lambda: client.post(*compact_form(client, compacted)),
+        lambda: confirm(client, url("rewind_confirm", session_id, 27)),
+        lambda: add_turns(compacted, 1),
+        lambda: confirm(client, url("undo_rewind_confirm", session_id, 2)),
+        lambda: confirm(client, url("undo_confirm", session_id)),
+        lambda: confirm(client, url("rewind_confirm", session_id, 11)),
+        lambda: confirm(client, url("undo_rewind_confirm", session_id, 4)),
+    ]
+    assert_pages_agree_with_the_library(compacted)
+    for step in steps:
+        response = step()
+        assert response is None or response.status_code == 303, response.content.decode()
+        assert_pages_agree_with_the_library(compacted)
+        assert_restore_equals_live(compacted)
+        assert_every_call_is_answered(context_of(session_id))
+    kinds = [r["type"] for r in log_of(session_id)]
+    assert kinds.count("rewind") == 5
