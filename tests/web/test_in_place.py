@@ -537,10 +537,10 @@ def test_what_the_page_marks_in_force_is_the_live_context_after_every_action(
 ) -> None:
     client = owner_client(compacted)
     session_id = compacted.public_id
-    first = latest_compaction(compacted)
-    assert first.summarized_first_seq is not None
+    folded_from = latest_compaction(compacted).summarized_first_seq
+    assert folded_from is not None
     steps = [
-        lambda: confirm(client, url("rewind_confirm", session_id, first.summarized_first_seq + 3)),
+        lambda: confirm(client, url("rewind_confirm", session_id, folded_from + 3)),
         lambda: add_turns(compacted, 3),
         lambda: client.post(*compact_form(client, compacted)),
         lambda: confirm(client, url("rewind_confirm", session_id, 27)),
