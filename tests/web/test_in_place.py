@@ -559,3 +559,23 @@ def test_what_the_page_marks_in_force_is_the_live_context_after_every_action(
         assert_every_call_is_answered(context_of(session_id))
     kinds = [r["type"] for r in log_of(session_id)]
     assert kinds.count("rewind") == 5
+
+
+def test_a_stale_form_names_the_rewind_or_correction_logged_since(compacted: Session) -> None:
+    client = owner_client(compacted)
+    event = latest_compaction(compacted)
+    action, form = form_of(client, url("rewind_confirm", compacted.public_id, 7))
+    page = client.get(url("compaction_detail", compacted.public_id, event.position))
+    correct, fields = confirmation_form(
+        page.content.decode(), url("correct_summary", compacted.public_id, event.position)
+    )
+    client.post(correct, {**fields, "summary": "Better."})
+    confirm(client, url("rewind_confirm", compacted.public_id, 3))
+
+    response = client.post(action, form)
+
+    assert response.status_code == 409
+    assert (
+        f"the summary of compaction {event.number} was corrected, rewind 1 happened"
+        in response.content.decode()
+    )
