@@ -78,14 +78,53 @@ def rewind_session(request: HttpRequest, public_id: str, seq: int) -> HttpRespon
     session = visible_session(request, public_id)
     get_object_or_404(session.messages, seq=seq)
     back = reverse("dashboard:rewind_confirm", args=[session.public_id, seq])
-    reason = _reason(request, f"rewound to #{seq} from the dashboard")
     try:
-        target, as_of = form_number(request, "target"), form_number(request, "as_of")
-        with acting(request, "rewind", f"{session.public_id} after#{target}", back) as spent:
-            number = in_place.rewind(
-                session, LogPoint("after_message", target), reason, as_of=as_of
-            )
-            done = f"Rewind {number}: the session continues from right after message #{target}."
+        target = form_number(request, "target")
+    except Refused as refused:
+        return refused.response(request)
+    return _rewind(request, session, LogPoint("after_message", target), back)
+
+
+@require_safe
+@login_required
+def rewind_before_confirm(request: HttpRequest, public_id: str, position: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    event = get_object_or_404(session.compaction_events, position=position, kind="ok")
+    return confirm_page(
+        request,
+        session,
+        title=f"Rewind to before compaction {event.number}?",
+        explain=(
+            f"This session continues from the context as it was just before compaction "
+            f"{event.number}, with the messages it folded. Everything logged after it stays "
+            "in the log and on this session's page, marked inactive, and the rewind can be "
+            "undone. (Restore makes a new session from there instead.)"
+        ),
+        action=reverse("dashboard:rewind_before", args=[session.public_id, position]),
+        button=f"Rewind to before compaction {event.number}",
+        reason=True,
+        size=in_place.rewind_preview(session, in_place.before(event)),
+        target={"as_of": session.record_count},
+    )
+
+
+@require_POST
+@login_required
+def rewind_before(request: HttpRequest, public_id: str, position: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    event = get_object_or_404(session.compaction_events, position=position, kind="ok")
+    back = reverse("dashboard:rewind_before_confirm", args=[session.public_id, position])
+    return _rewind(request, session, in_place.before(event), back)
+
+
+def _rewind(request: HttpRequest, session: Session, point: LogPoint, back: str) -> HttpResponse:
+    """Rewind to ``point`` once for the form's token; 303 to the session page."""
+    reason = _reason(request, f"rewound to {point} from the dashboard")
+    try:
+        as_of = form_number(request, "as_of")
+        with acting(request, "rewind", f"{session.public_id} {point}", back) as spent:
+            number = in_place.rewind(session, point, reason, as_of=as_of)
+            done = f"Rewind {number}: the session continues from {point}."
             once.done(spent, session_url(session), done)
     except CompactionError as error:
         return _cannot(request, session, "Not rewound", str(error))
@@ -119,7 +158,7 @@ def undo_rewind_confirm(request: HttpRequest, public_id: str, number: int) -> Ht
         action=reverse("dashboard:undo_rewind", args=[session.public_id, number]),
         button=f"Undo rewind {number}",
         reason=True,
-        size=in_place.undo_rewind_preview(session, number),
+        size=in_place.rewind_preview(session, LogPoint("before_rewind", number)),
         target={"as_of": session.record_count},
     )
 

@@ -45,6 +45,16 @@ urlpatterns = [
     ),
     path(f"{_session}rewinds/<int:number>/undo/do/", in_place.undo_rewind, name="undo_rewind"),
     path(
+        f"{_session}compactions/<int:position>/rewind/",
+        in_place.rewind_before_confirm,
+        name="rewind_before_confirm",
+    ),
+    path(
+        f"{_session}compactions/<int:position>/rewind/do/",
+        in_place.rewind_before,
+        name="rewind_before",
+    ),
+    path(
         f"{_session}compactions/<int:position>/correct/",
         in_place.correct_summary,
         name="correct_summary",

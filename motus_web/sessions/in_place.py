@@ -60,9 +60,20 @@ def rewind_plan(session: Session, message: Message) -> RewindPlan:
     if cut.after is None:
         raise CannotRewindError(f"{cut.moved} There is no earlier point to continue from.")
     point = LogPoint("after_message", cut.after)
+    return RewindPlan(message.seq, point, cut.moved, rewind_preview(session, point))
+
+
+def before(event: CompactionEvent) -> LogPoint:
+    """The point just before compaction ``event`` (numbers restart after a
+    reset, so its ``through_seq`` narrows it)."""
+    return LogPoint("before_compaction", event.number or 0, event.through_seq)
+
+
+def rewind_preview(session: Session, point: LogPoint) -> ContextSize:
+    """The context a rewind to ``point`` would leave, by the library, writing nothing."""
     memory = restore_view(session)
     memory.rewind(point, reason="preview")
-    return RewindPlan(message.seq, point, cut.moved, ContextSize.of(memory))
+    return ContextSize.of(memory)
 
 
 def rewind(session: Session, point: LogPoint, reason: str, *, as_of: int) -> int:
@@ -79,12 +90,6 @@ def rewind(session: Session, point: LogPoint, reason: str, *, as_of: int) -> int
 def latest_rewind(session: Session) -> ContextChange | None:
     """The session's newest rewind, the one "undo the rewind" undoes."""
     return session.context_changes.filter(kind=history.REWIND).order_by("-position").first()
-
-
-def undo_rewind_preview(session: Session, number: int) -> ContextSize:
-    memory = restore_view(session)
-    memory.rewind(LogPoint("before_rewind", number), reason="preview")
-    return ContextSize.of(memory)
 
 
 def undo_rewind(session: Session, number: int, reason: str, *, as_of: int) -> int:

@@ -133,6 +133,29 @@ def test_the_chat_continues_from_the_rewound_context(long_plain: Session) -> Non
     assert seqs == list(range(32 + 4))  # seqs keep growing after the rewind
 
 
+def test_the_chats_memory_is_the_rewound_and_corrected_context(compacted: Session) -> None:
+    from motus_web.chat.turns import restore_memory
+
+    from .chat_helpers import scripted_model
+
+    client = owner_client(compacted)
+    confirm(client, url("rewind_confirm", compacted.public_id, 27))
+    client.post(*compact_form(client, compacted))
+    event = latest_compaction(compacted)
+    page = client.get(url("compaction_detail", compacted.public_id, event.position))
+    action, form = confirmation_form(
+        page.content.decode(), url("correct_summary", compacted.public_id, event.position)
+    )
+    client.post(action, {**form, "summary": "Bookings B0-B6 fly to cities 0-6."})
+    model = scripted_model("http://127.0.0.1:9/v1")  # never called: the memory is only built
+
+    chat_memory = restore_memory(compacted, model, model.client())
+
+    assert chat_memory.get_context() == assert_restore_equals_live(compacted)
+    assert chat_memory.summary == "Bookings B0-B6 fly to cities 0-6."
+    assert chat_memory.rewind_count == 1
+
+
 def test_a_rewind_asked_inside_a_tool_round_moves_to_its_end_and_says_so(
     long_plain: Session,
 ) -> None:
@@ -165,6 +188,32 @@ def test_a_rewind_before_a_compaction_brings_back_its_messages(compacted: Sessio
     assert context_of(compacted.public_id) == expected.get_context()
     page = client.get(url("session_detail", compacted.public_id)).content.decode()
     assert f"Undo compaction {event.number}<" not in page  # rewound past it: not in force
+
+
+def test_a_rewind_to_before_a_compaction_from_its_page_is_the_librarys(
+    compacted: Session,
+) -> None:
+    event = latest_compaction(compacted)
+    expected = library_copy(compacted)
+    expected.rewind(LogPoint("before_compaction", event.number or 0, event.through_seq))
+    client = owner_client(compacted)
+    detail = client.get(url("compaction_detail", compacted.public_id, event.position)).content
+    confirm_url = url("rewind_before_confirm", compacted.public_id, event.position)
+
+    page = client.get(confirm_url).content.decode()
+    response = confirm(client, confirm_url)
+
+    assert confirm_url in detail.decode()
+    assert f"Rewind to before compaction {event.number}?" in page
+    tokens = expected.estimate_context_tokens()
+    assert f"{len(expected.messages)} messages in the context, {tokens:,} tokens" in page
+    assert response.status_code == 303
+    assert log_of(compacted.public_id)[-1]["target"] == {
+        "before_compaction": event.number,
+        "through_seq": event.through_seq,
+    }
+    assert assert_restore_equals_live(compacted) == expected.get_context()
+    assert_pages_agree_with_the_library(compacted)
 
 
 def test_a_rewind_form_sent_twice_rewinds_once_and_links_the_result(long_plain: Session) -> None:
