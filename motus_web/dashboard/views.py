@@ -195,7 +195,12 @@ def _session_cost(session: Session) -> tuple[costs.Cost | None, int]:
 def _context_change(event: CompactionEvent | ContextChange) -> str:
     """What ``event`` did to the context, in words; ``""`` when it left it alone."""
     if isinstance(event, ContextChange):
-        return "a reset" if event.kind == ContextChange.Kind.RESET else "a system prompt change"
+        return {
+            ContextChange.Kind.RESET: "a reset",
+            ContextChange.Kind.SYSTEM_PROMPT: "a system prompt change",
+            history.REWIND: "a rewind",
+            history.SUMMARY_CORRECTION: "a summary correction",
+        }.get(event.kind, f"a {event.kind} record")
     if event.kind == CompactionEvent.Kind.OK:
         return f"compaction {event.number}" if event.number is not None else "a compaction"
     if event.kind == CompactionEvent.Kind.REVERT:
