@@ -77,12 +77,13 @@ def rewind_preview(session: Session, point: LogPoint) -> ContextSize:
 
 
 def rewind(session: Session, point: LogPoint, reason: str, *, as_of: int) -> int:
-    """Continue the session in place from ``point`` (a plan's, checked again
-    under the lease): the library appends a ``rewind`` record after which the
-    live context is its restore of the log up to ``point``. Returns the
-    rewind's number. Raises ``StaleTargetError`` when the session logged
-    anything since it had ``as_of`` records, ``CompactionError`` for a point
-    inside a tool round, ``SessionBusyError`` while a chat turn writes it."""
+    """Continue the session in place from ``point`` (a plan's: the session
+    unchanged since ``as_of`` is what makes it still the plan's): the library
+    appends a ``rewind`` record after which the live context is its restore
+    of the log up to ``point``. Returns the rewind's number. Raises
+    ``StaleTargetError`` when the session logged anything since it had
+    ``as_of`` records, ``CompactionError`` for a point inside a tool round,
+    ``SessionBusyError`` while a chat turn writes it."""
     with writing(session, "rewind", as_of=as_of) as memory:
         return memory.rewind(point, reason=reason)
 

@@ -282,6 +282,37 @@ def test_a_rewind_can_be_undone_and_the_context_comes_back(long_plain: Session) 
     assert "Undo rewind 2" in shown  # and the undo can itself be undone
 
 
+def test_an_undo_rewind_form_sent_twice_undoes_once(long_plain: Session) -> None:
+    client = owner_client(long_plain)
+    confirm(client, url("rewind_confirm", long_plain.public_id, 7))
+    action, form = form_of(client, url("undo_rewind_confirm", long_plain.public_id, 1))
+    before = len(log_of(long_plain.public_id))
+
+    answers = [client.post(action, form), client.post(action, form)]
+
+    assert [a.status_code for a in answers] == [303, 409]
+    assert "Already done" in answers[1].content.decode()
+    assert [r["target"] for r in log_of(long_plain.public_id)[before:]] == [{"before_rewind": 1}]
+
+
+def test_after_a_rewind_past_every_compaction_undo_says_none_is_in_force(
+    compacted: Session,
+) -> None:
+    client = owner_client(compacted)
+    confirm(client, url("rewind_confirm", compacted.public_id, 3))
+
+    page = client.get(url("undo_confirm", compacted.public_id))
+
+    assert page.status_code == 404
+    assert "No compaction is in force: a rewind or a reset went back before them" in (
+        page.content.decode()
+    )
+    assert (
+        "Undo compaction"
+        not in client.get(url("session_detail", compacted.public_id)).content.decode()
+    )
+
+
 def test_an_undo_rewind_form_for_an_older_rewind_is_refused_naming_the_newer_one(
     long_plain: Session,
 ) -> None:
