@@ -7,8 +7,9 @@ library; fork and restore create a new session whose first records are the
 library's fork of the restored memory, written through ``DatabaseLogStore``
 with its owner, in one transaction.
 
-Writes to a live session (undo, delete) hold the session's writer lease for
-their transaction (``lease.holding``), so they never land in the middle of a
+Writes to a live session (undo, delete, and the actions of ``in_place``
+through ``writing``) hold the session's writer lease for their transaction
+(``lease.holding``), so they never land in the middle of a
 chat turn: while one streams they are refused with ``SessionBusyError``. They
 also check, under that lease, that the session is as the confirmation saw it
 (``as_of``, its record count then) and raise ``StaleTargetError`` naming

@@ -83,6 +83,8 @@ def test_the_rewind_page_states_the_context_afterwards_and_changes_nothing(
     tokens = expected.estimate_context_tokens()
     assert f"{len(expected.messages)} messages in the context, {tokens:,} tokens" in html
     assert "over the threshold" not in html
+    message_page = owner_client(long_plain).get(url("message_detail", long_plain.public_id, 7))
+    assert url("rewind_confirm", long_plain.public_id, 7) in message_page.content.decode()
     _, hidden = confirmation_form(html)
     assert hidden["target"] == "7"
     assert hidden["as_of"] == str(len(before))
