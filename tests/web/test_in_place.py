@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from memory import CompactionMemory, InMemoryLogStore, LogPoint
-from motus_web.sessions import lease
+from motus_web.sessions import history, lease
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import ActionToken, CompactionEvent, Session
 
@@ -661,3 +661,77 @@ def test_a_stale_form_names_the_rewind_or_correction_logged_since(compacted: Ses
         f"the summary of compaction {event.number} was corrected, rewind 1 happened"
         in response.content.decode()
     )
+
+
+SEEDS = [1, 2, 3, 4, 5]  # 30 seeds passed once; five keep the suite quick
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_runs_of_in_place_actions_keep_pages_restore_and_live_in_agreement(
+    owner: User, seed: int
+) -> None:
+    """Rewinds (to any message, before any compaction), undos of rewinds and
+    compactions, corrections, compactions now and new turns, in a random
+    order through storage: after each, the page's reading, the checkpointed
+    restore and the full replay agree, and every call has its result."""
+    import random
+
+    from motus_web.sessions import in_place, operations
+
+    rng = random.Random(seed)
+    session = make_session(owner, turns=6, filler=60, threshold=600)
+
+    def fresh() -> Session:
+        return Session.objects.get(pk=session.pk)
+
+    def rewind_to_a_message() -> None:
+        now = fresh()
+        message = rng.choice(list(now.messages.order_by("seq")))
+        plan = in_place.rewind_plan(now, message)
+        in_place.rewind(now, plan.point, "random", as_of=now.record_count)
+
+    def rewind_before_a_compaction() -> None:
+        now = fresh()
+        events = list(now.compaction_events.filter(kind="ok").order_by("position"))
+        if events:
+            event = rng.choice(events)
+            in_place.rewind(now, in_place.before(event), "random", as_of=now.record_count)
+
+    def undo_the_latest_rewind() -> None:
+        now = fresh()
+        latest = in_place.latest_rewind(now)
+        number = history.rewind_number(latest) if latest is not None else None
+        if number is not None:
+            in_place.undo_rewind(now, number, "random", as_of=now.record_count)
+
+    def undo_a_compaction() -> None:
+        now = fresh()
+        event, _ = operations.undoable(operations.events_of(now))
+        if event is not None:
+            operations.undo_compaction(now, "random", target=event.position, as_of=now.record_count)
+
+    def correct() -> None:
+        now = fresh()
+        event = in_place.in_force(now)
+        if event is not None:
+            text = f"Corrected {rng.random():.6f}"
+            in_place.correct_summary(now, event.position, text, "random", as_of=now.record_count)
+
+    def compact() -> None:
+        now = fresh()
+        in_place.compact_now(now, rng.choice(["", "keep B2"]), as_of=now.record_count)
+
+    actions = [
+        rewind_to_a_message,
+        rewind_before_a_compaction,
+        undo_the_latest_rewind,
+        undo_a_compaction,
+        correct,
+        compact,
+        lambda: add_turns(fresh(), 1),
+    ]
+    for _ in range(10):
+        rng.choice(actions)()
+        now = fresh()
+        assert_pages_agree_with_the_library(now)
+        assert_every_call_is_answered(assert_restore_equals_live(now))
