@@ -22,7 +22,10 @@ until a later message supersedes it:
   others' only identifiers that are not bare numbers. Each entry keeps its label
   ("passport number", "booking reference") when the text has one; a
   transcript's date stamp is not an entry.
-  Call ids are bookkeeping and never carried. Said again later, an entry keeps
+  Source code names only its paths and URLs (a tool result that reads as
+  code, a call's argument that is a body of code: ``memory.compaction.code``):
+  its other names are the program's vocabulary. Call ids are bookkeeping and
+  never carried. Said again later, an entry keeps
   its place and takes the highest rank of its mentions.
 
 A later message supersedes an entry when it gives the same label another value
@@ -55,6 +58,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..messages import ChatMessage
+from .code import body_spans, reads_as_code
 from .identifiers import find_identifiers, normalise
 
 LEDGER_HEADING = "Kept verbatim from earlier in the conversation:"
@@ -67,6 +71,8 @@ INSTRUCTION = "instruction"
 # Ranks: what gives way first has the lowest.
 TOOL_RANK, ASSISTANT_RANK, USER_DETAIL_RANK, USER_ID_RANK, PINNED_RANK = range(5)
 _USER_ID_KINDS = frozenset({"id", "email", "phone", "url", "path", "version"})
+# What a body of code names that a person may need again (``memory.compaction.code``).
+_CODE_KINDS = frozenset({"path", "url"})
 
 # An instruction is said to the agent: an imperative opening the sentence, or
 # the user asking for something of "you" (not "I always loved painting").
@@ -330,15 +336,20 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
                     identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
                 )
         for call in message.tool_calls:
-            for identifier, label in _labelled(call.arguments[:SCAN_CHARS], call_ids):
-                if _carried_id(identifier):
+            arguments = call.arguments[:SCAN_CHARS]
+            bodies = body_spans(arguments)
+            for identifier, label in _labelled(arguments, call_ids):
+                at = arguments.find(identifier.value)
+                in_body = any(start <= at < end for start, end in bodies)
+                if _carried_id(identifier) and (not in_body or identifier.kind in _CODE_KINDS):
                     yield LedgerEntry(
                         identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
                     )
         return
     if role == "tool":
+        code = reads_as_code(text)
         for identifier, label in _labelled(text, call_ids):
-            if _carried_id(identifier):
+            if _carried_id(identifier) and (not code or identifier.kind in _CODE_KINDS):
                 yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, TOOL_RANK)
 
 
