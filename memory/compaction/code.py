@@ -27,6 +27,10 @@ from __future__ import annotations
 
 import re
 
+from .identifiers import find_identifiers
+
+CODE_KINDS = frozenset({"path", "url"})
+"""The kinds of identifier a body of code names that a person may need again."""
 MIN_LINES = 3
 CODE_SHARE = 0.4
 BODY_BREAKS = 2
@@ -79,14 +83,18 @@ def is_prose(piece: str) -> bool:
     )
 
 
-def body_spans(arguments: str) -> list[tuple[int, int]]:
-    """The ``(start, end)`` character spans of ``arguments`` (a tool call's
-    JSON text) that are bodies of code: string values spanning lines."""
-    return [
-        match.span()
-        for match in _STRING.finditer(arguments)
-        if match.group().count("\\n") >= BODY_BREAKS
-    ]
+def without_bodies(arguments: str) -> str:
+    """``arguments`` (a tool call's JSON text) with each body of code (a
+    string value spanning lines) replaced by the paths and URLs it names, one
+    per line: what is left is what a person may need again."""
+    return _STRING.sub(_named_paths, arguments)
+
+
+def _named_paths(match: re.Match[str]) -> str:
+    literal = match.group()
+    if not is_body(literal):
+        return literal
+    return "\n".join(i.value for i in find_identifiers(literal) if i.kind in CODE_KINDS)
 
 
 def is_body(clause: str) -> bool:

@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..messages import ChatMessage
-from .code import body_spans, reads_as_code
+from .code import CODE_KINDS, reads_as_code, without_bodies
 from .identifiers import find_identifiers, normalise
 
 LEDGER_HEADING = "Kept verbatim from earlier in the conversation:"
@@ -71,8 +71,6 @@ INSTRUCTION = "instruction"
 # Ranks: what gives way first has the lowest.
 TOOL_RANK, ASSISTANT_RANK, USER_DETAIL_RANK, USER_ID_RANK, PINNED_RANK = range(5)
 _USER_ID_KINDS = frozenset({"id", "email", "phone", "url", "path", "version"})
-# What a body of code names that a person may need again (``memory.compaction.code``).
-_CODE_KINDS = frozenset({"path", "url"})
 
 # An instruction is said to the agent: an imperative opening the sentence, or
 # the user asking for something of "you" (not "I always loved painting").
@@ -336,12 +334,9 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
                     identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
                 )
         for call in message.tool_calls:
-            arguments = call.arguments[:SCAN_CHARS]
-            bodies = body_spans(arguments)
+            arguments = without_bodies(call.arguments[:SCAN_CHARS])
             for identifier, label in _labelled(arguments, call_ids):
-                at = arguments.find(identifier.value)
-                in_body = any(start <= at < end for start, end in bodies)
-                if _carried_id(identifier) and (not in_body or identifier.kind in _CODE_KINDS):
+                if _carried_id(identifier):
                     yield LedgerEntry(
                         identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
                     )
@@ -349,7 +344,7 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
     if role == "tool":
         code = reads_as_code(text)
         for identifier, label in _labelled(text, call_ids):
-            if _carried_id(identifier) and (not code or identifier.kind in _CODE_KINDS):
+            if _carried_id(identifier) and (not code or identifier.kind in CODE_KINDS):
                 yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, TOOL_RANK)
 
 
