@@ -160,7 +160,7 @@ def test_the_names_inside_source_code_are_not_counted_but_its_paths_are(owner: U
         "name": "Edit",
         "arguments": json.dumps({"file_path": "src/table.js", "new_string": source}),
     }
-    coding = [
+    coding: list[list[dict[str, Any]]] = [
         [
             {"role": "user", "content": "Fix the row colours in src/table.js."},
             {
