@@ -28,7 +28,7 @@ until a later message supersedes it:
   never carried. Said again later, an entry keeps
   its place and takes the highest rank of its mentions.
 
-A later message supersedes an entry when it gives the same label another value
+A later message of the user supersedes an entry when it gives the same label another value
 of the same kind and says it is a change ("actually", "instead", "new",
 "changed", "correction"...), or the label is specific (two words or more, as
 "passport number"): the new entry replaces the old, and the summary says
@@ -99,6 +99,8 @@ _LABEL_STOP_WORDS = """my the a an is are was were be it its our your his her th
 _LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split())
 _COPULAS = frozenset({"is", "are", "was", "were", "be", "being"})
 _LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+# ``"flight_number": "`` just before a value: its key says what it is.
+_JSON_KEY = re.compile(r'"([A-Za-z][A-Za-z_ -]{0,40})"\s*:\s*"?$')
 
 
 class _Counter(Protocol):
@@ -366,9 +368,14 @@ def _labelled(text: str, skip: frozenset[str] = frozenset()) -> Iterable[tuple[A
 def _label(before: str) -> str:
     """The words just before a value that say what it is, within its clause:
     "my passport number is" -> "passport number", "booking reference:" ->
-    "booking reference"; none across another value or a preposition
-    ("HAT123 for" -> "")."""
-    before = before.rstrip()
+    "booking reference", a JSON key ``"flight_number": "`` -> "flight
+    number"; none across another value or a preposition ("HAT123 for" -> "")."""
+    key = _JSON_KEY.search(before)
+    if key is not None:
+        words = key.group(1).replace("_", " ").replace("-", " ").casefold().split()
+        return " ".join(words) if len(words) <= 3 else ""
+    # A label is on the value's own line: "registry\n9dd68ea" is a list's lines.
+    before = before.rstrip(" \t")
     if before.endswith((":", "=")):
         before = before[:-1]
     clause = re.split(r"[,;.!?()\[\]{}\n\"]", before)[-1]
@@ -386,7 +393,8 @@ def _label(before: str) -> str:
 
 def _superseded(entries: list[LedgerEntry], new: LedgerEntry, text: str) -> int | None:
     """The index of the entry ``new`` corrects, if any (see the module)."""
-    if new.kind == INSTRUCTION or not new.label:
+    if new.kind == INSTRUCTION or not new.label or new.role != "user":
+        # Only the user corrects: a tool's listing names many values of one key.
         return None
     specific = len(new.label.split()) >= 2
     if not specific and not _CORRECTION_CUE.search(text):

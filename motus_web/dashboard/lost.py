@@ -26,8 +26,14 @@ from typing import Any
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast, Substr
 
-from memory import Identifier, find_identifiers, kept_in
-from memory.compaction.code import CODE_KINDS, reads_as_code, without_bodies
+from memory import (
+    CODE_KINDS,
+    Identifier,
+    find_identifiers,
+    kept_in,
+    reads_as_code,
+    without_bodies,
+)
 from motus_web.sessions.models import CompactionEvent, Message
 
 from .session_list import preview
