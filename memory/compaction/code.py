@@ -19,8 +19,9 @@ What reads as code:
   a comment marker, a decorator or a keyword such as ``def``, ``class``,
   ``import``, ``const``, ``defmodule``);
 * a tool call's argument that spans lines (a string value holding
-  ``BODY_BREAKS`` escaped line breaks in the arguments' JSON): a file's
-  content, an edit, a script.
+  ``BODY_BREAKS`` escaped line breaks in the arguments' JSON: a file's
+  content, an edit, a script) or whose one line is code (ends as a statement
+  or a block does, or assigns a call's result: an edit of one line).
 """
 
 from __future__ import annotations
@@ -47,8 +48,13 @@ _CODE_LINE = re.compile(
     rf"(?:[{{}};]|=>|->|\|>|\bdo)\s*$|^\s*(?:[}})\]]|//|/\*|\*/|#!|@\w|(?:{_KEYWORDS})\b)"
 )
 _JSON_STARTS = frozenset('"{[]}-0123456789tfn')
-# A JSON string literal: a call's arguments are JSON text.
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# One line of code, as an argument's whole value: it ends as a statement or a
+# block does, or assigns the result of a call ("x = f(y)"). A keyword alone
+# would not do: "for 2 adults" and "from the user" are not code.
+_ONE_LINE_OF_CODE = re.compile(r"(?:[{};]|=>|->)\s*$|^[^=]*\w\s*=\s*[^=].*\w\(")
+# A JSON string literal (to its end when the text was cut inside it): a
+# call's arguments are JSON text.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\Z)', re.DOTALL)
 
 
 def reads_as_code(text: str) -> bool:
@@ -98,8 +104,12 @@ def _named_paths(match: re.Match[str]) -> str:
 
 
 def is_body(clause: str) -> bool:
-    """Whether a clause of a call's arguments holds a body of code (or part of one)."""
-    return clause.count("\\n") >= BODY_BREAKS
+    """Whether a clause of a call's arguments (or one string value) holds a
+    body of code, or part of one: it spans lines, or its one line is code."""
+    if clause.count("\\n") >= BODY_BREAKS:
+        return True
+    value = clause.rpartition('":')[2].strip().strip('"')
+    return _ONE_LINE_OF_CODE.search(value) is not None
 
 
 def is_structured(text: str) -> bool:

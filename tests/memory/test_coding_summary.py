@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memory import ChatMessage
-from memory.compaction.code import reads_as_code
+from memory.compaction.code import is_body, reads_as_code, without_bodies
 from memory.compaction.ledger import LEDGER_HEADING, Ledger
 from memory.compaction.offline import offline_summary
 from memory.tokens import TokenCounter
@@ -29,7 +29,14 @@ SOURCE = "\n".join(
 )
 # Claude Code's Read shows a file behind a line-number gutter.
 LISTING = "\n".join(f"{n:>6}→{line}" for n, line in enumerate(SOURCE.splitlines(), 1))
-CODE_NAMES = ("querySelectorAll", "messageEls", "pushSelection", "borderLeft", "isCollapsed")
+CODE_NAMES = (
+    "querySelectorAll",
+    "messageEls",
+    "pushSelection",
+    "borderLeft",
+    "isCollapsed",
+    "querySelector",  # from an edit of one line
+)
 
 
 def call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -53,6 +60,8 @@ def session() -> list[ChatMessage]:
         result("c1", LISTING, name="Read"),
         answer("The handler never clears the border when the selection collapses."),
         call("c2", "Edit", file_path=APP, old_string=SOURCE, new_string=SOURCE + "\n// fixed"),
+        call("c4", "Edit", file_path=APP, old_string="const el = document.querySelector(sel);"),
+        result("c4", f"The file {APP} has been updated.", name="Edit"),
         result("c2", f"The file {APP} has been updated.", name="Edit"),
         call("c3", "Bash", command="npm test -- selection", description="Run the tests"),
         result("c3", "PASS test/selection.test.js\nTests: 12 passed, 12 total", name="Bash"),
@@ -74,6 +83,27 @@ def session() -> list[ChatMessage]:
 )
 def test_what_reads_as_code(text: str, code: bool) -> None:
     assert reads_as_code(text) is code
+
+
+@pytest.mark.parametrize(
+    ("value", "body"),
+    [
+        ("const el = document.querySelector(sel);", True),
+        ("x = render(rows)", True),
+        ("def f():\\n    return 1\\n", True),
+        ("OBUT9V", False),
+        ("(13 - 11) + (13 - 13)", False),
+        ("for 2 adults", False),
+        ("git status", False),
+    ],
+)
+def test_what_is_a_body_of_code_in_a_calls_arguments(value: str, body: bool) -> None:
+    assert is_body(f'"new_string": "{value}"') is body
+
+
+def test_a_body_cut_short_still_gives_only_its_paths() -> None:
+    cut = '{"file_path": "src/a.py", "content": "import os\\nos.remove(\\"/tmp/x.txt\\")\\nx = 1'
+    assert without_bodies(cut) == '{"file_path": "src/a.py", "content": /tmp/x.txt'
 
 
 def test_the_ledger_carries_the_paths_of_code_but_not_its_names() -> None:
