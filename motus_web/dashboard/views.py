@@ -564,7 +564,13 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
     event = get_object_or_404(session.compaction_events, position=position)
     compactions = session.compaction_events.filter(kind=CompactionEvent.Kind.OK)
     folded_in = _summary_before(session, event.position)
-    previous_summary = folded_in.summary if folded_in is not None else None
+    previous_summary = None
+    if folded_in is not None:
+        # The text this compaction folded in: the previous summary as corrected by then.
+        earlier = [
+            c for c in in_place.corrections_of(session, folded_in) if c.position < event.position
+        ]
+        previous_summary = earlier[-1].record_extra.get("summary") if earlier else folded_in.summary
     folded, replayed = _compaction_messages(session, event)
     texts = lost.texts(folded)
     only_lost = request.GET.get("show") == "lost"

@@ -735,3 +735,29 @@ def test_random_runs_of_in_place_actions_keep_pages_restore_and_live_in_agreemen
         now = fresh()
         assert_pages_agree_with_the_library(now)
         assert_every_call_is_answered(assert_restore_equals_live(now))
+
+
+def test_the_next_compaction_folds_in_the_corrected_summary_and_its_page_says_so(
+    long_plain: Session,
+) -> None:
+    client = owner_client(long_plain)
+    client.post(*compact_form(client, long_plain))
+    first = latest_compaction(long_plain)
+    action, form = confirmation_form(
+        client.get(url("compaction_detail", long_plain.public_id, first.position)).content.decode(),
+        url("correct_summary", long_plain.public_id, first.position),
+    )
+    client.post(action, {**form, "summary": "Booking reference ZX81QP matters most."})
+    add_turns(long_plain, 2)
+    client.post(*compact_form(client, long_plain))
+    second = latest_compaction(long_plain)
+    assert second.position != first.position
+
+    page = client.get(url("compaction_detail", long_plain.public_id, second.position))
+
+    html = page.content.decode()
+    folded_in = html[html.index('class="previous-summary"') :]
+    folded_in = folded_in[: folded_in.index("</details>")]
+    assert "Booking reference ZX81QP matters most." in folded_in  # as corrected
+    assert "Summary of the earlier conversation" not in folded_in  # not the original
+    assert "ZX81QP" in (second.summary or "")  # the library folded in the corrected text
