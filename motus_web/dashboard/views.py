@@ -153,7 +153,8 @@ def _with_lost_identifiers(
         seq__gte=min(first for first, _ in ranges),
         seq__lte=max(last for _, last in ranges),
     )
-    flags = lost.lost_user_identifiers(compactions, lost.texts(users))
+    corrected = in_place.corrected_summaries(session, compactions)
+    flags = lost.lost_user_identifiers(compactions, lost.texts(users), corrected)
     return [(event, flags.get(event.position, [])) for event in compactions]
 
 

@@ -14,6 +14,7 @@ preview that runs the same library call on a memory that writes nowhere
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,10 +132,19 @@ def corrections_of(session: Session, event: CompactionEvent) -> list[ContextChan
     return [c for c in later if c.record_extra.get("compaction_number") == event.number]
 
 
-def correction_preview(session: Session, text: str) -> ContextSize:
-    memory = restore_view(session)
-    memory.correct_summary(text, reason="preview")
-    return ContextSize.of(memory)
+def corrected_summaries(session: Session, events: Sequence[CompactionEvent]) -> dict[int, str]:
+    """The summary in use of each of ``events`` that an operator corrected
+    (its latest correction), by the compaction's log position: one query."""
+    found = session.context_changes.filter(kind=history.SUMMARY_CORRECTION).order_by("position")
+    corrections = list(found)
+    out: dict[int, str] = {}
+    for event in events:
+        for change in corrections:
+            text = change.record_extra.get("summary")
+            number = change.record_extra.get("compaction_number")
+            if change.position > event.position and number == event.number and text:
+                out[event.position] = text
+    return out
 
 
 def correct_summary(

@@ -761,3 +761,21 @@ def test_the_next_compaction_folds_in_the_corrected_summary_and_its_page_says_so
     assert "Booking reference ZX81QP matters most." in folded_in  # as corrected
     assert "Summary of the earlier conversation" not in folded_in  # not the original
     assert "ZX81QP" in (second.summary or "")  # the library folded in the corrected text
+
+
+def test_the_session_pages_lost_identifier_flag_reads_the_corrected_summary(
+    compacted: Session,
+) -> None:
+    event = latest_compaction(compacted)
+    client = owner_client(compacted)
+    flag = "user-named identifier"
+    before = client.get(url("session_detail", compacted.public_id)).content.decode()
+    action, form = confirmation_form(
+        client.get(url("compaction_detail", compacted.public_id, event.position)).content.decode(),
+        url("correct_summary", compacted.public_id, event.position),
+    )
+
+    client.post(action, {**form, "summary": "The user asked about some bookings."})
+
+    after = client.get(url("session_detail", compacted.public_id)).content.decode()
+    assert before.count(flag) < after.count(flag)
