@@ -123,13 +123,19 @@ def in_force(session: Session) -> CompactionEvent | None:
     return found[-1] if found else None
 
 
+def _corrects(change: ContextChange, event: CompactionEvent) -> bool:
+    """Whether ``change`` (a ``summary_correction`` row) corrects ``event``'s summary."""
+    number = change.record_extra.get("compaction_number")
+    return change.position > event.position and number == event.number
+
+
 def corrections_of(session: Session, event: CompactionEvent) -> list[ContextChange]:
     """The corrections of ``event``'s summary, oldest first (the last is in
     force while ``event`` is)."""
     later = session.context_changes.filter(
         kind=history.SUMMARY_CORRECTION, position__gt=event.position
     ).order_by("position")
-    return [c for c in later if c.record_extra.get("compaction_number") == event.number]
+    return [change for change in later if _corrects(change, event)]
 
 
 def corrected_summaries(session: Session, events: Sequence[CompactionEvent]) -> dict[int, str]:
@@ -141,8 +147,7 @@ def corrected_summaries(session: Session, events: Sequence[CompactionEvent]) -> 
     for event in events:
         for change in corrections:
             text = change.record_extra.get("summary")
-            number = change.record_extra.get("compaction_number")
-            if change.position > event.position and number == event.number and text:
+            if _corrects(change, event) and isinstance(text, str):
                 out[event.position] = text
     return out
 
