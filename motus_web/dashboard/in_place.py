@@ -11,7 +11,6 @@ asks first on a page that states the context it will leave.
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -220,13 +219,10 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
     instructions = request.POST.get("instructions", "").strip()[:INSTRUCTION_CHARS]
     back = session_url(session)
-    client, compact_model = in_place.compactor_of(session)
     try:
         as_of = form_number(request, "as_of")
         with acting(request, "compact", f"{session.public_id} compact@{as_of}", back) as spent:
-            event = in_place.compact_now(
-                session, instructions, as_of=as_of, client=client, compact_model=compact_model
-            )
+            event = in_place.compact_now(session, instructions, as_of=as_of)
             if event is None:
                 done, where = "Nothing to compact: the context holds too little to fold.", back
             else:
@@ -241,9 +237,6 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
             once.done(spent, where, done)
     except Refused as refused:
         return refused.response(request)
-    finally:
-        if (aclose := getattr(client, "aclose", None)) is not None:
-            async_to_sync(aclose)()
     ok = event is not None and event.kind == CompactionEvent.Kind.OK
     (messages.success if ok else messages.warning)(request, done)
     return see_other(where)
