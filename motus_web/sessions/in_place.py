@@ -138,13 +138,17 @@ def corrections_of(session: Session, event: CompactionEvent) -> list[ContextChan
     return [change for change in later if _corrects(change, event)]
 
 
-def corrected_summaries(session: Session, events: Sequence[CompactionEvent]) -> dict[int, str]:
-    """The summary in use of each of ``events`` that an operator corrected
-    (its latest correction), by the compaction's log position: one query."""
-    found = session.context_changes.filter(kind=history.SUMMARY_CORRECTION).order_by("position")
-    corrections = list(found)
+def corrected_summaries(
+    events: Sequence[CompactionEvent | ContextChange], compactions: Sequence[CompactionEvent]
+) -> dict[int, str]:
+    """The summary in use of each of ``compactions`` that an operator
+    corrected (its latest correction among ``events``, the session's event
+    rows in log order), by the compaction's log position."""
+    corrections = [
+        e for e in events if isinstance(e, ContextChange) and e.kind == history.SUMMARY_CORRECTION
+    ]
     out: dict[int, str] = {}
-    for event in events:
+    for event in compactions:
         for change in corrections:
             text = change.record_extra.get("summary")
             if _corrects(change, event) and isinstance(text, str):
