@@ -36,9 +36,13 @@ def _reason(request: HttpRequest, default: str) -> str:
     return request.POST.get("reason", "").strip()[:REASON_CHARS] or default
 
 
-def _cannot(request: HttpRequest, session: Session, title: str, why: str) -> HttpResponse:
+def _cannot(
+    request: HttpRequest, session: Session, title: str, why: str, status: int = 404
+) -> HttpResponse:
+    """A styled page saying why there is nothing to do: 404 for a page asked
+    for (as "nothing to undo" is), 409 for a POST the library refused."""
     context = {"session": session, "title": title, "reason": why}
-    return render(request, "dashboard/cannot.html", context, status=409)
+    return render(request, "dashboard/cannot.html", context, status=status)
 
 
 # -- rewind to a message -------------------------------------------------------------
@@ -126,7 +130,7 @@ def _rewind(request: HttpRequest, session: Session, point: LogPoint, back: str) 
             done = f"Rewind {number}: the session continues from {point}."
             once.done(spent, session_url(session), done)
     except CompactionError as error:
-        return _cannot(request, session, "Not rewound", str(error))
+        return _cannot(request, session, "Not rewound", str(error), status=409)
     except Refused as refused:
         return refused.response(request)
     messages.success(request, done)

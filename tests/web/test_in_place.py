@@ -807,3 +807,14 @@ def test_compact_now_uses_the_sessions_own_model_when_it_is_configured(
     assert record["instructions"] == "keep every booking"
     assert "Bookings B0 to B7, each to its city." in record["summary"]
     assert_restore_equals_live(long_plain)
+
+
+def test_undo_rewind_without_a_rewind_is_a_styled_page_that_says_so(long_plain: Session) -> None:
+    page = owner_client(long_plain).get(url("undo_rewind_confirm", long_plain.public_id, 1))
+
+    assert page.status_code == 404
+    html = page.content.decode()
+    assert "No rewind to undo" in html
+    assert "This session has no rewind." in html
+    assert url("session_detail", long_plain.public_id) in html
+    assert 'class="topbar"' in html
