@@ -40,10 +40,11 @@ What is exact and what is an estimate
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,15 @@ REPLY_PRIMING_TOKENS = 3
 # call id is not counted: it is not rendered into the prompt.
 TOKENS_PER_TOOL_CALL = 4
 
+# The encodings whose pattern the cut points of ``cut_ids`` are proven for.
+_CUT_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "o200k_harmony"})
+# How far back from the budget ``cut_ids`` looks for cut points, in tokens.
+_CUT_SEARCH_TOKENS = 256
+_ASCII_ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+# After a letter or digit: ASCII punctuation, space, tab or a line break (the
+# apostrophe aside: o200k's letter pieces may end in "'s", "'ll"...).
+_AFTER_ALNUM = frozenset(range(0x20, 0x7F)) - _ASCII_ALNUM - {ord("'")} | frozenset(b"\t\n\r")
+
 # Runs at least this long of one character class are counted in chunks (see above).
 LONG_RUN_CHARS = 4096
 RUN_CHUNK_CHARS = 1024
@@ -94,6 +104,27 @@ class TruncatedText:
     text: str  # the longest kept prefix
     tokens: int  # count(text)
     original_tokens: int  # count() of the whole input
+
+
+@dataclass(frozen=True, slots=True)
+class CountedText:
+    """A text counted once: ``tokens`` is ``count(text)``; ``ids`` are its
+    token ids when it was encoded whole (``None``: counted in chunks, see the
+    module doc), for ``TokenCounter.cut_ids``."""
+
+    text: str
+    tokens: int
+    ids: Sequence[int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class CutText:
+    """The result of ``TokenCounter.cut_ids``: ``text`` the kept prefix,
+    ``tokens`` its count, ``total`` the count of ``text + ending``."""
+
+    text: str
+    tokens: int
+    total: int
 
 
 @functools.cache
@@ -151,6 +182,26 @@ def _same_char_end(text: str, p: int) -> int:
         start += len(window)
         width *= 4
     return len(text)
+
+
+def _is_cut_point(data: bytes, offset: int) -> bool:
+    """Whether ``offset`` in the UTF-8 ``data`` is a place where the
+    cl100k/o200k patterns always end a piece, whatever follows.
+
+    Two cases, both between ASCII characters: a space after a printable
+    character (no piece holds a non-space followed by a space), and after a
+    letter or digit any of ``_AFTER_ALNUM`` (letter and digit pieces end at
+    the first other character). The text before such a point then splits
+    into the same pieces alone as within the whole text, and the text from it
+    on splits as it would alone (the patterns have no look-behind), so its
+    tokens are the whole text's up to there.
+    """
+    if offset <= 0 or offset >= len(data):
+        return False
+    before, after = data[offset - 1], data[offset]
+    if after == 0x20:
+        return 0x21 <= before <= 0x7E
+    return before in _ASCII_ALNUM and after in _AFTER_ALNUM
 
 
 def _utf8_prefix_chars(text: str, nbytes: int) -> int:
@@ -238,6 +289,55 @@ class TokenCounter:
             if len(text) <= 64 and len(self._short_counts) < 4096:
                 self._short_counts[text] = tokens
         return tokens
+
+    def counted(self, text: str) -> CountedText:
+        """``text`` counted once, keeping its token ids for ``cut_ids``."""
+        if len(text) < LONG_RUN_CHARS or not _long_runs(text):
+            ids = self._encode(text)
+            return CountedText(text, len(ids), ids)
+        return CountedText(text, self.count(text), None)
+
+    def cut_ids(
+        self, counted: CountedText, budget: int, max_tokens: int, ending: Callable[[int], str]
+    ) -> CutText | None:
+        """Cut ``counted.text`` from the token ids its count produced, without
+        tokenising it again.
+
+        The kept prefix ends at a cut point (``_is_cut_point``) at most
+        ``budget`` tokens in, so its count is the number of ids before it;
+        ``ending(kept_tokens)`` is appended and the count of the result is
+        exact from the ids before the previous cut point plus one encode of
+        the few characters from there on with the ending. ``total <=
+        max_tokens``. ``None`` when that is not possible that way (no ids, an
+        encoding whose pattern is not cl100k's or o200k's, text that is not
+        valid UTF-8, no cut point within ``_CUT_SEARCH_TOKENS`` of the budget,
+        a budget under 1): the caller cuts with ``truncate_counted``.
+        """
+        ids = counted.ids
+        if ids is None or self.encoding_name not in _CUT_ENCODINGS:
+            return None
+        if budget < 1 or budget >= len(ids):
+            return None
+        try:
+            data = counted.text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: tiktoken encodes a replacement
+            return None
+        # Cut points at token boundaries, from the budget backwards: (ids before, byte offset).
+        points: list[tuple[int, int]] = []
+        index, offset = budget, len(self._decode_bytes(ids[:budget]))
+        while index > 0 and budget - index <= _CUT_SEARCH_TOKENS:
+            if _is_cut_point(data, offset):
+                points.append((index, offset))
+            index -= 1
+            offset -= len(self._decode_bytes(ids[index : index + 1]))
+        if index == 0:
+            points.append((0, 0))  # the empty prefix is a cut point too
+        for (kept, end), (start_ids, start) in itertools.pairwise(points):
+            window = data[start:end].decode("utf-8") + ending(kept)
+            total = start_ids + len(self._encode(window))
+            if total <= max_tokens:
+                return CutText(data[:end].decode("utf-8"), kept, total)
+        return None
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` made of its first ``max_tokens`` tokens.
