@@ -91,6 +91,13 @@ _ASCII_ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq
 # apostrophe aside: o200k's letter pieces may end in "'s", "'ll"...).
 _AFTER_ALNUM = frozenset(range(0x20, 0x7F)) - _ASCII_ALNUM - {ord("'")} | frozenset(b"\t\n\r")
 
+# ``count_lines`` remembers the counts of this many characters of lines at most.
+_LINE_CACHE_CHARS = 8_000_000
+_ALNUM_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+# After a line break that follows a visible character: o200k's punctuation
+# pieces take a "/" after their line breaks, so it is left out.
+_LINE_START_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F)) - {"/"}
+
 # Runs at least this long of one character class are counted in chunks (see above).
 LONG_RUN_CHARS = 4096
 RUN_CHUNK_CHARS = 1024
@@ -204,6 +211,28 @@ def _is_cut_point(data: bytes, offset: int) -> bool:
     return before in _ASCII_ALNUM and after in _AFTER_ALNUM
 
 
+def _line_cuts(text: str) -> list[int]:
+    """Offsets next to the line breaks of ``text`` where the cl100k/o200k
+    patterns always end a piece, whatever is around (see ``_is_cut_point``):
+    after a line break between a visible character and an ASCII one other
+    than a space or "/" (a punctuation piece ends with its line breaks, a
+    line break alone is a piece), or else before a line break that follows
+    an ASCII letter or digit. The tokens of ``text`` are then those of its
+    parts between these offsets, one after the other."""
+    cuts = []
+    find = text.find
+    last = len(text) - 1
+    i = find("\n", 1)
+    while 0 < i < last:
+        before = text[i - 1]
+        if text[i + 1] in _LINE_START_CHARS and not before.isspace():
+            cuts.append(i + 1)
+        elif before in _ALNUM_CHARS:
+            cuts.append(i)
+        i = find("\n", i + 1)
+    return cuts
+
+
 def _utf8_prefix_chars(text: str, nbytes: int) -> int:
     """How many whole characters of ``text`` fit in its first ``nbytes`` UTF-8 bytes."""
     data = text.encode("utf-8", "surrogatepass")[:nbytes]
@@ -241,6 +270,8 @@ class TokenCounter:
         self.rules: CountingRules = counting_rules(model, resolved.encoding_name)
         self._anthropic = self.rules.shape == "anthropic"
         self._short_counts: dict[str, int] = {}
+        self._line_counts: dict[str, int] = {}
+        self._line_chars = 0
 
     @classmethod
     def for_model(cls, model: str | None) -> TokenCounter:
@@ -289,6 +320,33 @@ class TokenCounter:
             if len(text) <= 64 and len(self._short_counts) < 4096:
                 self._short_counts[text] = tokens
         return tokens
+
+    def count_lines(self, text: str) -> int:
+        """``count(text)``, from the counts of its lines, each line remembered.
+
+        For texts that are mostly lines seen before: a summary rendered again
+        with a few lines more or less, the previous summary's lines in the
+        next one. The text is split only where the tokens of the parts are the
+        tokens of the whole (``_line_cuts``), so the result is exactly
+        ``count(text)``; a new text costs one encode per part.
+        """
+        if len(text) >= LONG_RUN_CHARS and _long_runs(text):
+            return self.count(text)
+        counts = self._line_counts
+        total = start = 0
+        for end in [*_line_cuts(text), len(text)]:
+            line = text[start:end]
+            tokens = counts.get(line)
+            if tokens is None:
+                tokens = len(self._encode(line))
+                if self._line_chars > _LINE_CACHE_CHARS:
+                    counts.clear()
+                    self._line_chars = 0
+                counts[line] = tokens
+                self._line_chars += len(line)
+            total += tokens
+            start = end
+        return total
 
     def counted(self, text: str) -> CountedText:
         """``text`` counted once, keeping its token ids for ``cut_ids``."""

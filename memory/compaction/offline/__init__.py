@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ...messages import ChatMessage
@@ -214,11 +214,12 @@ def _fit(
     by one, and tokens merge in the whole text), choose more once; while it is
     over the budget, drop the pieces chosen last, the least valuable."""
     chosen = choice.chosen
+    count_text = _whole_counter(counter)
     text = _render(items, chosen, count, date)
-    tokens = counter.count(text)
+    tokens = count_text(text)
     if tokens < budget and choice.top_up(tokens):
         text = _render(items, chosen, count, date)
-        tokens = counter.count(text)
+        tokens = count_text(text)
     for _ in range(_FIT_ROUNDS):
         over = tokens - budget
         if over <= 0:
@@ -228,15 +229,24 @@ def _fit(
             _, piece = chosen.pop()
             freed += max(1, len(piece.text) // 5)
         text = _render(items, chosen, count, date)
-        tokens = counter.count(text)
+        tokens = count_text(text)
     return _fit_lines(text.splitlines(), budget, counter)
+
+
+def _whole_counter(counter: _Counter) -> Callable[[str], int]:
+    """How to count a whole summary: by its lines when the counter can
+    (``TokenCounter.count_lines``, the same figure), since renderings differ
+    by a few lines only."""
+    count_lines = getattr(counter, "count_lines", None)
+    return count_lines if callable(count_lines) else counter.count
 
 
 def _fit_lines(lines: list[str], budget: int, counter: _Counter) -> str:
     """The first lines that fit, whole; ``""`` when not even the first one does."""
+    count_text = _whole_counter(counter)
     while lines:
         text = "\n".join(lines)
-        if counter.count(text) <= budget:
+        if count_text(text) <= budget:
             return text
         lines = lines[:-1]
     return ""
