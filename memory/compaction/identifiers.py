@@ -201,7 +201,7 @@ _LITERALS = frozenset({"True", "False", "None", "Null", "Nil", "NaN", "Infinity"
 _INFLECTED = re.compile(
     r"\w{3,}(?:ing|ed|ion|ions|ment|ments|ness|able|ible|ful|less|ize|ise)$|\w{4,}ly$"
 )
-_SPACING = re.compile(r"\s+|(?<=\d),(?=\d{3})")  # what ``normalise`` drops
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
 _LOWER_WORD = re.compile(r"\b[a-z]+\b")
 _NAME_JOIN = re.compile(r"[ -]")
@@ -312,7 +312,11 @@ def kept_in(summary: str, identifiers: Iterable[Identifier]) -> list[tuple[Ident
 
 def normalise(value: str) -> str:
     """``value`` as compared: case-folded, without whitespace or thousands separators."""
-    return _SPACING.sub("", value).casefold()
+    if "," in value:
+        value = _THOUSANDS.sub("", value)
+    # str.split() splits at the characters the pattern's \s matches (both
+    # are str.isspace()), and no comma is one: the same as one pass of both.
+    return "".join(value.split()).casefold()
 
 
 def _names_mid_sentence(text: str) -> set[str]:
