@@ -40,7 +40,6 @@ What is exact and what is an estimate
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import threading
 from collections import OrderedDict
@@ -380,21 +379,21 @@ class TokenCounter:
             data = counted.text.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: tiktoken encodes a replacement
             return None
-        # Cut points at token boundaries, from the budget backwards: (ids before, byte offset).
-        points: list[tuple[int, int]] = []
+        # The cut points at token boundaries, from the budget backwards, as
+        # (ids before, byte offset); each with the one before it is a candidate.
+        kept: tuple[int, int] | None = None
         index, offset = budget, len(self._decode_bytes(ids[:budget]))
-        while index > 0 and budget - index <= _CUT_SEARCH_TOKENS:
-            if _is_cut_point(data, offset):
-                points.append((index, offset))
+        while index >= 0 and budget - index <= _CUT_SEARCH_TOKENS:
+            if index == 0 or _is_cut_point(data, offset):  # the empty prefix is one too
+                if kept is not None:
+                    window = data[offset : kept[1]].decode("utf-8") + ending(kept[0])
+                    total = index + len(self._encode(window))
+                    if total <= max_tokens:
+                        return CutText(data[: kept[1]].decode("utf-8"), kept[0], total)
+                kept = (index, offset)
             index -= 1
-            offset -= len(self._decode_bytes(ids[index : index + 1]))
-        if index == 0:
-            points.append((0, 0))  # the empty prefix is a cut point too
-        for (kept, end), (start_ids, start) in itertools.pairwise(points):
-            window = data[start:end].decode("utf-8") + ending(kept)
-            total = start_ids + len(self._encode(window))
-            if total <= max_tokens:
-                return CutText(data[:end].decode("utf-8"), kept, total)
+            if index >= 0:
+                offset -= len(self._decode_bytes(ids[index : index + 1]))
         return None
 
     def truncate(self, text: str, max_tokens: int) -> str:
