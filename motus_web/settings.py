@@ -7,6 +7,7 @@ PostgreSQL and Redis.
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -86,6 +87,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "django_tasks",
+    "django_tasks_db",
     "motus_web.sessions",
     "csp",
     "axes",
@@ -186,7 +189,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
@@ -201,10 +204,29 @@ MOTUS_REQUEST_MAX_BYTES = MOTUS_UPLOAD_MAX_BYTES + 64 * 1024
 MOTUS_UPLOAD_MAX_MESSAGES = env_int("MOTUS_UPLOAD_MAX_MESSAGES", default=50_000, minimum=1)
 # An upload is kept in this folder until its import job ends (motus_web/sessions/jobs.py).
 MOTUS_IMPORT_SPOOL_DIR = Path(env_str("MOTUS_IMPORT_SPOOL_DIR") or VAR_DIR / "imports")
-# Run import jobs in a thread of the web process. Off: run `manage.py run_import_jobs`.
-MOTUS_IMPORT_THREAD = env_bool("MOTUS_IMPORT_THREAD", default=True)
-# A job running on another host whose runner has written nothing for this long is
-# taken as dead (interrupted); on this host a dead runner is seen at once by its pid.
+# Uploads wait for their job in this storage: any Django storage backend (S3 through
+# django-storages, say) that every web process and task worker can read.
+STORAGES["motus_imports"] = {
+    "BACKEND": "django.core.files.storage.FileSystemStorage",
+    "OPTIONS": {"location": MOTUS_IMPORT_SPOOL_DIR},
+}
+# Import jobs are tasks of Django's Tasks interface (the django-tasks backport of
+# DEP 14). "database": django-tasks-db, a `manage.py db_worker` or the web process's
+# own threads run them; "rq": RQ over REDIS_URL, `manage.py rqworker` runs them.
+MOTUS_TASK_BACKEND = env_choice("MOTUS_TASK_BACKEND", frozenset({"database", "rq"}), "database")
+if MOTUS_TASK_BACKEND == "rq":
+    if not _REDIS_URL:
+        raise ImproperlyConfigured("MOTUS_TASK_BACKEND=rq needs REDIS_URL")
+    INSTALLED_APPS.append("django_rq")
+    TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
+    RQ_QUEUES = {"default": {"URL": _REDIS_URL}}
+else:
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# How many import jobs the web process runs at once in its own threads (database
+# backend only); 0 leaves them to `manage.py db_worker` processes.
+MOTUS_IMPORT_THREADS = env_int("MOTUS_IMPORT_THREADS", default=2, minimum=0)
+# A runner alive is one whose heartbeat (a write between sessions and batches) is this
+# recent and, on its own host, whose process (pid and start time) still exists.
 MOTUS_IMPORT_STALE_SECONDS = env_int("MOTUS_IMPORT_STALE_SECONDS", default=900, minimum=60)
 MOTUS_REPLAY_THRESHOLD = env_int("MOTUS_REPLAY_THRESHOLD", default=3000, minimum=100)
 MOTUS_MODEL_NAME = env_str("MOTUS_MODEL_NAME", default="gpt-4o")
