@@ -60,6 +60,13 @@ if env_bool("SECURE_PROXY_SSL_HEADER", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# The dashboard uses none of the browser's powerful features: every answer says so
+# (motus_web.dashboard.middleware.PermissionsPolicyMiddleware, and the 413 answer).
+PERMISSIONS_POLICY = (
+    "accelerometer=(), camera=(), display-capture=(), geolocation=(), gyroscope=(), "
+    "magnetometer=(), microphone=(), midi=(), payment=(), usb=(), serial=(), hid=(), "
+    "publickey-credentials-get=(), screen-wake-lock=(), xr-spatial-tracking=()"
+)
 # django-csp: no inline script or style anywhere (htmx comes from static/, its
 # indicator styles are off in base.html), nothing loaded from other origins.
 CONTENT_SECURITY_POLICY = {
@@ -98,6 +105,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "motus_web.dashboard.middleware.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
