@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,31 @@ def test_check_deploy_is_clean_under_the_documented_production_settings() -> Non
 
     assert check.returncode == 0, check.stdout + check.stderr
     assert "System check identified no issues" in check.stdout
+
+
+def test_postgresql_unreachable_at_start_is_one_clear_error_not_a_trace() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]  # nothing listens once the probe is closed
+    environ = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://motus@127.0.0.1:{closed_port}/motus",
+        "MOTUS_DB_POOL_SIZE": "0",
+    }
+    migrate = subprocess.run(
+        [sys.executable, "manage.py", "migrate"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert migrate.returncode == 1
+    assert "Traceback" not in migrate.stderr
+    assert (
+        f"Cannot reach the PostgreSQL database that DATABASE_URL names "
+        f"(127.0.0.1:{closed_port}/motus): connection failed"
+    ) in migrate.stderr
+    assert "Connection refused" in migrate.stderr
+    assert "Start PostgreSQL, or fix DATABASE_URL." in migrate.stderr
