@@ -45,7 +45,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.storage import Storage, storages
 from django.core.files.uploadedfile import UploadedFile
-from django.db import OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 from django_tasks import task, task_backends
 from django_tasks_db import DatabaseBackend
@@ -77,6 +77,11 @@ INTERRUPTED = (
     "The server stopped while this file was being imported. The sessions it had finished "
     "are kept; the one it was writing was rolled back. Import it again to finish: "
     "what is already there is skipped."
+)
+LOST_DATABASE = (
+    "The connection to the database was lost during this import. The sessions it had "
+    "finished are kept; the one it was writing was rolled back. Import it again to "
+    "finish: what is already there is skipped."
 )
 NOT_QUEUED = (
     "The task queue could not be reached, so the file was not queued for import. "
@@ -366,6 +371,11 @@ def run(job: ImportJob) -> None:
         _finish(job, status, report, tracker)
     except FileNotFoundError:
         _finish(job, Status.FAILED, None, tracker, "The uploaded file is gone from the spool.")
+    except (OperationalError, InterfaceError):
+        # The session being written was rolled back; its file is kept for "import again".
+        logger.exception("import job %s lost the database", job.public_id)
+        connection.close()  # the next query opens a new connection
+        _finish(job, Status.INTERRUPTED, None, tracker, LOST_DATABASE)
     except Exception as error:
         logger.exception("import job %s failed", job.public_id)
         why = f"The import stopped on an error in Motus ({type(error).__name__}); "
@@ -451,8 +461,8 @@ def _finish(
         )
     # Only while it is still ours: a runner that took it for dead may have re-queued it.
     mine = ImportJob.objects.filter(pk=job.pk, status=Status.RUNNING, worker=worker_id())
-    if mine.update(**fields):
-        spool().delete(job.spool_name)
+    if mine.update(**fields) and status != Status.INTERRUPTED:
+        spool().delete(job.spool_name)  # an interrupted job keeps it, to import again
 
 
 def interrupt_stale() -> int:

@@ -143,3 +143,44 @@ def test_a_worker_killed_mid_job_leaves_it_resumable_and_import_again_adds_nothi
     report = jobs.report_of(job)
     assert len(report.skipped) >= committed  # what the killed worker committed was found
     assert len(report.imported) + len(report.skipped) == total
+
+
+def test_a_database_connection_dropped_mid_import_rolls_the_session_back_and_again_completes(
+    owner: User, workers: Callable[[], subprocess.Popen[str]]
+) -> None:
+    client: Client = logged_in(owner)
+    total, length = 12, 600
+    long_runs = as_jsonl(
+        *(
+            {"messages": [{"role": "user", "content": f"run {n} turn {t}"} for t in range(length)]}
+            for n in range(total)
+        )
+    )
+    job = upload(client, "long.jsonl", long_runs)
+    workers()
+    wait_for(
+        "the first sessions",
+        lambda: ImportJob.objects.filter(pk=job.pk, sessions_imported__gte=2).exists(),
+    )
+
+    with connection.cursor() as cursor:  # the worker's connections drop
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    wait_for("the job to stop", finished(job.pk))
+
+    job.refresh_from_db()
+    assert job.status == Status.INTERRUPTED
+    assert "The connection to the database was lost during this import" in job.error
+    kept = list(Session.objects.filter(owner=owner))
+    assert 2 <= len(kept) < total
+    assert all(s.message_count == s.messages.count() == length for s in kept)  # none half-written
+    assert send(client, job, "retry").status_code == 303
+    wait_for("the job imported again", finished(job.pk))
+
+    job.refresh_from_db()
+    assert job.status == Status.DONE
+    sessions = Session.objects.filter(owner=owner)
+    assert sessions.count() == total
+    assert all(s.message_count == s.messages.count() == length for s in sessions)
