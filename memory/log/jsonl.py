@@ -6,8 +6,9 @@ with a single ``write`` on a file opened with ``O_APPEND``, under an exclusive
 crash mid-write can leave at most a torn last line; reads skip it and report
 it with its line number, and the next append first ends that line so the new
 record starts on a fresh one. A write that fails (the disk is full) is cut off
-again before ``LogError`` is raised, so nothing half-written stays. With ``fsync=True`` every write is also forced
-to disk (survives an OS crash or power loss, at the cost of latency).
+again before ``LogError`` is raised, so nothing half-written stays. With
+``fsync=True`` every write is also forced to disk (survives an OS crash or
+power loss, at the cost of latency).
 """
 
 from __future__ import annotations
