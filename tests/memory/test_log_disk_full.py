@@ -36,7 +36,8 @@ def test_a_write_cut_short_by_a_full_disk_leaves_the_log_as_it_was(
         return written
 
     monkeypatch.setattr(jsonl.os, "write", full_disk)
-    with pytest.raises(LogError, match=r"cannot append to .*s\.jsonl: .*(No space left|short write)"):
+    refused = r"cannot append to .*s\.jsonl: .*(No space left|short write)"
+    with pytest.raises(LogError, match=refused):
         store.append("s", _message(2, "x" * 10_000))
     monkeypatch.setattr(jsonl.os, "write", real_write)
 
