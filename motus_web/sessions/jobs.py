@@ -46,6 +46,7 @@ from .importers import (
     ImportCancelled,
     ImportOptions,
     ImportReport,
+    Outcome,
     Problem,
     Progress,
     Skipped,
@@ -382,6 +383,7 @@ def report_json(report: ImportReport) -> dict[str, Any]:
         "stopped": report.stopped,
         "cancelled": report.cancelled,
         "messages": report.messages,
+        "outcomes": [[o.location, o.public_id, o.kind, o.added] for o in report.outcomes],
     }
 
 
@@ -396,4 +398,5 @@ def report_of(job: ImportJob) -> ImportReport:
         stopped=bool(data.get("stopped")),
         messages=int(data.get("messages", 0)),
         cancelled=bool(data.get("cancelled")),
+        outcomes=[Outcome(*outcome) for outcome in data.get("outcomes", [])],
     )
