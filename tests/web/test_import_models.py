@@ -200,7 +200,8 @@ def test_a_file_that_names_no_model_falls_back_to_the_options_then_the_setting(
 ) -> None:
     data = claude_code(None)
     import_stream(io.BytesIO(data), "a.jsonl", ImportOptions(owner=owner, model_name="o3"))
-    import_stream(io.BytesIO(data + b"\n"), "b.jsonl", ImportOptions(owner=owner))
+    other = data.replace(b'"sessionId": "s1"', b'"sessionId": "s2"')  # another conversation
+    import_stream(io.BytesIO(other), "b.jsonl", ImportOptions(owner=owner))
 
     assert dict(Session.objects.values_list("source", "model_name")) == {
         "a.jsonl": "o3",

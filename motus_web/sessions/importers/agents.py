@@ -44,7 +44,7 @@ def message_seqs(parsed: ParsedSession) -> dict[int, int]:
     seqs: dict[int, int] = {}
     for index, raw in enumerate(parsed.messages):
         role = raw.get("role") if isinstance(raw, dict) else None
-        if role not in INSTRUCTION_ROLES:
+        if not (isinstance(role, str) and role in INSTRUCTION_ROLES):
             seqs[index] = len(seqs)
     return seqs
 
@@ -88,7 +88,7 @@ def agent_batches(
                 yield flush()
                 yield replayer.compaction(**_external(item, replayer))
             continue
-        where = f"{location}, message {index + 1}"
+        where = f"{location}, message {index + 1}" if location else f"message {index + 1}"
         count(where)
         if number < start:
             continue

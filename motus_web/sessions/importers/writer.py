@@ -24,7 +24,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 
 from memory import (
-    ChatMessage,
     ConfigurationError,
     LogCorruptError,
     LogError,
@@ -42,7 +41,6 @@ from .agents import agent_batches, seq_at, seq_of_call, unit_fingerprints
 from .formats import ParsedSession
 from .formats._io import kind
 from .identity import Relation, branch_key, conversation_key, fingerprints, relation
-from .ingest import batched, chat_message
 from .runner import Replayer
 from .sources import AgentSession, Found, MotusLog, Problem, Refused, Transcript, clip
 
@@ -223,13 +221,6 @@ class Writer:
     def _problem(self, location: str, message: str) -> None:
         self.report.problems.append(Problem(self.source, location, message))
 
-    def _already_imported(self, key: str, location: str) -> bool:
-        public_id = Session.objects.filter(source_key=key).values_list("public_id", flat=True)
-        if found := public_id.first():
-            self.report.skipped.append(Skipped(location or self.source, found))
-            return True
-        return False
-
     def _count(self, location: str) -> None:
         self.messages_seen += 1
         cap = self.options.max_messages
@@ -243,34 +234,26 @@ class Writer:
     # -- chat transcripts ----------------------------------------------------------
 
     def _transcript(self, transcript: Transcript) -> None:
-        key = self._key(str(transcript.index))
-        if self._already_imported(key, transcript.location):
-            return
-        where = f"{transcript.location}, " if transcript.location else ""
-
-        def messages() -> Iterator[ChatMessage]:
-            for number, raw in enumerate(transcript.messages, start=1):
-                location = f"{where}message {number}"
-                self._count(location)
-                yield chat_message(raw, location)
-
-        def batches(session_id: str) -> Iterator[list[LogRecord]]:
-            replayer = self._replayer(session_id)
-            try:
-                for batch in batched(messages()):
-                    yield replayer.add(batch)
-            finally:
-                replayer.close()
-
-        plan = _Plan(key, transcript.location, transcript.title, {}, "", batches)
+        """Import chat messages that carry no id of their own: the file's name and the
+        run's place in it stand for one (a renamed file imports anew)."""
+        cap = self.options.max_messages
         try:
-            written = self._write(plan)
-        except _Conflict:
-            if not self._already_imported(key, transcript.location):
-                self._problem(transcript.location, _RACE)
+            # Held whole to compare with what is stored; one past the cap is enough
+            # for ``agent_batches`` to refuse it, counting as it goes.
+            messages = list(itertools.islice(transcript.messages, None if cap is None else cap + 1))
+        except Refused as error:
+            self._problem(error.location, str(error))
             return
-        if written is not None:
-            self.report.outcomes.append(Outcome(transcript.location, written[0], "new", written[1]))
+        parsed = ParsedSession(
+            source_format="openai-chat",
+            source_tool="OpenAI chat messages",
+            original_id=f"{self.name}#{transcript.index}",
+            title=transcript.title,
+            created_at=None,
+            system_prompt=None,
+            messages=messages,
+        )
+        self._agent_session(parsed, str(transcript.index), transcript.location)
 
     def _replayer(
         self,
@@ -449,8 +432,10 @@ class Writer:
                     self.report.outcomes.append(Outcome(location, public_id, "updated", added))
                     return public_id
                 key = branch_key(key, units[found.shared])
-                parent = (public_id, seq_at(found.shared))
-                branched = True
+                # A copy that shares nothing with the stored one is another
+                # conversation under the same id (a file of the same name), not a branch.
+                branched = found.shared > 0
+                parent = (public_id, seq_at(found.shared)) if branched else parent
                 continue
             try:
                 written = self._write(dataclasses.replace(plan(0, units, parent), key=key))
@@ -560,8 +545,8 @@ class Writer:
                 key = branch_key(key, units[found.shared])
                 # Another session_meta (a title, a parent) shares no past: the log's
                 # own parent_session_id links it, not the stored session.
-                parent = (public_id, _last_seq(upgraded[: found.shared])) if found.shared else None
-                branched = True
+                branched = found.shared > 0
+                parent = (public_id, _last_seq(upgraded[: found.shared])) if branched else None
                 continue
             if not branched and (holder := self._holder(log_id, upgraded)):
                 # Imported before sessions were keyed by their own id.
@@ -777,10 +762,9 @@ _RACE = "imported at the same time by another request; import the file again"
 
 
 def _log_unit(record: dict[str, Any]) -> dict[str, Any]:
-    """A log record as it is compared: a session_meta without the id it is stored under."""
-    if record.get("type") == records.SESSION_META:
-        return {k: v for k, v in record.items() if k != "session_id"}
-    return record
+    """A log record as it is compared: without the id it is stored under, nor its
+    time (``upgrade_records`` stamps an old log's records with the time of the import)."""
+    return {k: v for k, v in record.items() if k not in ("session_id", "ts")}
 
 
 def _last_seq(rows: list[dict[str, Any]]) -> int | None:
