@@ -33,8 +33,10 @@ def _lines(*items: dict[str, Any]) -> bytes:
 def grow_claude_code(data: bytes) -> bytes:
     lines = _jsonl(data)
     last = [line for line in lines if isinstance(line.get("uuid"), str)][-1]
-    common = {k: last[k] for k in ("sessionId", "isSidechain", "version", "agentId") if k in last}
-    question = {
+    common: dict[str, Any] = {
+        k: last[k] for k in ("sessionId", "isSidechain", "version", "agentId") if k in last
+    }
+    question: dict[str, Any] = {
         **common,
         "type": "user",
         "uuid": "grown-question",
@@ -42,7 +44,7 @@ def grow_claude_code(data: bytes) -> bytes:
         "timestamp": "2027-01-01T00:00:00.000Z",
         "message": {"role": "user", "content": GROWN[0]},
     }
-    answer = {
+    answer: dict[str, Any] = {
         **common,
         "type": "assistant",
         "uuid": "grown-answer",
