@@ -28,7 +28,7 @@ def transcript(*texts: str, session_id: str = "cc-1", agent: str | None = None) 
         if role == "assistant":
             message = {"id": f"msg_{number}", "model": "claude-sonnet-4-5", **message}
             message["content"] = [{"type": "text", "text": text}]
-        line = {
+        line: dict[str, Any] = {
             "type": role,
             "uuid": f"{session_id}-{number}",
             "parentUuid": f"{session_id}-{number - 1}" if number else None,
