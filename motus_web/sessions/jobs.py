@@ -384,6 +384,7 @@ def report_json(report: ImportReport) -> dict[str, Any]:
         "cancelled": report.cancelled,
         "messages": report.messages,
         "outcomes": [[o.location, o.public_id, o.kind, o.added] for o in report.outcomes],
+        "warnings": [[p.source, p.location, p.message] for p in report.warnings],
     }
 
 
@@ -399,4 +400,5 @@ def report_of(job: ImportJob) -> ImportReport:
         messages=int(data.get("messages", 0)),
         cancelled=bool(data.get("cancelled")),
         outcomes=[Outcome(*outcome) for outcome in data.get("outcomes", [])],
+        warnings=[Problem(s, where, what, True) for s, where, what in data.get("warnings", [])],
     )

@@ -208,3 +208,24 @@ def test_two_concurrent_imports_of_two_grown_copies_append_once() -> None:
     assert sorted(o.kind for r in reports for o in r.outcomes) == ["unchanged", "updated"]
     [session] = Session.objects.all()
     assert list(session.messages.values_list("seq", flat=True)) == [0, 1, 2, 3]
+
+
+@pytest.mark.django_db
+def test_a_transcript_with_a_crash_s_nul_block_and_a_cut_line_imports_the_rest(
+    owner: User,
+) -> None:
+    lines = transcript("q1", "a1", "q2", "a2").splitlines(keepends=True)
+    # A crash mid-write: the second line cut mid-string, then NULs where data never
+    # reached the disk, then what Claude Code wrote after it restarted.
+    damaged = lines[0] + lines[1][:50] + b"\x00" * 2048 + lines[2] + lines[3]
+
+    report = run(damaged, "s.jsonl", owner)
+
+    assert report.problems == []
+    assert [w.location for w in report.warnings] == ["line 2", "line 2", ""]
+    assert "2,048 NUL bytes" in report.warnings[0].message
+    assert "invalid JSON" in report.warnings[1].message
+    assert "joined to the line written before it" in report.warnings[2].message
+    session = Session.objects.get()
+    assert session.message_count == 3  # a1 was on the cut line
+    assert [m.content for m in session.messages.order_by("seq")][:2] == ["q1", "q2"]

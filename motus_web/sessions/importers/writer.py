@@ -90,7 +90,7 @@ class Outcome:
 
     def __str__(self) -> str:
         what = f"updated (+{self.added:,} messages)" if self.kind == "updated" else self.kind
-        return f"{self.location}: {what}"
+        return f"{self.location or 'the conversation'}: {what}"
 
 
 @dataclass
@@ -103,6 +103,7 @@ class ImportReport:
     messages: int = 0  # messages in the sessions imported (committed)
     cancelled: bool = False  # a checkpoint stopped the import: the rest was not read
     outcomes: list[Outcome] = field(default_factory=list)  # per conversation, in file order
+    warnings: list[Problem] = field(default_factory=list)  # damaged lines skipped
 
     @property
     def updated(self) -> list[Outcome]:
@@ -198,7 +199,7 @@ class Writer:
 
     def _take(self, found: Found) -> None:
         if isinstance(found, Problem):
-            self.report.problems.append(found)
+            (self.report.warnings if found.warning else self.report.problems).append(found)
         elif isinstance(found, MotusLog):
             self._motus_log(found)
         elif isinstance(found, AgentSession):

@@ -81,6 +81,8 @@ class Command(BaseCommand):
                     f"{path}: session {original} imported as {public_id} "
                     "(its id is taken; kept as the original id)"
                 )
+            for warning in report.warnings:
+                self.stderr.write(f"warning: {warning}")
             for problem in report.problems:
                 self.stderr.write(str(problem))
             failed += len(report.problems)
