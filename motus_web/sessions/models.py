@@ -418,17 +418,30 @@ class ImportJob(models.Model):
 
 
 class SyncedFile(models.Model):
-    """A file ``manage.py sync_sessions`` has imported, and how far.
+    """A file ``manage.py sync_sessions`` has imported (``importers.sync``).
 
     ``size`` and ``mtime_ns`` are the file's as it was last read whole; a file
     whose both are unchanged is not read again. A file that grew is imported
     again and the import appends only what is new (``importers.identity``).
     """
 
-    path = models.CharField(max_length=1024, unique=True)  # absolute, as the folder walk sees it
-    size = models.PositiveBigIntegerField(default=0)  # bytes
-    mtime_ns = models.BigIntegerField(default=0)
+    owner = models.ForeignKey(  # whose sessions the file was imported into; None: staff's
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
+    )
+    path = models.CharField(max_length=1024)  # as the folder walk sees it
+    size = models.PositiveBigIntegerField(default=0)  # bytes, with its subagent transcripts
+    mtime_ns = models.BigIntegerField(default=0)  # the latest of those files'
     synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "path"], name="synced_file_unique_path"),
+            models.UniqueConstraint(
+                fields=["path"],
+                condition=models.Q(owner__isnull=True),
+                name="synced_file_unique_unowned_path",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.path
