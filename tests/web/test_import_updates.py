@@ -229,3 +229,18 @@ def test_a_transcript_with_a_crash_s_nul_block_and_a_cut_line_imports_the_rest(
     session = Session.objects.get()
     assert session.message_count == 3  # a1 was on the cut line
     assert [m.content for m in session.messages.order_by("seq")][:2] == ["q1", "q2"]
+
+
+@pytest.mark.django_db
+def test_an_imported_session_is_titled_by_its_first_request_and_dated_by_its_last_message(
+    owner: User,
+) -> None:
+    run(
+        transcript("<command-name>/clear</command-name>", "ok", "  Why does\nthe build fail?  "),
+        "s.jsonl",
+        owner,
+    )
+
+    session = Session.objects.get()
+    assert session.title == "Why does the build fail?"
+    assert session.updated_at.isoformat() == "2026-11-01T10:02:00+00:00"

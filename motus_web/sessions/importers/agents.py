@@ -15,6 +15,28 @@ from .identity import fingerprints
 from .ingest import BATCH, chat_message
 from .runner import Replayer, with_provider_tokens
 
+TITLE_CHARS = 80  # of a first request that titles a session
+
+
+def first_request(messages: list[dict[str, Any]]) -> str | None:
+    """The first user message's text, on one line and trimmed to ``TITLE_CHARS``.
+
+    Text the tool wrapped in markup (Claude Code's ``<command-name>``,
+    ``<system-reminder>``...) is not a request and is passed over.
+    """
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(
+                str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+            )
+        text = " ".join(str(content or "").split())
+        if text and not text.startswith("<"):
+            return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
+    return None
+
 
 def units(parsed: ParsedSession) -> Iterator[tuple[int | None, Any]]:
     """The session's messages ``(index, raw)`` and own compactions ``(None, compaction)``,

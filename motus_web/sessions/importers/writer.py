@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import PurePath
 from typing import Any
 
@@ -37,9 +38,10 @@ from memory.log import InvalidSessionIdError, LogRecord, records, validate_sessi
 from ..log_store import DatabaseLogStore
 from ..models import Session
 from ..signals import announce
-from .agents import agent_batches, seq_at, seq_of_call, unit_fingerprints
+from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fingerprints
 from .formats import ParsedSession
 from .formats._io import kind
+from .formats.times import last_activity
 from .identity import Relation, branch_key, conversation_key, fingerprints, relation
 from .runner import Replayer
 from .sources import AgentSession, Found, MotusLog, Problem, Refused, Transcript, clip
@@ -154,6 +156,7 @@ class _Plan:
     batches: Callable[[str], Iterator[list[LogRecord]]]  # given the session id
     units: list[str] | None = None  # fingerprints stored with it (identity)
     parent: tuple[str, int | None] | None = None  # a branch's trunk and fork seq
+    activity: datetime | None = None  # the last message's own time, when the file says
 
 
 class Writer:
@@ -298,7 +301,8 @@ class Writer:
         )
         if parent is None:
             parent = self._parent_by_own_id(parsed)
-        name = title or parsed.title or f"{parsed.source_tool} session"
+        name = title or parsed.title or first_request(parsed.messages)
+        name = name or f"{parsed.source_tool} session"
         meta_extra = {
             "source_format": parsed.source_format,
             "source_tool": parsed.source_tool,
@@ -307,6 +311,7 @@ class Writer:
         }
         original = own or ""
         original = original if len(original) <= 128 else ""
+        activity = last_activity(parsed.messages)
 
         def plan(start: int, units: list[str], link: tuple[str, int | None] | None) -> _Plan:
             def batches(session_id: str) -> Iterator[list[LogRecord]]:
@@ -324,7 +329,7 @@ class Writer:
                 finally:
                     replayer.close()
 
-            return _Plan(key, location, name, meta_extra, original, batches, units, link)
+            return _Plan(key, location, name, meta_extra, original, batches, units, link, activity)
 
         session_id = self._converge(
             key if trunk is None else trunk,
@@ -470,7 +475,10 @@ class Writer:
             if units != stored:
                 raise _Conflict
             written = self._write_batches(public_id, plan, fresh=False)
-            Session.objects.filter(public_id=public_id).update(source_state={"units": plan.units})
+            changes: dict[str, Any] = {"source_state": {"units": plan.units}}
+            if plan.activity is not None:
+                changes["updated_at"] = plan.activity
+            Session.objects.filter(public_id=public_id).update(**changes)
             return written
 
         return self._guarded(plan.location, write)
@@ -723,6 +731,9 @@ class Writer:
         if meta is None:
             raise Refused(plan.location, "no messages besides a system prompt")
         self._claim(session_id, plan.key, plan.original_id, plan.units, plan.parent)
+        if plan.activity is not None:
+            # "Last activity" is the conversation's, not the import's.
+            Session.objects.filter(public_id=session_id).update(updated_at=plan.activity)
         announced = meta
         transaction.on_commit(lambda: announce(session_id, [announced]))
         return written
