@@ -34,6 +34,7 @@ from memory import (
     upgrade_records,
 )
 from memory.log import InvalidSessionIdError, LogRecord, records, validate_session_id
+from memory.tokens.encodings import encoding_for_model
 
 from ..log_store import DatabaseLogStore
 from ..models import Session
@@ -73,6 +74,17 @@ class Skipped:
 
     def __str__(self) -> str:
         return self.location
+
+
+# What counts a session whose file names no model: a current model of the tool's
+# provider (Claude.ai and Claude Code exports are Claude's, not gpt-4o's).
+ESTIMATE_MODELS = {
+    "claude-ai": "claude-sonnet-4-5",
+    "claude-code": "claude-sonnet-4-5",
+    "anthropic-messages": "claude-sonnet-4-5",
+    "gemini-cli": "gemini-2.5-pro",
+    "codex-cli": "gpt-5-codex",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +271,16 @@ class Writer:
         )
         self._agent_session(parsed, str(transcript.index), transcript.location)
 
+    def _counted_as(self, parsed: ParsedSession) -> str:
+        """The model that counts a session's tokens: the file's own, else the options',
+        else the best estimate for its source (``ESTIMATE_MODELS``), else the setting."""
+        return (
+            parsed.model
+            or self.options.model_name
+            or ESTIMATE_MODELS.get(parsed.source_format)
+            or settings.MOTUS_MODEL_NAME
+        )
+
     def _replayer(
         self,
         session_id: str,
@@ -267,7 +289,7 @@ class Writer:
         parent: tuple[str, int | None] | None = None,
         model: str | None = None,
     ) -> Replayer:
-        """A memory for one session: ``model`` (the file's own) over the options' model."""
+        """A memory for one session, counting with ``model`` (``_counted_as``)."""
         return Replayer(
             session_id,
             system_prompt=system_prompt,
@@ -303,11 +325,19 @@ class Writer:
             parent = self._parent_by_own_id(parsed)
         name = title or parsed.title or first_request(parsed.messages)
         name = name or f"{parsed.source_tool} session"
+        counted_as = self._counted_as(parsed)
         meta_extra = {
             "source_format": parsed.source_format,
             "source_tool": parsed.source_tool,
             "source_created_at": parsed.created_at,
             "source_extra": parsed.extra,
+            "token_count": {
+                "model": counted_as,
+                "named_in_file": parsed.model is not None,
+                # Approximate when the file names no model or the model's own
+                # tokenizer is not public (Claude, Gemini: counted with cl100k_base).
+                "approximate": parsed.model is None or encoding_for_model(counted_as).approximate,
+            },
         }
         original = own or ""
         original = original if len(original) <= 128 else ""
@@ -322,7 +352,7 @@ class Writer:
                         session_id,
                         system_prompt=parsed.system_prompt or "",
                         parent=link,
-                        model=parsed.model,
+                        model=counted_as,
                     )
                 try:
                     yield from agent_batches(parsed, replayer, location, self._count, start)
