@@ -264,7 +264,10 @@ def message_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpRe
 
 
 def _import_notice(report: ImportReport, name: str) -> str:
-    imported, skipped = len(report.imported), len(report.skipped)
+    imported, skipped, updated = len(report.imported), len(report.skipped), len(report.updated)
+    if updated and not imported:
+        notice = ngettext("Updated %d session", "Updated %d sessions", updated) % updated
+        return f"{notice} from {name} with what was new."
     if not imported:
         if not skipped:
             return f"No sessions found in {name}."
