@@ -4,7 +4,8 @@ The Django application is built first so that the app registry is ready before
 the channels imports below touch models (``AuthMiddlewareStack`` does).
 HTTP requests pass ``RequestBodyLimit`` first, which refuses a body over
 ``MOTUS_REQUEST_MAX_BYTES`` before the server reads it (with uvicorn, which
-streams bodies; see ``body_limit.py``).
+streams bodies; see ``body_limit.py``). Websockets pass the same-origin check
+first (``chat/origins.py``: scheme, host and port, as Django's CSRF check).
 """
 
 import os
@@ -16,17 +17,15 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from motus_web.body_limit import RequestBodyLimit  # noqa: E402
+from motus_web.chat.origins import SameOriginValidator  # noqa: E402
 from motus_web.chat.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": RequestBodyLimit(django_asgi_app, max_bytes=settings.MOTUS_REQUEST_MAX_BYTES),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
