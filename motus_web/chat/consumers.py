@@ -429,18 +429,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 await self.send_json(frame)
             return
         if sn != expected:
-            # Frames of this run were dropped (or this socket joined half-way).
-            await self.resync()
-            if kind != "record":
-                await self.send_json(frame)
-            return
+            await self.resync()  # frames of this run were dropped, or this socket joined late
+        elif kind == "record" and frame["pos"] > self.cursor + 1:
+            await self.catch_up()  # a record announced but not seen: read it from the store
         if kind == "record":
-            if frame["pos"] <= self.cursor:
-                return  # already sent
-            if frame["pos"] > self.cursor + 1:
-                await self.catch_up()  # a gap: read it, this record included
-                return
-            self.cursor = frame["pos"]
+            self.cursor = max(self.cursor, frame["pos"])
+        # Every frame goes on, numbered as published: the page drops a record it has.
         await self.send_json(frame)
         if ends:
             await self.catch_up()

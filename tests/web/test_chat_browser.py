@@ -16,6 +16,7 @@ from pytest_django import Settings
 
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.asgi import application, django_asgi_app
+from motus_web.chat.providers import ChatModel
 from motus_web.chat.replay import ReplaySettings, create_replay
 from motus_web.sessions.models import Session
 
@@ -85,7 +86,8 @@ def page() -> Iterator[Any]:
     with sync_playwright() as playwright:
         SCREENSHOTS.mkdir(exist_ok=True)
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser.new_page(viewport={"width": 1280, "height": 900})
+        # A context of its own, so a test may open a second tab of the same login.
+        yield browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
         browser.close()
 
 
@@ -248,11 +250,11 @@ def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error
 ) -> None:
     from playwright.sync_api import Page, expect
 
-    from motus_web.chat import consumers
+    from motus_web.chat import limits
 
     # One send at once, then one a minute: the second send of this test is refused.
-    monkeypatch.setattr(consumers, "SEND_BURST", 1)
-    monkeypatch.setattr(consumers, "SENDS_PER_MINUTE", 1)
+    monkeypatch.setattr(limits, "WORK_BURST", 1)
+    monkeypatch.setattr(limits, "WORK_PER_MINUTE", 1)
     assert isinstance(page, Page)
     log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
     expect(page.get_by_role("status")).to_have_text("Connected")
@@ -284,3 +286,59 @@ def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error
     page.screenshot(path=SCREENSHOTS / "chat-refused.png", full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path=SCREENSHOTS / "chat-refused-390.png", full_page=True)
+
+
+@pytest.fixture
+def echo_model(settings: Settings) -> Iterator[ScriptedServer]:
+    """The README's recipe: the scripted echo at a human pace, the offline summariser."""
+    with ScriptedServer(fallback="echo", pace_s=0.03) as server:
+        settings.MOTUS_CHAT_MODELS = (
+            ChatModel(
+                name="echo",
+                provider="openai",
+                model="gpt-4o",
+                base_url=server.openai_base_url,
+                compact_model="offline",
+            ),
+        )
+        yield server
+
+
+def test_the_readme_recipe_finds_the_chat_streams_compacts_and_closes_on_logout(
+    asgi_url: str, echo_model: ScriptedServer, owner: User, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/")
+    page.locator(".head-actions").get_by_role("link", name="New chat").click()
+    page.get_by_label("Token threshold").fill("600")
+    page.get_by_role("button", name="Start chatting").click()
+    expect(page.get_by_role("status")).to_have_text("Connected")
+
+    topics = ["the weather in Oslo", "booking ZFA04Y", "a trip to Lisbon", "the hotel", "dinner"]
+    for number, topic in enumerate(topics, start=1):
+        page.get_by_label("Message").fill(f"Message {number}: tell me about {topic}.")
+        page.get_by_role("button", name="Send").click()
+        if number == 1:
+            # Streamed: the live box holds part of the echo before the stored reply.
+            expect(page.locator("#live-answer")).to_contain_text("echo: Message 1")
+            page.screenshot(path=SCREENSHOTS / "chat-recipe-streaming.png")
+        expect(page.get_by_role("status")).to_have_text("Done.")
+        if page.locator(".live-note.compacted").count():
+            break
+    note = page.locator(".live-note.compacted")
+    expect(note).to_contain_text("offline summariser")
+    assert number <= 5, "the recipe's threshold compacts within a few messages"
+    expect(page.locator(".event-ok")).to_contain_text("Compaction 1")
+    page.screenshot(path=SCREENSHOTS / "chat-recipe-compacted.png", full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=SCREENSHOTS / "chat-recipe-390.png", full_page=False)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    other = page.context.new_page()
+    other.goto(f"{asgi_url}/sessions/")
+    other.get_by_role("button", name="Log out").click()
+    expect(page.get_by_role("status")).to_contain_text("You are logged out")
+    expect(page.locator("#chat")).to_have_attribute("data-socket", "closed 4401")
+    expect(page.locator("#chat-error")).to_contain_text("no longer logged in")
