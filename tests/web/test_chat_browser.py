@@ -376,8 +376,8 @@ def test_the_server_refuses_a_frame_over_the_apps_limit_before_reading_it(
     url = asgi_url.replace("http", "ws") + f"/ws/sessions/{session.public_id}/"
     with connect(url, origin=asgi_url, additional_headers={"Cookie": cookie}) as ws:  # type: ignore[arg-type]
         assert '"hello"' in str(ws.recv(timeout=5))
+        ws.send("x" * 15_000_000)
         with pytest.raises(ConnectionClosed) as closed:
-            ws.send("x" * 15_000_000)
             ws.recv(timeout=5)
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1009
