@@ -367,6 +367,7 @@ def test_the_server_refuses_a_frame_over_the_apps_limit_before_reading_it(
     from django.test import Client
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
+    from websockets.typing import Origin
 
     assert makefile_ws_max_size() == MAX_FRAME_BYTES
     session = chat_session(owner)
@@ -374,7 +375,8 @@ def test_the_server_refuses_a_frame_over_the_apps_limit_before_reading_it(
     client.force_login(owner)
     cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
     url = asgi_url.replace("http", "ws") + f"/ws/sessions/{session.public_id}/"
-    with connect(url, origin=asgi_url, additional_headers={"Cookie": cookie}) as ws:  # type: ignore[arg-type]
+    origin = Origin(asgi_url)
+    with connect(url, origin=origin, additional_headers={"Cookie": cookie}) as ws:
         assert '"hello"' in str(ws.recv(timeout=5))
         ws.send("x" * 15_000_000)
         with pytest.raises(ConnectionClosed) as closed:
