@@ -21,6 +21,14 @@ from .agent.events import (
     UsageReported,
 )
 from .agent.tools import calculator, current_time
+from .background import (
+    BackgroundMemory,
+    LongTermStore,
+    ModelExtractor,
+    OfflineExtractor,
+    Scope,
+    SQLiteLongTermStore,
+)
 from .base import BaseMemory
 from .basic import BasicMemory
 from .clients import (
@@ -50,9 +58,11 @@ from .errors import (
     CompactionError,
     ConfigurationError,
     ContextLengthExceededError,
+    ExtractionError,
     InvalidReplyError,
     LogCorruptError,
     LogError,
+    LongTermMemoryError,
     MotusMemoryError,
     ProviderConnectionError,
     ProviderError,
@@ -88,6 +98,7 @@ __all__ = [
     "AnswerDelta",
     "AnthropicClient",
     "AuthenticationError",
+    "BackgroundMemory",
     "BadRequestError",
     "BaseMemory",
     "BasicMemory",
@@ -106,6 +117,7 @@ __all__ = [
     "CompletionDone",
     "ConfigurationError",
     "ContextLengthExceededError",
+    "ExtractionError",
     "Identifier",
     "InMemoryLogStore",
     "InvalidMessageError",
@@ -116,10 +128,14 @@ __all__ = [
     "LogPoint",
     "LogProblem",
     "LogStore",
+    "LongTermMemoryError",
+    "LongTermStore",
     "MaxStepsExceeded",
     "MessageAdded",
+    "ModelExtractor",
     "ModelLimits",
     "MotusMemoryError",
+    "OfflineExtractor",
     "OpenAIChatClient",
     "PointNotFoundError",
     "ProviderConnectionError",
@@ -129,6 +145,8 @@ __all__ = [
     "RateLimitError",
     "ReActAgent",
     "ReasoningDelta",
+    "SQLiteLongTermStore",
+    "Scope",
     "ServerError",
     "SessionExistsError",
     "SessionNotFoundError",

@@ -22,6 +22,7 @@ the ``meta`` callable when it is needed), so a log always starts with one.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -58,6 +59,7 @@ class Recorder:
         self._awaited: set[int] = set()  # id() of the coroutine-function listeners
         self._unwritten: list[LogRecord] = []  # queued for an AsyncLogStore
         self._unheard: list[LogRecord] = []  # written, waiting for async listeners
+        self._flushing = asyncio.Lock()
 
     @property
     def active(self) -> bool:
@@ -105,7 +107,13 @@ class Recorder:
             self._unheard.append(record)
 
     async def flush(self) -> None:
-        """Write what an async store has queued, then await async listeners, in order."""
+        """Write what an async store has queued, then await async listeners, in
+        order. Flushes from concurrent tasks (a background extraction beside a
+        turn) take turns, so no record is written twice."""
+        async with self._flushing:
+            await self._flush()
+
+    async def _flush(self) -> None:
         store = self._async_store
         while self._unwritten and store is not None:
             await store.append_async(self.session_id, self._unwritten[0])
