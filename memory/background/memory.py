@@ -11,7 +11,8 @@ that work on the agent's critical path:
   in order) that runs the extractor and writes to the store. ``add_message``
   never awaits it; a slow or failing extractor only delays or fails its own
   task, which is recorded (``memory_extraction`` with ``error``), never the
-  turn. ``await memory.drain()`` waits for what is queued.
+  turn; what it failed to read is read again with the next turn, while it is
+  still in the context. ``await memory.drain()`` waits for what is queued.
 - **Recall, before each request.** When a user message arrives, and when a
   tool batch is complete (the points where the agent asks the model), the
   memories most relevant to the newest user request are placed after the
@@ -47,7 +48,7 @@ from ..state import Ingested
 from .extract import Candidate, Excerpt, Extractor, ModelExtractor, OfflineExtractor
 from .recall import render_block
 from .sqlite import SQLiteLongTermStore
-from .store import LongTermStore
+from .store import Filters, LongTermStore
 from .tools import build_long_term_tools
 from .types import Hit, Memory, Provenance, Scope
 
@@ -55,7 +56,7 @@ logger = logging.getLogger("memory.background")
 
 DEFAULT_RECALL_BUDGET = 2_000
 RECALL_CANDIDATES = 40  # memories searched per request; the budget decides how many are placed
-RELATED_FOR_EXTRACTION = 10  # existing memories shown to an extractor
+RELATED = 10  # existing memories shown to an extractor
 STORE_FILE = "long_term_memory.sqlite3"
 DEFAULT_SCOPE = Scope(agent_id="default")
 
@@ -254,12 +255,7 @@ class BackgroundMemory(CompactionMemory):
         written: list[dict[str, Any]] = []
         error = None
         try:
-            related = self.store.search(
-                self.scope,
-                " ".join(m.text for _, m in excerpt.messages)[:4000],
-                limit=RELATED_FOR_EXTRACTION,
-            )
-            excerpt = dataclasses.replace(excerpt, existing=[hit.memory for hit in related])
+            excerpt = dataclasses.replace(excerpt, existing=self._related(excerpt))
             candidates = await asyncio.wait_for(
                 extractor.extract(excerpt), timeout=self.extraction_timeout_s
             )
@@ -270,6 +266,9 @@ class BackgroundMemory(CompactionMemory):
             error = f"{type(exc).__name__}: {exc}"
         if error is not None:
             logger.warning("memory extraction failed (%s); the turn is unaffected", error)
+            # Read again with the next turn (what is still in the context).
+            if excerpt.first_seq is not None:
+                self._position = min(self._position, excerpt.first_seq - 1)
         record = MemoryExtraction(
             ts=now_iso(),
             trigger=trigger,
@@ -281,6 +280,18 @@ class BackgroundMemory(CompactionMemory):
             duration_s=round(time.monotonic() - started, 4),
         )
         self._note_extraction(record)
+
+    def _related(self, excerpt: Excerpt) -> list[Memory]:
+        """What an extractor is shown as existing: the best matches of what was
+        said, topped up with the newest active memories (a statement that
+        replaces another need not share a word with it: Porto, then Lisbon)."""
+        said = " ".join(m.text for _, m in excerpt.messages)[:4000]
+        related = [hit.memory for hit in self.store.search(self.scope, said, limit=RELATED)]
+        if len(related) < RELATED:
+            shown = {m.id for m in related}
+            newest = self.store.memories(self.scope, Filters(status="active"), limit=RELATED)
+            related.extend(m for m in newest if m.id not in shown)
+        return related[:RELATED]
 
     def _note_extraction(self, record: MemoryExtraction) -> None:
         if record.error is None and record.through_seq is not None:
