@@ -38,12 +38,14 @@ ACTIONS: tuple[Action, ...] = ("add", "update", "supersede", "none")
 @dataclass(frozen=True, slots=True)
 class Excerpt:
     """What an extractor reads: ``messages`` as ``(seq, message)`` in log order,
-    the session they belong to, and ``existing``: the scope's active memories
-    most related to them (what an ``update`` or ``supersede`` may target)."""
+    the session they belong to, ``existing``: the scope's active memories
+    most related to them (what an ``update`` or ``supersede`` may target), and
+    ``said_on``: the date they were said (relative dates are relative to it)."""
 
     session_id: str | None
     messages: Sequence[tuple[int, ChatMessage]]
     existing: Sequence[Memory] = ()
+    said_on: str | None = None  # when the messages were said (a date, as the caller writes it)
 
     @property
     def first_seq(self) -> int | None:
@@ -84,7 +86,9 @@ class Extractor(Protocol):
 
 # -- the offline extractor -----------------------------------------------------
 
-_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|our|us)\b", re.I)
+# The speaker as subject or owner ("book me a table" is a request, not about "me").
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|mine|we|we're|we've|our)\b", re.I)
+_REQUEST = re.compile(r"^(?:please|let's|can you|could you|would you)\b|\bplease\b", re.I)
 _PREFERENCE = re.compile(
     r"\b(?:like|likes|liked|love|loves|loved|prefer|prefers|preferred|hate|hates|enjoy|enjoys|"
     r"enjoyed|favou?rite|fond of|can't stand|cannot stand|passionate|into|allergic|vegan|"
@@ -96,11 +100,13 @@ _MONTHS = (
     "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
 )
 _DATE = re.compile(
-    rf"\b(?:(?:{_MONTHS})\b|(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b|"
+    rf"\b(?:(?:\d{{1,2}}(?:st|nd|rd|th)? (?:of )?)?(?:{_MONTHS})\b(?: \d{{1,2}}(?:st|nd|rd|th)?\b)?"
+    r"(?:,? (?:19|20)\d\d\b)?|(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)\b|"
     r"(?:yesterday|today|tomorrow|tonight|last (?:week|month|year|weekend|night)|"
     r"next (?:week|month|year|weekend)|ago)\b|(?:19|20)\d\d\b|\d{1,2}/\d{1,2}(?:/\d{2,4})?)",
 )
 _NUMBER = re.compile(r"\d")
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
 _PEOPLE = re.compile(
     r"\b(?:my|our) (?:wife|husband|partner|son|daughter|kids?|children|mom|mum|mother|dad|"
     r"father|parents?|brother|sister|siblings?|friends?|boss|colleagues?|cousin|aunt|uncle|"
@@ -116,25 +122,48 @@ _SELF = re.compile(
 )
 # A capitalised word that does not open the sentence: a name or a place.
 _PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
-_SPEAKER = re.compile(r"^(?:\[[^\]]{1,64}\]\s*)?[A-Z][\w .'-]{0,40}:\s+")
+_STAMP = re.compile(r"^\[[^\]]{1,64}\]\s*")
+_SPEAKER = re.compile(r"^([A-Z][\w.'-]{0,20}(?: [A-Z][\w.'-]{0,20}){0,2}):\s+")
+_WORDS = re.compile(r"[a-z0-9']+")
+# Words that carry no content in a chat line (function words and small talk).
+_SMALL_TALK = """a about after again all also am an and any are as at back be because been but by
+    can could did do does doing done for from get got had has have having he her here him his
+    how i if in into is it its it's i'm i've i'll i'd just me my no not now of off oh on or
+    our out so some than that that's the their them then there they this those to too up us
+    very was we we're were what when where which who will with would you your you're yeah
+    yes wow really so much thanks thank great good nice awesome amazing cool glad happy sure
+    okay ok totally definitely lot lots sounds like love well way things thing something
+    know another think guess mean kinda kind stuff bit"""
+_NOT_CONTENT = frozenset(_SMALL_TALK.split())
 MIN_WORDS, MAX_WORDS = 4, 60
+MIN_CONTENT_WORDS = 2
 
 
 @dataclass(frozen=True, slots=True)
 class OfflineExtractor:
-    """Whole sentences the user said about themselves, verbatim.
+    """What the user said about themselves, people, places, dates and numbers, verbatim.
 
-    A sentence of a message whose role is in ``roles`` (default: the user's)
-    is kept when it is a statement (not a question), of 4 to 60 words, in
-    the first person, and says at least one of: a preference (like, love,
-    prefer, hate, favourite, allergic...), something about the speaker (I am,
-    I work, I live, I have...), people (my wife, my friends...), a place or a
-    name (a capitalised word inside the sentence), a date or time, a number.
-    Its kind is ``preference`` for a preference, ``event`` for one with a
-    date or time, else ``fact``; its importance grows with the number of those
-    signals. A transcript's leading ``"[stamp] Speaker: "`` is not part of the
-    sentence. Needs no model and no network; the same sentence twice in an
-    excerpt is one candidate.
+    Each line of a message whose role is in ``roles`` (default: the user's)
+    gives at most one candidate: its statements, whole and in order, without
+    its questions and its small talk, when at least one of them says
+    something specific. A statement is a sentence that is not a question, of
+    4 to 60 words, with at least two content words (not function words or
+    small talk: "Wow, that's so great!" is none), and not a request ("please",
+    "can you"...). It is specific when it
+    names people (my wife, my friends...), a name or a place (a capitalised
+    word inside the sentence), a date or time, or a number, or speaks in the
+    first person. Keeping the line's other statements beside it keeps what
+    gives it its sense ("We all made our own pots." after "I took my kids to a
+    pottery workshop."): on LoCoMo, one memory per line places more answers
+    than one per sentence (``bench/background_memory.py``). Its kind is
+    ``preference`` when a statement states one (like, love, prefer, hate,
+    favourite, allergic...), ``event`` when one names a date or time, else
+    ``fact``; its importance grows with the signals of its most specific
+    statement; its time (``when``) is the date a statement names when it is
+    absolute, else the excerpt's ``said_on`` (after the relative date named).
+    A transcript's leading ``"[stamp] "`` is dropped and its ``"Speaker: "``
+    kept (who said it). Needs no model and no network; the same line twice
+    in an excerpt is one candidate.
     """
 
     roles: tuple[str, ...] = ("user",)
@@ -154,7 +183,7 @@ class OfflineExtractor:
         for seq, message in excerpt.messages:
             if message.role not in self.roles:
                 continue
-            for candidate in sentence_candidates(message.text, seq):
+            for candidate in sentence_candidates(message.text, seq, excerpt.said_on):
                 key = dedupe_key(candidate.text)
                 if key not in seen:
                     seen.add(key)
@@ -162,45 +191,79 @@ class OfflineExtractor:
         return out
 
 
-def sentence_candidates(text: str, seq: int | None = None) -> list[Candidate]:
-    """The sentences of ``text`` the offline extractor keeps (see ``OfflineExtractor``)."""
+def sentence_candidates(
+    text: str, seq: int | None = None, said_on: str | None = None
+) -> list[Candidate]:
+    """What the offline extractor keeps of one message (see ``OfflineExtractor``)."""
     out = []
     for line in text.splitlines():
-        line = _SPEAKER.sub("", line.strip())
+        line = _STAMP.sub("", line.strip())
+        speaker = _SPEAKER.match(line)
+        label = f"{speaker.group(1)}: " if speaker else ""
+        line = line[speaker.end() :] if speaker else line
         if not line:
             continue
-        for sentence in segment("en", line):
-            candidate = _candidate(sentence.strip(), seq)
-            if candidate is not None:
-                out.append(candidate)
+        sentences = dict.fromkeys(s.strip() for s in segment("en", line))
+        kept = [c for c in (_candidate(s, seq) for s in sentences) if c]
+        signalled = [c for c in kept if c.importance > 0]
+        if not signalled:
+            continue
+        best = max(signalled, key=lambda c: c.importance)
+        dated = next((c.when for c in kept if c.when is not None), None)
+        kinds = {c.kind for c in signalled}
+        kind: Kind = "preference" if "preference" in kinds else "event" if dated else "fact"
+        out.append(
+            Candidate(
+                kind=kind,
+                text=label + " ".join(c.text for c in kept),
+                when=when_said(dated, said_on),
+                importance=best.importance,
+                first_seq=seq,
+                last_seq=seq,
+            )
+        )
     return out
 
 
+def when_said(named: str | None, said_on: str | None) -> str | None:
+    """A memory's time: the date its sentence names when that is absolute (has
+    a year), else the day it was said, after the relative date it names
+    (``"yesterday, said 8 May, 2023"``)."""
+    if named is not None and (said_on is None or _YEAR.search(named)):
+        return named
+    if said_on is None:
+        return None
+    return f"{named}, said {said_on}" if named else said_on
+
+
 def _candidate(sentence: str, seq: int | None) -> Candidate | None:
+    """The statement ``sentence`` is, or ``None``; importance 0: not specific
+    (kept only beside a specific one)."""
     words = sentence.split()
     if not MIN_WORDS <= len(words) <= MAX_WORDS or sentence.endswith("?"):
         return None
-    if not _FIRST_PERSON.search(sentence):
+    if _REQUEST.search(sentence):
+        return None
+    content = [w for w in _WORDS.findall(sentence.lower()) if w not in _NOT_CONTENT]
+    if len(content) < MIN_CONTENT_WORDS:
         return None
     preference = bool(_PREFERENCE.search(sentence))
     date = _DATE.search(sentence)
-    signals = [
-        preference,
-        bool(_SELF.search(sentence)),
+    specific = [
         bool(_PEOPLE.search(sentence)),
         bool(_PROPER.search(sentence)),
         date is not None,
         bool(_NUMBER.search(sentence)),
     ]
-    found = sum(signals)
-    if not found:
-        return None
+    personal = [preference, bool(_SELF.search(sentence))]
+    found = sum(specific) + sum(personal)
+    signalled = any(specific) or bool(_FIRST_PERSON.search(sentence))
     kind: Kind = "preference" if preference else "event" if date is not None else "fact"
     return Candidate(
         kind=kind,
         text=sentence,
         when=date.group(0) if date is not None else None,
-        importance=min(1.0, 0.35 + 0.15 * found),
+        importance=min(1.0, 0.35 + 0.15 * found) if signalled else 0.0,
         first_seq=seq,
         last_seq=seq,
     )
@@ -274,12 +337,13 @@ class ModelExtractor:
 def render_excerpt(excerpt: Excerpt) -> str:
     """The model's user message: the existing memories with their ids, then the new messages."""
     existing = "\n".join(f"- [{m.id}] ({m.kind}) {m.text}" for m in excerpt.existing) or "(none)"
+    said_on = f"\n\nSAID ON: {excerpt.said_on}" if excerpt.said_on else ""
     said = "\n".join(
         f"[{seq}] {message.role}: {message.text}"
         for seq, message in excerpt.messages
         if message.text.strip()
     )
-    return f"EXISTING MEMORIES:\n{existing}\n\nNEW MESSAGES:\n{said}"
+    return f"EXISTING MEMORIES:\n{existing}{said_on}\n\nNEW MESSAGES:\n{said}"
 
 
 def parse_reply(text: str, excerpt: Excerpt) -> tuple[list[Candidate], int]:

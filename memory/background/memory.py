@@ -55,7 +55,7 @@ from .types import Hit, Memory, Provenance, Scope
 logger = logging.getLogger("memory.background")
 
 DEFAULT_RECALL_BUDGET = 2_000
-RECALL_CANDIDATES = 40  # memories searched per request; the budget decides how many are placed
+RECALL_CANDIDATES = 200  # memories searched per request; the budget decides how many are placed
 RELATED = 10  # existing memories shown to an extractor
 STORE_FILE = "long_term_memory.sqlite3"
 DEFAULT_SCOPE = Scope(agent_id="default")
@@ -71,7 +71,10 @@ class BackgroundMemory(CompactionMemory):
     to remember (default: ``ModelExtractor`` over the memory's client and
     ``extract_model_name``, else the compaction model, once a client is set;
     ``OfflineExtractor`` without one). ``recall_budget_tokens``: the recalled
-    block's budget, in tokens (0 turns recall off). Other arguments are
+    block's budget, in tokens (0 turns recall off). ``said_on``: the date the
+    conversation took place, for an import or a replay (default: the UTC day
+    each excerpt is read); a memory's time is that day unless its sentence
+    names an absolute date. Other arguments are
     ``CompactionMemory``'s. Raises ``ConfigurationError`` for a bad scope or budget.
     """
 
@@ -88,6 +91,7 @@ class BackgroundMemory(CompactionMemory):
         extract_model_name: str | None = None,
         recall_budget_tokens: int = DEFAULT_RECALL_BUDGET,
         extraction_timeout_s: float = 120.0,
+        said_on: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -106,6 +110,7 @@ class BackgroundMemory(CompactionMemory):
         self._extract_model_name = extract_model_name
         self.recall_budget_tokens = recall_budget_tokens
         self.extraction_timeout_s = extraction_timeout_s
+        self.said_on = said_on
         self._position = self._state.extracted_through
         self._extraction: asyncio.Future[None] | None = None
 
@@ -222,7 +227,7 @@ class BackgroundMemory(CompactionMemory):
         if not said or through < start:
             return
         self._position = through
-        excerpt = Excerpt(self.session_id, said)
+        excerpt = Excerpt(self.session_id, said, said_on=self.said_on or now_iso()[:10])
         previous = self._extraction
         self._extraction = asyncio.ensure_future(
             self._extract_after(previous, excerpt, trigger, through)
@@ -416,6 +421,7 @@ class BackgroundMemory(CompactionMemory):
         child._extractor, child._extract_model_name = self._extractor, self._extract_model_name
         child.recall_budget_tokens = self.recall_budget_tokens
         child.extraction_timeout_s = self.extraction_timeout_s
+        child.said_on = self.said_on
         # The parent extracts what it said; the fork starts after it.
         child._state.extracted_through = child._position = child._state.next_seq - 1
         block = self._state.memory_block

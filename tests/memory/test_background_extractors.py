@@ -44,7 +44,7 @@ def test_the_offline_extractor_keeps_statements_about_the_user_verbatim(
     "said",
     [
         ("user", "Do I like spicy food?"),  # a question
-        ("user", "The weather in Paris is 20 degrees."),  # not about the speaker
+        ("user", "Wow, that sounds so great to me!"),  # small talk, no content
         ("user", "I agree."),  # too short, nothing specific
         ("assistant", "I love helping you with Paris in 2024."),  # not the user
     ],
@@ -57,8 +57,23 @@ def test_a_transcript_speaker_label_is_not_part_of_the_sentence() -> None:
     (candidate,) = OfflineExtractor().extract_now(
         excerpt(("user", "[8 May 2023] Caroline: I went to an LGBTQ support group yesterday."))
     )
-    assert candidate.text == "I went to an LGBTQ support group yesterday."
+    assert candidate.text == "Caroline: I went to an LGBTQ support group yesterday."
     assert candidate.when == "yesterday"
+
+
+def test_a_line_is_one_memory_of_its_statements_and_its_time_is_when_it_was_said() -> None:
+    said = (
+        "Guess what? Last Fri I took my kids to a pottery workshop. We all made our own pots! "
+        "It was so fun.\nOh wow, that's so great!\nWe moved to Oslo in March 2021."
+    )
+    pottery, oslo = OfflineExtractor().extract_now(
+        Excerpt("s1", [(4, ChatMessage.user(said))], said_on="9 June, 2023")
+    )
+    assert pottery.text == (
+        "Last Fri I took my kids to a pottery workshop. We all made our own pots!"
+    )
+    assert (pottery.kind, pottery.when, pottery.first_seq) == ("fact", "9 June, 2023", 4)
+    assert (oslo.kind, oslo.when) == ("event", "March 2021")
 
 
 def reply(memories: list[dict[str, Any]]) -> dict[str, Any]:
@@ -69,7 +84,7 @@ async def test_the_model_extractor_adds_updates_and_supersedes_against_the_store
     store = SQLiteLongTermStore()
     log = InMemoryLogStore()
     seed = BackgroundMemory(store=store, scope=ANN, log_store=log)
-    await seed.add_message(ChatMessage.user("I live in Porto. I drive a blue Fiat."))
+    await seed.add_message(ChatMessage.user("I live in Porto.\nI drive a blue Fiat."))
     await seed.add_message(ChatMessage.assistant("Nice."))
     await seed.drain()
     by_text = {m.text: m.id for m in store.memories(ANN)}

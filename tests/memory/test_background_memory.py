@@ -21,7 +21,7 @@ from memory.background.recall import OPEN
 from tests.memory.conftest import FakeClient
 
 ANN = Scope(user_id="ann")
-FACTS = "I am allergic to peanuts. My sister Jane lives in Boston. I moved to Lisbon in 2019."
+FACTS = "I am allergic to peanuts.\nMy sister Jane lives in Boston.\nI moved to Lisbon in 2019."
 
 
 def background(
@@ -193,7 +193,7 @@ async def test_extraction_runs_before_a_compaction_folds_the_messages() -> None:
     store = SQLiteLongTermStore()
     config = CompactionMemoryConfig(token_threshold=400, auto_compact=False)
     memory = background(store, model_name="gpt-4o", config=config)
-    chatter = " ".join(f"Well, that was a thing number {i}, you know." for i in range(40))
+    chatter = "Well, that was another thing, you know. " * 40
     # Two requests in a row, no answer yet: no turn has completed.
     await memory.add_message(ChatMessage.user(FACTS + " " + chatter))
     await memory.add_message(ChatMessage.user("And please book me a table for two."))
