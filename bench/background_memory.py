@@ -63,7 +63,14 @@ from bench.compaction_quality import (
     percent,
     table,
 )
-from memory import BackgroundMemory, ChatMessage, CompactionMemory, Scope, TokenCounter
+from memory import (
+    BackgroundMemory,
+    ChatMessage,
+    CompactionMemory,
+    InMemoryLogStore,
+    Scope,
+    TokenCounter,
+)
 from memory.background import OfflineExtractor, Provenance, SQLiteLongTermStore
 from memory.background.extract import sentence_candidates
 from memory.background.recall import render_block
@@ -288,23 +295,24 @@ async def bench_latency(samples: list[dict[str, Any]]) -> None:
                 times.append(time.perf_counter() - started)
         return times
 
-    compact = CompactionMemory(model_name=MODEL, enable_memory_tools=False)
+    compact = CompactionMemory(
+        model_name=MODEL, enable_memory_tools=False, log_store=InMemoryLogStore()
+    )
     plain = await replies(compact)
-    store = SQLiteLongTermStore()
+    log = InMemoryLogStore()
     background = BackgroundMemory(
-        store=store,
+        store=SQLiteLongTermStore(),
         scope=Scope(user_id="latency"),
         model_name=MODEL,
         extractor=OfflineExtractor(roles=("user", "assistant")),
+        log_store=log,
     )
     with_extraction = await replies(background)
     drained = time.perf_counter()
     await background.drain()
     tail = time.perf_counter() - drained
     extractions = [
-        e["duration_s"]
-        for e in background.get_memory_trace()["events"]
-        if e.get("type") == "memory_extraction"
+        r["duration_s"] for r in log.read(background.session_id) if r["type"] == "memory_extraction"
     ]
 
     def ms(values: Sequence[float]) -> list[str]:
@@ -322,7 +330,7 @@ async def bench_latency(samples: list[dict[str, Any]]) -> None:
     )
     if extractions:
         print(
-            f"the {len(extractions):,} background extractions (traced) took median "
+            f"the {len(extractions):,} background extractions took median "
             f"{1000 * statistics.median(extractions):.2f} ms, off the replies; draining the last "
             f"took {1000 * tail:.1f} ms"
         )
@@ -331,10 +339,11 @@ async def bench_latency(samples: list[dict[str, Any]]) -> None:
 
 def bench_recall(samples: list[dict[str, Any]], count: int, budget: int) -> None:
     """Recall (search + block) at ``count`` memories of one scope, on SQLite."""
-    sentences: list[str] = []
+    found: dict[str, None] = {}
     for sample in samples:
         for message in locomo_conversation(sample).messages:
-            sentences.extend(c.text for c in sentence_candidates(message.text))
+            found.update(dict.fromkeys(c.text for c in sentence_candidates(message.text)))
+    sentences = list(found)
     questions = [q.text for s in samples for q in locomo_sessions(s).questions]
     store = SQLiteLongTermStore(Path("/tmp") / f"bench-recall-{count}.sqlite3")
     scope = Scope(user_id="recall-bench")

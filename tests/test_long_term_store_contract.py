@@ -8,6 +8,7 @@ import pytest
 
 from memory import ConfigurationError, LongTermMemoryError, LongTermStore, Scope
 from memory.background import Filters, Provenance, SQLiteLongTermStore
+from motus_web.sessions.long_term_store import DjangoLongTermStore
 
 ANN = Scope(user_id="ann")
 ANN_SUPPORT = Scope(user_id="ann", agent_id="support")
@@ -18,8 +19,14 @@ def link(session: str = "s1", seq: int = 0, extractor: str = "offline") -> Prove
     return Provenance(session, seq, seq, extractor, "2025-03-01T10:00:00+00:00")
 
 
-@pytest.fixture(params=["sqlite-memory", "sqlite-file"])
+@pytest.fixture(
+    params=["sqlite-memory", "sqlite-file", pytest.param("django", marks=pytest.mark.django_db)]
+)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> LongTermStore:
+    # The dashboard's store runs on the test database: PostgreSQL full-text
+    # search with DATABASE_URL set, FTS5 on SQLite without.
+    if request.param == "django":
+        return DjangoLongTermStore()
     path = ":memory:" if request.param == "sqlite-memory" else tmp_path / "lt" / "m.sqlite3"
     return SQLiteLongTermStore(path)
 

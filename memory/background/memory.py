@@ -44,6 +44,7 @@ from ..compaction.base import Trigger
 from ..compaction.memory import CompactionMemory
 from ..errors import ConfigurationError, LongTermMemoryError
 from ..log.records import MemoryExtraction, MemoryRecall, SessionMeta, now_iso
+from ..messages import ChatMessage
 from ..state import Ingested
 from .extract import Candidate, Excerpt, Extractor, ModelExtractor, OfflineExtractor
 from .recall import render_block
@@ -214,15 +215,20 @@ class BackgroundMemory(CompactionMemory):
     def _schedule(self, trigger: str) -> None:
         """Queue the messages after the extractor's position (never awaited here)."""
         state = self._state
+        state.sync()
         start = self._position + 1
-        said = [
-            (meta.seq, message)
-            for message, meta, _ in state.entries()
-            if meta.seq is not None
-            and meta.seq >= start
-            and message.role in ("user", "assistant")
-            and message.text.strip()
-        ]
+        said: list[tuple[int, ChatMessage]] = []
+        # From the newest back to the position: the cost follows what is new,
+        # not the length of the context.
+        for index in range(len(state.messages) - 1, -1, -1):
+            seq, message = state.meta[index].seq, state.messages[index]
+            if seq is None:
+                continue
+            if seq < start:
+                break
+            if message.role in ("user", "assistant") and message.text.strip():
+                said.append((seq, message))
+        said.reverse()
         through = state.next_seq - 1
         if not said or through < start:
             return
