@@ -28,7 +28,7 @@ from django.db import connection, transaction
 
 from memory.background.scoring import query_terms
 from memory.background.store import Filters, Row, VersionedStore
-from memory.background.types import Kind, Provenance, Purged, Status, Version
+from memory.background.types import Kind, Provenance, Purged, Scope, Status, Version
 
 from .models import LongTermMemory, LongTermMemoryLink, LongTermMemoryVersion
 
@@ -217,6 +217,24 @@ for _name in (
     "purge",
 ):
     setattr(DjangoLongTermStore, _name, _off_the_loop(getattr(VersionedStore, _name)))
+
+
+OWNER_PREFIX = "user-"
+
+
+def owner_scope(owner_pk: int, name: str = "") -> Scope:
+    """The scope of a dashboard user's memories: ``user-<pk>``, and ``name`` as
+    its agent id when given (one user's separate memories: "work", "home").
+    Raises ``ConfigurationError`` for a name a scope cannot hold."""
+    return Scope(user_id=f"{OWNER_PREFIX}{owner_pk}", agent_id=name or None)
+
+
+def owner_of(scope: Scope) -> int | None:
+    """The pk of the user whose memories ``scope`` holds (``owner_scope``'s);
+    ``None`` for a scope the dashboard did not make."""
+    user = scope.user_id or ""
+    number = user.removeprefix(OWNER_PREFIX)
+    return int(number) if user.startswith(OWNER_PREFIX) and number.isdigit() else None
 
 
 def _columns(row: Row) -> dict[str, Any]:
