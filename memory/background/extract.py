@@ -39,13 +39,16 @@ ACTIONS: tuple[Action, ...] = ("add", "update", "supersede", "none")
 class Excerpt:
     """What an extractor reads: ``messages`` as ``(seq, message)`` in log order,
     the session they belong to, ``existing``: the scope's active memories
-    most related to them (what an ``update`` or ``supersede`` may target), and
-    ``said_on``: the date they were said (relative dates are relative to it)."""
+    most related to them (what an ``update`` or ``supersede`` may target),
+    ``said_on``: the date they were said (relative dates are relative to it),
+    and ``before``: the message just before the first (a question the first
+    may answer)."""
 
     session_id: str | None
     messages: Sequence[tuple[int, ChatMessage]]
     existing: Sequence[Memory] = ()
-    said_on: str | None = None  # when the messages were said (a date, as the caller writes it)
+    said_on: str | None = None
+    before: ChatMessage | None = None
 
     @property
     def first_seq(self) -> int | None:
@@ -152,7 +155,10 @@ class OfflineExtractor:
     "can you"...). It is specific when it
     names people (my wife, my friends...), a name or a place (a capitalised
     word inside the sentence), a date or time, or a number, or speaks in the
-    first person. Keeping the line's other statements beside it keeps what
+    first person. The first line of a reply to a question (the message
+    before it ended with one) is kept whatever it says, followed by
+    ``(answering "<the question>")``: "They were awestruck." means nothing
+    alone. Keeping the line's other statements beside it keeps what
     gives it its sense ("We all made our own pots." after "I took my kids to a
     pottery workshop."): on LoCoMo, one memory per line places more answers
     than one per sentence (``bench/background_memory.py``). Its kind is
@@ -180,10 +186,12 @@ class OfflineExtractor:
         """``extract`` without a thread (for batch use)."""
         seen: set[str] = set()
         out: list[Candidate] = []
+        previous = excerpt.before
         for seq, message in excerpt.messages:
+            asked, previous = question_of(previous), message
             if message.role not in self.roles:
                 continue
-            for candidate in sentence_candidates(message.text, seq, excerpt.said_on):
+            for candidate in sentence_candidates(message.text, seq, excerpt.said_on, asked):
                 key = dedupe_key(candidate.text)
                 if key not in seen:
                     seen.add(key)
@@ -191,12 +199,28 @@ class OfflineExtractor:
         return out
 
 
+def question_of(message: ChatMessage | None) -> str | None:
+    """The question ``message`` ends with (its last sentence, when it asks one)."""
+    if message is None or not message.text.strip():
+        return None
+    last = segment("en", _speaker_free(message.text.strip().splitlines()[-1]))
+    sentence = list(last)[-1].strip() if last else ""
+    return sentence if sentence.endswith("?") and len(sentence.split()) >= 3 else None
+
+
+def _speaker_free(line: str) -> str:
+    line = _STAMP.sub("", line.strip())
+    speaker = _SPEAKER.match(line)
+    return line[speaker.end() :] if speaker else line
+
+
 def sentence_candidates(
-    text: str, seq: int | None = None, said_on: str | None = None
+    text: str, seq: int | None = None, said_on: str | None = None, asked: str | None = None
 ) -> list[Candidate]:
-    """What the offline extractor keeps of one message (see ``OfflineExtractor``)."""
+    """What the offline extractor keeps of one message (see ``OfflineExtractor``);
+    ``asked``: the question the message answers (the one before it ended with)."""
     out = []
-    for line in text.splitlines():
+    for index, line in enumerate(text.splitlines()):
         line = _STAMP.sub("", line.strip())
         speaker = _SPEAKER.match(line)
         label = f"{speaker.group(1)}: " if speaker else ""
@@ -206,18 +230,21 @@ def sentence_candidates(
         sentences = dict.fromkeys(s.strip() for s in segment("en", line))
         kept = [c for c in (_candidate(s, seq) for s in sentences) if c]
         signalled = [c for c in kept if c.importance > 0]
-        if not signalled:
+        answers = asked if index == 0 and kept else None
+        if not signalled and answers is None:
             continue
-        best = max(signalled, key=lambda c: c.importance)
+        best = max(signalled or kept, key=lambda c: c.importance)
         dated = next((c.when for c in kept if c.when is not None), None)
         kinds = {c.kind for c in signalled}
         kind: Kind = "preference" if "preference" in kinds else "event" if dated else "fact"
         out.append(
             Candidate(
                 kind=kind,
-                text=label + " ".join(c.text for c in kept),
+                text=label
+                + " ".join(c.text for c in kept)
+                + (f' (answering "{answers}")' if answers else ""),
                 when=when_said(dated, said_on),
-                importance=best.importance,
+                importance=max(best.importance, 0.35),
                 first_seq=seq,
                 last_seq=seq,
             )

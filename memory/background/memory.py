@@ -229,11 +229,20 @@ class BackgroundMemory(CompactionMemory):
             if message.role in ("user", "assistant") and message.text.strip():
                 said.append((seq, message))
         said.reverse()
+        # The message before the excerpt: a question it may answer.
+        before = None
+        for index in range(len(state.messages) - 1, -1, -1):
+            seq, message = state.meta[index].seq, state.messages[index]
+            if seq is not None and seq < start and message.role in ("user", "assistant"):
+                before = message
+                break
         through = state.next_seq - 1
         if not said or through < start:
             return
         self._position = through
-        excerpt = Excerpt(self.session_id, said, said_on=self.said_on or now_iso()[:10])
+        excerpt = Excerpt(
+            self.session_id, said, said_on=self.said_on or now_iso()[:10], before=before
+        )
         previous = self._extraction
         self._extraction = asyncio.ensure_future(
             self._extract_after(previous, excerpt, trigger, through)

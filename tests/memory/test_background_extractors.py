@@ -210,3 +210,16 @@ async def test_a_cut_reply_or_a_server_error_is_an_extraction_error() -> None:
                 await extractor.extract(excerpt(("user", "I like tea.")))
             with pytest.raises(ExtractionError, match="call failed"):
                 await extractor.extract(excerpt(("user", "I like tea.")))
+
+
+def test_a_reply_to_a_question_is_kept_with_the_question_it_answers() -> None:
+    said = excerpt(
+        ("assistant", "That sounds lovely. How did your kids react at the memorial?"),
+        ("user", "They were awestruck and humbled."),
+        ("user", "They were awestruck and humbled again."),
+    )
+    (candidate,) = OfflineExtractor().extract_now(said)
+    assert candidate.text == (
+        'They were awestruck and humbled. (answering "How did your kids react at the memorial?")'
+    )
+    assert candidate.first_seq == 1

@@ -285,3 +285,13 @@ def _link() -> Provenance:
 def _json(text: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(text)
     return data
+
+
+async def test_an_answer_to_the_previous_turns_question_is_remembered_with_it() -> None:
+    store = SQLiteLongTermStore()
+    memory = background(store)
+    await one_turn(memory, "We went to the memorial.", "How did your kids react to it?")
+    await one_turn(memory, "They were awestruck and humbled.")
+    await memory.drain()
+    texts = {m.text for m in store.memories(ANN)}
+    assert 'They were awestruck and humbled. (answering "How did your kids react to it?")' in texts
