@@ -145,11 +145,6 @@ class BackgroundMemory(CompactionMemory):
 
     # -- recall --------------------------------------------------------------------
 
-    @property
-    def memory_block(self) -> str:
-        """The recalled block the next request carries (``""``: none)."""
-        return self._state.memory_block
-
     def search(self, query: str, *, limit: int = 10) -> list[Hit]:
         """The scope's active memories best matching ``query`` (the store's search)."""
         return self.store.search(self.scope, query, limit=limit)

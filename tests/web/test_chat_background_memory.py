@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
+from django.urls import reverse
 from pytest_django import Settings
 
 from memory import CompactionMemoryConfig
@@ -68,6 +69,17 @@ def test_remember_across_chats_makes_a_background_session_of_the_owners_scope(
     assert Session.objects.get(title="Plain").memory_type == "compact"
 
 
+def step_of_reply(owner: User, session: Session) -> tuple[dict[str, Any], str]:
+    """The rebuilt request body and the step page of the session's first reply."""
+    reply = session.messages.filter(role="assistant").order_by("seq").first()
+    assert reply is not None
+    client = logged_in(owner)
+    args = [session.public_id, reply.seq]
+    body = json.loads(client.get(reverse("dashboard:step_request", args=args)).content)
+    page = client.get(reverse("dashboard:step_detail", args=args)).content.decode()
+    return body, page
+
+
 def extraction(*memories: dict[str, Any]) -> ScriptedReply:
     return ScriptedReply(text=json.dumps({"memories": list(memories)}))
 
@@ -109,6 +121,11 @@ async def test_a_second_chat_in_the_scope_recalls_what_the_first_learned(
     asked = server.requests[2].body["messages"][0]["content"]
     assert "<long_term_memory>" in asked
     assert "The user's sister Jane lives in Boston." in asked
+    # "What the model saw" at that step is the request sent, memory block included.
+    rebuilt, page = await database_sync_to_async(step_of_reply)(owner, second)
+    assert rebuilt["messages"][0]["content"] == asked
+    assert "Long-term memories" in page
+    assert "The user&#x27;s sister Jane lives in Boston." in page
 
     # Another user's chat, and another scope of the same user, recall nothing.
     for other in (
