@@ -61,12 +61,15 @@ def create_session(
     parent_session_id: str | None = None,
     extra: dict[str, Any] | None = None,
     tools: list[dict[str, Any]] | None = None,
+    memory_type: str = CompactionMemory.memory_type,
 ) -> Session:
     """Store a new session owned by ``owner`` whose log holds only its meta
     (the row is inserted with its owner: no moment without one); its memory is
     ``CompactionMemory.restore_from_log`` of it, with ``config``. ``tools``:
     the schemas every turn will send (a chat's), so that its first turn logs
-    no change of them."""
+    no change of them. ``memory_type="background"`` with ``extra={"long_term":
+    {"scope": ...}}`` makes a ``BackgroundMemory`` session (the chat's
+    "remember across chats")."""
     public_id = uuid.uuid4().hex
     stored = {k: v for k, v in config.to_dict().items() if k not in ("session_id", "log_base_path")}
     meta = records.SessionMeta(
@@ -76,7 +79,7 @@ def create_session(
         config=stored,
         parent_session_id=parent_session_id,
         format_version=records.FORMAT_VERSION,
-        memory_type=CompactionMemory.memory_type,
+        memory_type=memory_type,
         model_name=model_name,
         tools=tools or None,
         title=title[:200],
