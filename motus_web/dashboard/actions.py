@@ -12,6 +12,8 @@ asks first: undo appends a revert, restore and fork create new sessions.
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -20,7 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from memory import MotusMemoryError
-from motus_web.sessions import once, operations
+from motus_web.sessions import jobs, once, operations
 from motus_web.sessions.memories import ContextSize
 from motus_web.sessions.models import CompactionEvent, Session
 
@@ -28,6 +30,8 @@ from .access import visible_session
 from .exactly_once import Refused, acting, fields, spent_before
 from .forms import RestoreForm
 from .rendering import render
+
+logger = logging.getLogger(__name__)
 
 
 def owner_of(request: HttpRequest) -> object:
@@ -226,6 +230,9 @@ def restore_upload_form(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def restore_upload(request: HttpRequest) -> HttpResponse:
+    """Keep the uploaded log and queue its restore as an import job (with the
+    upload's caps); 303 to the job's page. A file whose first line is no log's
+    is refused at once."""
     form = RestoreForm(request.POST, request.FILES)
     if not form.is_valid():
         return _restore_page(request, form, status=400)
@@ -234,21 +241,27 @@ def restore_upload(request: HttpRequest) -> HttpResponse:
     back = reverse("dashboard:restore_upload_form")
     try:
         with acting(request, "restore-file", name, back) as spent:
-            session, problems = operations.restore_from_file(
+            operations.check_log_head(upload)
+            job = jobs.create(
                 upload,
-                owner_of(request),  # type: ignore[arg-type]
-                f"Restored from {name}",
+                name,
+                request.user,  # type: ignore[arg-type]
+                None,
+                kind=jobs.RESTORE,
+                title=f"Restored from {name}",
             )
-            once.done(spent, session_url(session), str(session))
-    except (MotusMemoryError, operations.NothingToForkError, operations.NotALogError) as error:
+            job_url = reverse("dashboard:import_job", args=[job.public_id])
+            once.done(spent, job_url, f"Restore of {name}")
+    except operations.NotALogError as error:
         form.add_error("file", f"{name} could not be restored: {error}")
         return _restore_page(request, form, status=400)
+    except OSError:
+        logger.exception("could not keep the log %s", name)
+        form.add_error("file", "The server could not keep the file to restore it. Try again later.")
+        return _restore_page(request, form, status=503)
     except Refused as refused:
         return refused.response(request)
-    for problem in problems[:20]:
-        messages.warning(request, f"{name}: {problem}")
-    messages.success(request, f"Restored {name} into a new session.")
-    return see_other(session_url(session))
+    return see_other(job_url)
 
 
 # -- delete ------------------------------------------------------------------------

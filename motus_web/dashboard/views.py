@@ -267,7 +267,10 @@ def message_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpRe
 
 
 def _import_notice(report: ImportReport, name: str) -> str:
-    imported, skipped = len(report.imported), len(report.skipped)
+    imported, skipped, updated = len(report.imported), len(report.skipped), len(report.updated)
+    if updated and not imported:
+        notice = ngettext("Updated %d session", "Updated %d sessions", updated) % updated
+        return f"{notice} from {name} with what was new."
     if not imported:
         if not skipped:
             return f"No sessions found in {name}."
@@ -323,7 +326,6 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
         reason = "The server could not keep the file to import it. Try again later."
         context = _import_page(request, ImportForm(), upload_error=reason)
         return render(request, "dashboard/import.html", context, status=503)
-    jobs.wake()
     return _see_job(job)
 
 
@@ -338,8 +340,8 @@ def import_job(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """An import job's progress, then what it imported and refused; htmx polls its partial."""
     job = visible_job(request, public_id)
     if not job.finished:
-        jobs.wake()  # a queued job left by a restart runs; a dead runner's job is marked
-    job = jobs.with_live_progress(job)
+        jobs.wake()  # a queued job left by a restart runs
+    job = jobs.with_live_progress(jobs.check_runner(job))
     report = jobs.report_of(job)
     imported = Session.objects.filter(public_id__in=report.imported).order_by("pk")
     context = {
@@ -351,7 +353,7 @@ def import_job(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
         "notice": _import_notice(report, job.file_name)
         if job.status == ImportJob.Status.DONE and not report.problems
         else "",
-        "can_retry": job.status == ImportJob.Status.INTERRUPTED and jobs.spool_path(job).is_file(),
+        "can_retry": jobs.can_retry(job),
         "hidden": fields(as_of=_job_state(job)),
     }
     return _render(request, "dashboard/import_job.html", "job-status", context)
@@ -405,12 +407,10 @@ def import_job_retry(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResp
     try:
         with acting(request, "import-again", str(job.public_id), back) as spent:
             _job_unchanged(ImportJob.objects.select_for_update().get(pk=job.pk), request)
-            retried = jobs.retry(job)
+            jobs.retry(job)
             once.done(spent, back, f"Import of {job.file_name} again")
     except Refused as refused:
         return refused.response(request)
-    if retried:
-        jobs.wake()
     return _see_job(job)
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import orjson
 from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.db.models import Max, Min, QuerySet
@@ -60,12 +61,15 @@ def create_session(
     parent_session_id: str | None = None,
     extra: dict[str, Any] | None = None,
     tools: list[dict[str, Any]] | None = None,
+    memory_type: str = CompactionMemory.memory_type,
 ) -> Session:
     """Store a new session owned by ``owner`` whose log holds only its meta
     (the row is inserted with its owner: no moment without one); its memory is
     ``CompactionMemory.restore_from_log`` of it, with ``config``. ``tools``:
     the schemas every turn will send (a chat's), so that its first turn logs
-    no change of them."""
+    no change of them. ``memory_type="background"`` with ``extra={"long_term":
+    {"scope": ...}}`` makes a ``BackgroundMemory`` session (the chat's
+    "remember across chats")."""
     public_id = uuid.uuid4().hex
     stored = {k: v for k, v in config.to_dict().items() if k not in ("session_id", "log_base_path")}
     meta = records.SessionMeta(
@@ -75,7 +79,7 @@ def create_session(
         config=stored,
         parent_session_id=parent_session_id,
         format_version=records.FORMAT_VERSION,
-        memory_type=CompactionMemory.memory_type,
+        memory_type=memory_type,
         model_name=model_name,
         tools=tools or None,
         title=title[:200],
@@ -342,17 +346,36 @@ def restore_preview(session: Session, event: CompactionEvent) -> ContextSize:
 
 
 def restore_from_file(
-    upload: IO[bytes], owner: AbstractBaseUser | None, title: str
+    upload: IO[bytes],
+    owner: AbstractBaseUser | None,
+    title: str,
+    *,
+    max_messages: int | None = None,
 ) -> tuple[Session, list[LogProblem]]:
     """A new session whose context is ``CompactionMemory.restore_from_log`` of
     the uploaded Motus JSONL log, with the problems restore reported (a torn
     last line, say). Raises ``MotusMemoryError`` subclasses for a log the
-    library cannot restore, ``NotALogError`` for a file that is no log."""
+    library cannot restore, ``NotALogError`` for a file that is no log,
+    ``TooManyMessagesError`` for a log of more than ``max_messages`` message
+    records (counted while the file is copied, before anything is restored).
+
+    The log is copied to a temporary folder, which goes whatever happens; the
+    new session is written in one transaction, so a crash leaves none of it.
+    """
     with tempfile.TemporaryDirectory(prefix="motus-restore-") as folder:
         path = Path(folder) / "upload.jsonl"
+        messages = 0
         with path.open("wb") as out:
-            for chunk in iter(lambda: upload.read(1 << 16), b""):
-                out.write(chunk)
+            for line in upload:
+                out.write(line)
+                if max_messages is not None and _is_message(line):
+                    messages += 1
+                    if messages > max_messages:
+                        raise TooManyMessagesError(
+                            f"the log holds more than {max_messages:,} messages, the most "
+                            "one upload may restore; restore it on the server "
+                            "(CompactionMemory.restore_from_log) instead"
+                        )
         log_id = _log_session_id(path)
         path.rename(Path(folder) / f"{log_id}.jsonl")
         source = JSONLLogStore(folder)
@@ -363,21 +386,52 @@ def restore_from_file(
         return session, list(memory.restore_problems)
 
 
+def _is_message(line: bytes) -> bool:
+    """Whether a log line is a ``message`` record (a line that is no JSON is not)."""
+    if b'"message"' not in line:
+        return False  # most lines: no parse
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and record.get("type") == records.MESSAGE
+
+
+class TooManyMessagesError(ValueError):
+    """The uploaded log holds more messages than one upload may restore."""
+
+
 class NotALogError(ValueError):
     """The upload is not a Motus JSONL conversation log."""
 
 
-def _log_session_id(path: Path) -> str:
-    """The session id the log's first line names, else a stand-in.
+def check_log_head(upload: IO[bytes]) -> None:
+    """Raise ``NotALogError`` unless the file's first line (read up to 1 MB, then
+    the file is rewound) is a Motus log's ``session_meta`` record."""
+    _session_meta(upload.readline(1 << 20))
+    upload.seek(0)
 
-    Raises ``NotALogError`` when the first line is not a ``session_meta``
-    record: a chat transcript, another tool's session or a binary file would
-    otherwise restore to nothing and be refused for a reason that misleads.
-    """
+
+def _log_session_id(path: Path) -> str:
+    """The session id the log's first line names, else a stand-in; raises
+    ``NotALogError`` as ``check_log_head``."""
     with path.open("rb") as lines:
-        first = lines.readline(1 << 20).removeprefix(b"\xef\xbb\xbf")
+        meta = _session_meta(lines.readline(1 << 20))
     try:
-        meta = json.loads(first)
+        return validate_session_id(meta.get("session_id"))
+    except InvalidSessionIdError:
+        return "upload"
+
+
+def _session_meta(first: bytes) -> dict[str, Any]:
+    """The ``session_meta`` record of a log's first line.
+
+    Raises ``NotALogError`` when it is none: a chat transcript, another
+    tool's session or a binary file would otherwise restore to nothing and be
+    refused for a reason that misleads.
+    """
+    try:
+        meta = json.loads(first.removeprefix(b"\xef\xbb\xbf"))
     except ValueError:
         meta = None
     if not isinstance(meta, dict) or meta.get("type") != "session_meta":
@@ -386,10 +440,7 @@ def _log_session_id(path: Path) -> str:
             "session_meta record); to bring in a transcript or another tool's session, "
             "use Import instead"
         )
-    try:
-        return validate_session_id(meta.get("session_id"))
-    except InvalidSessionIdError:
-        return "upload"
+    return meta
 
 
 def _save_fork(
