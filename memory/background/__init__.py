@@ -12,9 +12,10 @@
 
 from .extract import Candidate, Excerpt, Extractor, ModelExtractor, OfflineExtractor
 from .memory import BackgroundMemory
+from .scoring import query_terms
 from .sqlite import SQLiteLongTermStore
-from .store import Filters, LongTermStore, VersionedStore
-from .types import Hit, Memory, Provenance, Purged, Scope, Version
+from .store import Filters, LongTermStore, Row, VersionedStore
+from .types import Hit, Kind, Memory, Provenance, Purged, Scope, Status, Version
 
 __all__ = [
     "BackgroundMemory",
@@ -23,14 +24,18 @@ __all__ = [
     "Extractor",
     "Filters",
     "Hit",
+    "Kind",
     "LongTermStore",
     "Memory",
     "ModelExtractor",
     "OfflineExtractor",
     "Provenance",
     "Purged",
+    "Row",
     "SQLiteLongTermStore",
     "Scope",
+    "Status",
     "Version",
     "VersionedStore",
+    "query_terms",
 ]
