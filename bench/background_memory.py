@@ -53,8 +53,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench.compaction_quality import (
+from compaction_quality import (
     LOCOMO_FILE,
     QA_CATEGORIES,
     locomo_conversation,
@@ -63,6 +64,7 @@ from bench.compaction_quality import (
     percent,
     table,
 )
+
 from memory import (
     BackgroundMemory,
     ChatMessage,

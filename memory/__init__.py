@@ -47,6 +47,7 @@ from .clients import (
     stream_completion,
 )
 from .compaction.base import CompactionBase
+from .compaction.code import CODE_KINDS, reads_as_code, without_bodies
 from .compaction.identifiers import Identifier, find_identifiers, kept_in, lost_identifiers
 from .compaction.memory import CompactionMemory
 from .compaction.offline import offline_summary
@@ -92,6 +93,7 @@ from .tokens.calibration import TokenCalibration
 from .tokens.model_limits import ModelLimits, get_model_limits
 
 __all__ = [
+    "CODE_KINDS",
     "INSTRUCTION_ROLES",
     "AgentBusyError",
     "AgentEvent",
@@ -180,6 +182,8 @@ __all__ = [
     "load_json",
     "lost_identifiers",
     "offline_summary",
+    "reads_as_code",
     "stream_completion",
     "upgrade_records",
+    "without_bodies",
 ]

@@ -75,6 +75,7 @@ class ContextState:
         calibration: TokenCalibration | None = None,
     ) -> None:
         self.model_name = model_name
+        self._counter: TokenCounter | None = None
         # What the provider's reports taught about the estimate (shareable).
         self.calibration = calibration if calibration is not None else TokenCalibration()
         self.max_tool_result_tokens = max_tool_result_tokens
@@ -96,7 +97,11 @@ class ContextState:
 
     @property
     def counter(self) -> TokenCounter:
-        return TokenCounter.for_model(self.model_name)
+        # Kept while the model is the same: every message asks for it twice.
+        counter = self._counter
+        if counter is None or counter.model != self.model_name:
+            counter = self._counter = TokenCounter.for_model(self.model_name)
+        return counter
 
     def copy(self) -> Self:
         """An independent copy (separate lists and tracker; messages are immutable)."""

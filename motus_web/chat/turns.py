@@ -11,8 +11,8 @@ progress, usage, errors and the end of the turn.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
@@ -107,10 +107,10 @@ class ChatTurn:
         publishing each event's frame. Never raises for a failed turn: the
         failure is published as an ``error`` frame."""
         client = self.model.client()
+        deltas = DeltaBatcher(self.publish, DELTA_BATCH_S)
         try:
             memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
             after = await database_sync_to_async(last_position)(self.session)
-            deltas = DeltaBatcher(self.publish)
             publisher = RecordPublisher(self.session, after, deltas.publish)
             self.agent = ReActAgent(
                 client=client,
@@ -145,49 +145,73 @@ class ChatTurn:
             await self.publish(error_frame(error))
             await self.publish({"type": "finished", "reason": "error", "steps": 0})
         finally:
+            deltas.close()
             aclose = getattr(client, "aclose", None)
             if aclose is not None:
                 await aclose()
 
+
+DELTA_BATCH_S = 0.05
 
 # Agent events that follow a record the store now has.
 STORED = MessageAdded | CompactionFinished | CompactionFailed
 
 
 class DeltaBatcher:
-    """Joins a run of text deltas into one frame per ``DELTA_BATCH_S`` seconds.
+    """Joins a run of text deltas into one frame per ``interval`` seconds.
 
     A model streams a token at a time; one group message per token would fill a
     channel layer's per-channel capacity (100 by default) faster than a
-    browser's consumer drains it, and the layer drops what does not fit.
+    browser's consumer drains it, and the layer drops what does not fit. A
+    timer flushes the pending text ``interval`` after its first delta, so text
+    streamed just before a pause never waits for the next event. Frames go
+    out one at a time, in the order they were given (the timer's flush and the
+    turn's next frame never overtake each other). Call ``flush()`` at the end.
     """
 
-    def __init__(self, publish: Publish) -> None:
+    def __init__(self, publish: Publish, interval: float = 0.05) -> None:
         self._publish = publish
+        self.interval = interval
         self._pending: dict[str, Any] | None = None
-        self._since = 0.0
+        self._timer: asyncio.Task[None] | None = None
+        self._sending = asyncio.Lock()
 
     async def publish(self, frame: dict[str, Any]) -> None:
         pending = self._pending
-        joins = pending is not None and frame["type"] == pending["type"] == "delta"
-        if joins and pending is not None and frame["step"] == pending["step"]:
+        if (
+            pending is not None
+            and frame["type"] == pending["type"] == "delta"
+            and frame["step"] == pending["step"]
+        ):
             pending["text"] += frame["text"]
-            if time.monotonic() - self._since >= DELTA_BATCH_S:
-                await self.flush()
             return
         await self.flush()
         if frame["type"] == "delta":
-            self._pending, self._since = dict(frame), time.monotonic()
+            self._pending = dict(frame)
+            self._timer = asyncio.create_task(self._flush_later())
             return
-        await self._publish(frame)
+        async with self._sending:
+            await self._publish(frame)
+
+    def close(self) -> None:
+        """Drop the timer (the turn ended without ``flush``: its text is in its records)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self.interval)
+        self._timer = None  # this task must not cancel itself in flush()
+        await self.flush()
 
     async def flush(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            await self._publish(pending)
-
-
-DELTA_BATCH_S = 0.05
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        async with self._sending:
+            if self._pending is not None:
+                pending, self._pending = self._pending, None
+                await self._publish(pending)
 
 
 def error_frame(error: Exception) -> dict[str, Any]:
@@ -246,6 +270,7 @@ def event_frame(event: AgentEvent, session: Session) -> dict[str, Any] | None:
             "tokens_before": event.tokens_before,
             "tokens_after": event.tokens_after,
             "messages_compacted": event.messages_compacted,
+            "model": event.model,
         }
     if isinstance(event, CompactionFailed):
         return {

@@ -21,6 +21,7 @@ from motus_web.sessions.operations import create_session
 
 from .curve import token_curves
 from .forms import NewChatForm, ReplayForm, chat_model, memory_config
+from .frames import MAX_FRAME_BYTES
 from .render import record_frames
 from .replay import ReplaySettings, create_replay, replay_of
 from .tools import new_chat_tool_schemas, session_overhead
@@ -84,6 +85,7 @@ def chat(request: HttpRequest, public_id: str) -> HttpResponse:
         "original": original,
         "is_replay": original_id is not None,
         "curves": token_curves(original, session) if original is not None else None,
+        "max_frame_bytes": MAX_FRAME_BYTES,
     }
     return render(request, "chat/chat.html", context)
 

@@ -25,8 +25,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from memory import ConfigurationError, LongTermMemoryError, Scope
-from memory.background import Filters
-from memory.background.types import KINDS, STATUSES
+from memory.background import KINDS, STATUSES, Filters
 from motus_web.sessions import once
 from motus_web.sessions.long_term_store import DjangoLongTermStore, owner_of
 from motus_web.sessions.models import LongTermMemory, Session

@@ -26,9 +26,18 @@ from typing import Any, TypeVar, cast
 
 from django.db import connection, transaction
 
-from memory.background.scoring import query_terms
-from memory.background.store import Filters, Row, VersionedStore
-from memory.background.types import Kind, Provenance, Purged, Scope, Status, Version
+from memory.background import (
+    Filters,
+    Kind,
+    Provenance,
+    Purged,
+    Row,
+    Scope,
+    Status,
+    Version,
+    VersionedStore,
+    query_terms,
+)
 
 from .models import LongTermMemory, LongTermMemoryLink, LongTermMemoryVersion
 

@@ -43,7 +43,7 @@ def _run(statements):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0006_web_writer_lease_and_action_tokens'),
+        ('dashboard', '0007_import_source_state_and_synced_files'),
     ]
 
     operations = [
