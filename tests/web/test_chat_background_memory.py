@@ -80,6 +80,11 @@ def step_of_reply(owner: User, session: Session) -> tuple[dict[str, Any], str]:
     return body, page
 
 
+def session_pages(owner: User, *sessions: Session) -> list[str]:
+    client = logged_in(owner)
+    return [client.get(f"/sessions/{s.public_id}/").content.decode() for s in sessions]
+
+
 def extraction(*memories: dict[str, Any]) -> ScriptedReply:
     return ScriptedReply(text=json.dumps({"memories": list(memories)}))
 
@@ -137,6 +142,11 @@ async def test_a_second_chat_in_the_scope_recalls_what_the_first_learned(
             owner if other.owner_id == owner.pk else teammate, other, "Where does my sister live?"
         )
         assert "<long_term_memory>" not in server.requests[-2].body["messages"][0]["content"]
+    # The session pages show, per reply, what was placed and what was written.
+    first_page, second_page = await database_sync_to_async(session_pages)(owner, first, second)
+    assert "Long-term memory written" in first_page
+    assert "The user&#x27;s sister Jane lives in Boston." in first_page
+    assert "Long-term memories placed" in second_page
     store = DjangoLongTermStore()
     remembered = await database_sync_to_async(store.memories)(owner_scope(owner.pk))
     assert [m.provenance[0].session_id for m in remembered] == [first.public_id]
