@@ -8,8 +8,9 @@ rules as the others (``exactly_once``): each form carries a one-time token
 and the memory's version as the page showed it, so a second submission does
 nothing (409, linking to the result) and a memory changed since (by the agent,
 the extractor or another tab) is not changed blindly (409, naming what
-changed). Only the scope's owner and staff see it; anyone else gets 404, as
-for a session.
+changed). Each action and its token are one transaction: a crash mid-way
+leaves neither, and the form may be sent again. Only the scope's owner and
+staff see it; anyone else gets 404, as for a session.
 """
 
 from __future__ import annotations
