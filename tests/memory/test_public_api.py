@@ -9,6 +9,7 @@ import types
 import pytest
 
 import memory
+import memory.background
 import memory.log
 import memory.tokens
 from memory import (
@@ -39,7 +40,9 @@ def test_the_public_names_are_exactly_those_listed() -> None:
     assert all(hasattr(memory, name) for name in memory.__all__)
 
 
-@pytest.mark.parametrize("package", [memory, memory.log, memory.tokens], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "package", [memory, memory.log, memory.tokens, memory.background], ids=lambda m: m.__name__
+)
 def test_all_lists_exactly_the_public_names_of_each_package(package: types.ModuleType) -> None:
     # Submodules are reached by name; every other public name is in __all__ (as httpx checks).
     public = {
