@@ -283,14 +283,14 @@ class CompactionBase(BaseMemory):
         try:
             draft = await self._draft(summariser, request, folded, kept_tokens, tokens_before)
         except CompactionError as exc:
-            self._record_failure(trigger, str(exc), tokens_before, started)
+            self._record_failure(trigger, str(exc), tokens_before, started, summariser.name)
             if not self._should_fall_back(tokens_before, summariser):
                 return None
+            fallback = OfflineSummariser()
             try:
-                draft = await self._draft(
-                    OfflineSummariser(), request, folded, kept_tokens, tokens_before
-                )
-            except CompactionError:
+                draft = await self._draft(fallback, request, folded, kept_tokens, tokens_before)
+            except CompactionError as again:
+                self._record_failure(trigger, str(again), tokens_before, started, fallback.name)
                 return None
         self._commit_compaction(plan, draft, trigger, tokens_before, started, request)
         if draft.tokens_after > threshold:
@@ -498,7 +498,7 @@ class CompactionBase(BaseMemory):
     # -- failures and warnings -------------------------------------------------
 
     def _record_failure(
-        self, trigger: Trigger, error: str, tokens_before: int, started: float
+        self, trigger: Trigger, error: str, tokens_before: int, started: float, summariser: str
     ) -> None:
         self._consecutive_failures += 1
         record = CompactionFailure(
@@ -507,7 +507,7 @@ class CompactionBase(BaseMemory):
             through_seq=self.next_seq - 1,
             error=error,
             tokens_before=tokens_before,
-            model=self._compact_model_name or self.model_name,
+            model=summariser,
             duration_s=round(time.monotonic() - started, 4),
         )
         logger.warning("compaction failed (%s); the context is unchanged", error)

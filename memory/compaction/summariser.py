@@ -71,6 +71,13 @@ class Summariser(Protocol):
         ...
 
     @property
+    def name(self) -> str:
+        """What the compaction records as its ``model``: the model's name,
+        ``"offline"`` or ``"compact_fn"`` (a failure too, so its page says
+        which summariser failed)."""
+        ...
+
+    @property
     def carries_ledger(self) -> bool:
         """Whether the compaction adds its ledger (``memory.compaction.ledger``)
         to this summariser's text: the library's own do; a user's function
@@ -85,6 +92,7 @@ class OfflineSummariser:
 
     uses_model = False
     carries_ledger = True
+    name = OFFLINE
 
     async def summarise(self, request: SummaryRequest) -> Summary:
         text = offline_summary(
@@ -112,6 +120,10 @@ class ModelSummariser:
         self.model = model
         self.timeout_s = timeout_s
 
+    @property
+    def name(self) -> str:
+        return self.model
+
     async def summarise(self, request: SummaryRequest) -> Summary:
         limits = get_model_limits(self.model)
         return await summarize_with_model(
@@ -134,6 +146,7 @@ class FunctionSummariser:
 
     uses_model = False
     carries_ledger = False
+    name = "compact_fn"
 
     def __init__(self, fn: CompactFn, *, timeout_s: float) -> None:
         self.fn = fn
@@ -155,7 +168,7 @@ class FunctionSummariser:
         # A user callback may raise anything: record it and keep the context.
         except Exception as exc:
             raise CompactionError(f"compact_fn raised {type(exc).__name__}: {exc}") from exc
-        return Summary(checked_summary(result, "compact_fn"), "compact_fn")
+        return Summary(checked_summary(result, self.name), self.name)
 
 
 def _accepted_keywords(fn: object, names: Sequence[str]) -> tuple[str, ...]:

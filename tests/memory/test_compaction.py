@@ -131,11 +131,31 @@ async def test_a_failed_compaction_leaves_the_context_and_is_retried_at_the_next
     failed = [r for r in store.read("s1") if r["type"] == records.COMPACTION_FAILED]
     assert len(failed) == 1
     assert "provider exploded" in failed[0]["error"]
+    assert failed[0]["model"] == "compact_fn"  # the summariser that failed, not the chat model
     assert memory.get_memory_trace()["failed_compactions"] == 1
 
     await memory.add_message(user("next"))
     assert memory.compaction_count == 1
     assert memory.summary == "good summary"
+
+
+async def test_an_offline_compaction_that_fails_is_recorded_as_the_offline_summarisers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def broken(self: object, request: object) -> object:
+        raise CompactionError("the summary would not lower the count")
+
+    monkeypatch.setattr("memory.compaction.summariser.OfflineSummariser.summarise", broken)
+    store = InMemoryLogStore()
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="s1", token_threshold=400),
+        model_name="gpt-4o",
+        log_store=store,
+    )
+    await add_all(memory, user("q " + LONG), answer(LONG))
+
+    failed = [r for r in store.read("s1") if r["type"] == records.COMPACTION_FAILED]
+    assert [r["model"] for r in failed] == ["offline"]
 
 
 @pytest.mark.parametrize("bad", ["", "   ", None, 42])
