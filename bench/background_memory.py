@@ -18,9 +18,9 @@ each contender places in the context within ``--budget`` tokens:
 * raw-turn BM25: the earlier sessions' turns ranked by SQLite FTS5's
   ``bm25()`` against the question, the best that fit the budget;
 * background, offline extractor: the recalled block of a new session
-  (``BackgroundMemory.recall``), with the extractor reading the user's
-  statements only (the library's default), and reading both speakers (in
-  LoCoMo both are people talking about themselves);
+  (``BackgroundMemory.recall``), with the offline extractor as it is by
+  default (in a conversation between people such as LoCoMo's, every
+  speaker's lines) and restricted to the user's lines;
 * the whole history of the earlier sessions, without a budget (the upper bound).
 
 The answer check is ``compaction_quality``'s (``normalise``; an answer counts
@@ -167,7 +167,7 @@ async def feed_session(
     store: SQLiteLongTermStore,
     scope: Scope,
     messages: Sequence[ChatMessage],
-    roles: tuple[str, ...],
+    roles: tuple[str, ...] | None,
     said_on: str | None = None,
 ) -> BackgroundMemory:
     memory = BackgroundMemory(
@@ -198,16 +198,16 @@ async def bench_locomo(samples: list[dict[str, Any]], budget: int) -> None:
     names = [
         "no memory",
         "raw-turn BM25",
-        "background (user's statements)",
-        "background (both speakers)",
+        "background (offline, default)",
+        "background (offline, user's lines only)",
         "whole history (no budget)",
     ]
     tallies = {name: Tally() for name in names}
     totals = dict.fromkeys(SIDES, 0)
-    memories = {"background (user's statements)": 0, "background (both speakers)": 0}
-    roles = {
-        "background (user's statements)": ("user",),
-        "background (both speakers)": ("user", "assistant"),
+    memories = {"background (offline, default)": 0, "background (offline, user's lines only)": 0}
+    roles: dict[str, tuple[str, ...] | None] = {
+        "background (offline, default)": None,  # a conversation between people: everyone's
+        "background (offline, user's lines only)": ("user",),
     }
     for index, sample in enumerate(samples):
         conversation = locomo_sessions(sample)
@@ -300,7 +300,7 @@ async def bench_latency(samples: list[dict[str, Any]]) -> None:
         store=SQLiteLongTermStore(),
         scope=Scope(user_id="latency"),
         model_name=MODEL,
-        extractor=OfflineExtractor(roles=("user", "assistant")),
+        extractor=OfflineExtractor(),
         log_store=log,
     )
     with_extraction = await replies(background)

@@ -146,8 +146,14 @@ MIN_CONTENT_WORDS = 2
 class OfflineExtractor:
     """What the user said about themselves, people, places, dates and numbers, verbatim.
 
-    Each line of a message whose role is in ``roles`` (default: the user's)
-    gives at most one candidate: its statements, whole and in order, without
+    Each line of a message whose role is in ``roles`` gives at most one
+    candidate. By default (``roles=None``) those are the user's messages, and
+    in a conversation between people, every speaker's: there each person
+    speaks for themselves (the offline summary's fairness rule). A
+    conversation is between people when every message with text in the
+    excerpt (and the one before it) opens with a ``"Name: "`` label, each
+    name keeps to one role, there are two names or more, and no tool is
+    called. A line gives its statements, whole and in order, without
     its questions and its small talk, when at least one of them says
     something specific. A statement is a sentence that is not a question, of
     4 to 60 words, with at least two content words (not function words or
@@ -172,7 +178,7 @@ class OfflineExtractor:
     in an excerpt is one candidate.
     """
 
-    roles: tuple[str, ...] = ("user",)
+    roles: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -187,9 +193,12 @@ class OfflineExtractor:
         seen: set[str] = set()
         out: list[Candidate] = []
         previous = excerpt.before
+        heard = [m for m in (excerpt.before,) if m is not None] + [m for _, m in excerpt.messages]
+        everyone = self.roles is None and between_people(heard)
+        roles = self.roles or ("user",)
         for seq, message in excerpt.messages:
             asked, previous = question_of(previous), message
-            if message.role not in self.roles:
+            if not everyone and message.role not in roles:
                 continue
             for candidate in sentence_candidates(message.text, seq, excerpt.said_on, asked):
                 key = dedupe_key(candidate.text)
@@ -197,6 +206,21 @@ class OfflineExtractor:
                     seen.add(key)
                     out.append(candidate)
         return out
+
+
+def between_people(messages: Sequence[ChatMessage]) -> bool:
+    """Whether ``messages`` are a conversation between people (see ``OfflineExtractor``)."""
+    roles: dict[str, str] = {}
+    for message in messages:
+        if message.role == "tool" or message.tool_calls:
+            return False  # an agent at work
+        text = message.text.strip()
+        if not text or message.role == "system":
+            continue
+        speaker = _SPEAKER.match(_STAMP.sub("", text.splitlines()[0].strip()))
+        if speaker is None or roles.setdefault(speaker.group(1), message.role) != message.role:
+            return False
+    return len(roles) >= 2
 
 
 def question_of(message: ChatMessage | None) -> str | None:

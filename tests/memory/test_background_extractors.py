@@ -53,6 +53,27 @@ def test_the_offline_extractor_leaves_out_the_rest(said: tuple[str, str]) -> Non
     assert OfflineExtractor().extract_now(excerpt(said)) == []
 
 
+def test_in_a_conversation_between_people_every_speaker_speaks_for_themselves() -> None:
+    between = excerpt(
+        ("user", "Caroline: I went to an LGBTQ support group yesterday."),
+        ("assistant", "Melanie: My kids and I painted a lake sunrise last year."),
+    )
+    texts = [c.text for c in OfflineExtractor().extract_now(between)]
+    assert texts == [
+        "Caroline: I went to an LGBTQ support group yesterday.",
+        "Melanie: My kids and I painted a lake sunrise last year.",
+    ]
+    # Asked for the user's lines only, or an agent's chat (no names): the user's.
+    assert len(OfflineExtractor(roles=("user",)).extract_now(between)) == 1
+    agent = excerpt(
+        ("user", "I moved to Oslo in March 2021."),
+        ("assistant", "I love helping you with Paris in 2024."),
+    )
+    assert [c.text for c in OfflineExtractor().extract_now(agent)] == [
+        "I moved to Oslo in March 2021."
+    ]
+
+
 def test_a_transcript_speaker_label_is_not_part_of_the_sentence() -> None:
     (candidate,) = OfflineExtractor().extract_now(
         excerpt(("user", "[8 May 2023] Caroline: I went to an LGBTQ support group yesterday."))
