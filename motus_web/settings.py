@@ -259,6 +259,16 @@ MOTUS_IMPORT_THREADS = env_int("MOTUS_IMPORT_THREADS", default=2, minimum=0)
 # recent and, on its own host, whose process (pid and start time) still exists.
 MOTUS_IMPORT_STALE_SECONDS = env_int("MOTUS_IMPORT_STALE_SECONDS", default=900, minimum=60)
 MOTUS_REPLAY_THRESHOLD = env_int("MOTUS_REPLAY_THRESHOLD", default=3000, minimum=100)
+# The folders `sync_sessions` imports from: tool name -> folder, the tools' own
+# defaults; MOTUS_SYNC_<TOOL>_DIR (CLAUDE_CODE, CODEX, GEMINI_CLI) points one elsewhere.
+MOTUS_SYNC_FOLDERS = {
+    tool: Path(env_str(f"MOTUS_SYNC_{tool.upper().replace('-', '_')}_DIR") or default).expanduser()
+    for tool, default in (
+        ("claude-code", "~/.claude/projects"),
+        ("codex", "~/.codex/sessions"),
+        ("gemini-cli", "~/.gemini/tmp"),
+    )
+}
 MOTUS_MODEL_NAME = env_str("MOTUS_MODEL_NAME", default="gpt-4o")
 # The live chat's models: MOTUS_CHAT_MODELS and MOTUS_CHAT_<NAME>_* (motus_web/chat/providers.py).
 MOTUS_CHAT_MODELS = read_chat_models()

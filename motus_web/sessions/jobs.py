@@ -57,6 +57,7 @@ from .importers import (
     ImportCancelled,
     ImportOptions,
     ImportReport,
+    Outcome,
     Problem,
     Progress,
     Skipped,
@@ -549,6 +550,8 @@ def report_json(report: ImportReport) -> dict[str, Any]:
         "stopped": report.stopped,
         "cancelled": report.cancelled,
         "messages": report.messages,
+        "outcomes": [[o.location, o.public_id, o.kind, o.added] for o in report.outcomes],
+        "warnings": [[p.source, p.location, p.message] for p in report.warnings],
     }
 
 
@@ -563,4 +566,6 @@ def report_of(job: ImportJob) -> ImportReport:
         stopped=bool(data.get("stopped")),
         messages=int(data.get("messages", 0)),
         cancelled=bool(data.get("cancelled")),
+        outcomes=[Outcome(*outcome) for outcome in data.get("outcomes", [])],
+        warnings=[Problem(s, where, what, True) for s, where, what in data.get("warnings", [])],
     )

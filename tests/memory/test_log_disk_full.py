@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory import LogError
-from memory.log import jsonl
+from memory.log import LogProblem, jsonl
 from memory.log.jsonl import JSONLLogStore
 
 META = {"type": "session_meta", "session_id": "s", "version": 1}
@@ -42,7 +42,7 @@ def test_a_write_cut_short_by_a_full_disk_leaves_the_log_as_it_was(
     monkeypatch.setattr(jsonl.os, "write", real_write)
 
     assert store.path_for("s").read_bytes() == before  # nothing half-written stays
-    problems: list[object] = []
+    problems: list[LogProblem] = []
     assert [r.get("content") for r in store.read("s", problems)] == [None, "kept"]
     assert problems == []
     store.append("s", _message(2, "after"))  # the disk has room again

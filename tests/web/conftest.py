@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from pytest_django import Settings
+
+from memory.testing.scripted_server import ScriptedServer
+from motus_web.sessions.models import Session
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +37,14 @@ def import_jobs_run_by_the_test(settings: Settings, tmp_path: Path) -> None:
     }
 
 
+@pytest.fixture(autouse=True)
+def fresh_chat_rate_limits() -> None:
+    """The chat's per-user buckets live in the process: every test starts with full ones."""
+    from motus_web.chat import limits
+
+    limits.forget_all()
+
+
 @pytest.fixture
 def owner(db: None) -> User:
     return User.objects.create_user("olivia", password="owner-pass-1234")
@@ -52,3 +64,21 @@ def outsider(db: None) -> User:
 @pytest.fixture
 def staff(db: None) -> User:
     return User.objects.create_user("stella", password="staff-pass-1234", is_staff=True)
+
+
+@pytest.fixture
+def server(settings: Settings) -> Iterator[ScriptedServer]:
+    """The scripted model server, configured as the live chat's only model."""
+    from .chat_helpers import scripted_model
+
+    with ScriptedServer(api_key="test-key-123") as running:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(running.openai_base_url),)
+        yield running
+
+
+@pytest.fixture
+def session(owner: User) -> Session:
+    """A chat session of ``owner``."""
+    from .chat_helpers import chat_session
+
+    return chat_session(owner)

@@ -227,7 +227,7 @@ def test_the_import_page_lists_every_supported_format_and_so_does_the_readme(
         if line.endswith(".json` |") or line.endswith(".jsonl` |")
     ]
 
-    assert len(SUPPORTED) == 8
+    assert len(SUPPORTED) == 9
     for label in SUPPORTED.values():
         assert escape(label) in page
     assert len(table) == len(SUPPORTED)  # the README's table has one row per format
