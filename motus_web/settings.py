@@ -171,6 +171,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     if _POOL_SIZE:
         _wait = env_int("MOTUS_DB_POOL_TIMEOUT", default=30, minimum=1)
         _pool = {"min_size": 1, "max_size": _POOL_SIZE, "timeout": _wait, "max_idle": 60}
+        # A pooled connection is checked before it is handed out (Django passes psycopg's
+        # check_connection): after PostgreSQL restarts or drops connections, a request
+        # gets a live one, not an error.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
         DATABASES["default"]["OPTIONS"] = {"pool": _pool, **DATABASES["default"].get("OPTIONS", {})}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
