@@ -49,26 +49,10 @@ def two_servers(settings: Settings, tmp_path: Path) -> Iterator[tuple[str, str]]
             with socket.socket() as probe:
                 probe.bind(("127.0.0.1", 0))
                 port = probe.getsockname()[1]
-            servers.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "uvicorn",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                        "--lifespan",
-                        "off",
-                        "motus_web.asgi:application",
-                    ],
-                    cwd=REPO,
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )  # fmt: skip
-            )
+            command = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port",
+                       str(port), "--lifespan", "off", "motus_web.asgi:application"]  # fmt: skip
+            quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+            servers.append(subprocess.Popen(command, cwd=REPO, env=env, **quiet))  # type: ignore[call-overload]
             bases.append(f"http://127.0.0.1:{port}")
         for base, server in zip(bases, servers, strict=True):
 
