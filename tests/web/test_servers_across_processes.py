@@ -77,25 +77,31 @@ def test_an_upload_to_one_server_is_imported_by_the_worker_and_seen_on_the_other
     workers: Callable[[], object],  # noqa: F811
 ) -> None:
     first, second = two_servers
-    client = httpx.Client(timeout=60)
-    login = client.get(f"{first}/login/").text
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login)
-    assert token is not None
-    form = {"csrfmiddlewaretoken": token[1], "username": "olivia", "password": "owner-pass-1234"}
-    assert client.post(f"{first}/login/", data=form).status_code == 302
-    page = client.get(f"{first}/import/").text
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page))
-    fields["threshold"] = "3000"
-    data = as_jsonl(*({"messages": CHAT} for _ in range(3)))
+    with httpx.Client(timeout=60) as client:
+        login = client.get(f"{first}/login/").text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login)
+        assert token is not None
+        form = {
+            "csrfmiddlewaretoken": token[1],
+            "username": "olivia",
+            "password": "owner-pass-1234",
+        }
+        assert client.post(f"{first}/login/", data=form).status_code == 302
+        page = client.get(f"{first}/import/").text
+        fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page))
+        fields["threshold"] = "3000"
+        data = as_jsonl(*({"messages": CHAT} for _ in range(3)))
 
-    answer = client.post(f"{first}/import/upload/", data=fields, files={"file": ("r.jsonl", data)})
+        answer = client.post(
+            f"{first}/import/upload/", data=fields, files={"file": ("r.jsonl", data)}
+        )
 
-    assert answer.status_code == 303
-    job_url = second + answer.headers["location"]  # the other server's page of the job
-    assert "Queued" in client.get(job_url).text
-    workers()
-    wait_for("the job", lambda: "Imported 3 sessions from r.jsonl." in client.get(job_url).text)
-    html = client.get(job_url).text
-    sessions = re.findall(r'href="(/sessions/[^/"]+/)"', html)
-    assert len(sessions) == 3
-    assert all(client.get(second + url).status_code == 200 for url in sessions)
+        assert answer.status_code == 303
+        job_url = second + answer.headers["location"]  # the other server's page of the job
+        assert "Queued" in client.get(job_url).text
+        workers()
+        wait_for("the job", lambda: "Imported 3 sessions from r.jsonl." in client.get(job_url).text)
+        html = client.get(job_url).text
+        sessions = re.findall(r'href="(/sessions/[^/"]+/)"', html)
+        assert len(sessions) == 3
+        assert all(client.get(second + url).status_code == 200 for url in sessions)
