@@ -161,13 +161,20 @@ else:
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # psycopg's pool (Django 5.1+): each process holds at most MOTUS_DB_POOL_SIZE
-    # connections; a request that finds all in use waits up to 10 s for one, then
-    # fails with a clear error. Size it so that (web processes + task workers) x
-    # MOTUS_DB_POOL_SIZE stays under PostgreSQL's max_connections (100 by default).
-    # 0 turns the pool off (one connection per request, closed at its end).
+    # connections; a request that finds all in use queues for one up to
+    # MOTUS_DB_POOL_TIMEOUT seconds, then fails. Size it so that (web processes +
+    # task workers) x MOTUS_DB_POOL_SIZE stays under PostgreSQL's max_connections
+    # (100 by default). 0 turns the pool off (a connection per request, closed at
+    # its end). With 50 viewers of a long session on 2 cores, 10 s was too short
+    # (3 of 200 requests failed waiting): the CPU, not the connections, is the limit.
     _POOL_SIZE = env_int("MOTUS_DB_POOL_SIZE", default=8, minimum=0)
     if _POOL_SIZE:
-        _pool = {"min_size": 1, "max_size": _POOL_SIZE, "timeout": 10, "max_idle": 60}
+        _wait = env_int("MOTUS_DB_POOL_TIMEOUT", default=30, minimum=1)
+        _pool = {"min_size": 1, "max_size": _POOL_SIZE, "timeout": _wait, "max_idle": 60}
+        # A pooled connection is checked before it is handed out (Django passes psycopg's
+        # check_connection): after PostgreSQL restarts or drops connections, a request
+        # gets a live one, not an error.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
         DATABASES["default"]["OPTIONS"] = {"pool": _pool, **DATABASES["default"].get("OPTIONS", {})}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}

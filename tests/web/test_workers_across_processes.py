@@ -148,6 +148,10 @@ def test_a_worker_killed_mid_job_leaves_it_resumable_and_import_again_adds_nothi
 def test_a_database_connection_dropped_mid_import_rolls_the_session_back_and_again_completes(
     owner: User, workers: Callable[[], subprocess.Popen[str]]
 ) -> None:
+    """Dropped inside a session's transaction, the session is rolled back and the job
+    interrupted; between two, the pool's health check hands out a new connection
+    and the job goes on. Either way no session is half-written and, after import
+    again, each is there once."""
     client: Client = logged_in(owner)
     total, length = 12, 600
     long_runs = as_jsonl(
@@ -171,11 +175,15 @@ def test_a_database_connection_dropped_mid_import_rolls_the_session_back_and_aga
     wait_for("the job to stop", finished(job.pk))
 
     job.refresh_from_db()
+    kept = list(Session.objects.filter(owner=owner))
+    assert all(s.message_count == s.messages.count() == length for s in kept)  # none half-written
+    if job.status == Status.DONE:
+        # The drop came between two transactions: the next query had a new connection.
+        assert len(kept) == total, jobs.report_of(job).problems
+        return
     assert job.status == Status.INTERRUPTED
     assert "The connection to the database was lost during this import" in job.error
-    kept = list(Session.objects.filter(owner=owner))
     assert 2 <= len(kept) < total
-    assert all(s.message_count == s.messages.count() == length for s in kept)  # none half-written
     assert send(client, job, "retry").status_code == 303
     wait_for("the job imported again", finished(job.pk))
 

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import BinaryIO
 
+from django.db import InterfaceError, OperationalError
+
 from . import formats
 from .detect import Format, detect_format
 from .formats import FormatProblem
@@ -88,6 +90,8 @@ def import_stream(
         report = writer.report if writer is not None else ImportReport()
         report.problems.append(Problem(source, "", f"the file cannot be read to its end: {error}"))
         return report
+    except (OperationalError, InterfaceError):
+        raise  # the database failed: the caller (an import job) says so and stops
     except Exception as error:
         # A parser's bug must not fail the page: the rest of the file is not read.
         logger.exception("reading %s failed", source)

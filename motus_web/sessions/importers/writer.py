@@ -200,8 +200,8 @@ class Writer:
             return
         try:
             self._take(found)
-        except ImportCancelled:
-            raise
+        except (ImportCancelled, OperationalError, InterfaceError):
+            raise  # a lost database stops the import too (see _guarded)
         except Exception as error:
             # See _write: a bug met by one session is that session's problem only.
             logger.exception("importing %s failed", self.source)
@@ -717,6 +717,8 @@ class Writer:
         except (IntegrityError, LogError) as error:
             if _conflict(error):
                 raise _Conflict from error
+            if isinstance(error.__cause__, (OperationalError, InterfaceError)):
+                raise error.__cause__ from None  # the database failed: as below
             self._problem(location, str(error))
             return None
         except MotusMemoryError as error:
