@@ -113,9 +113,10 @@ class Recorder:
             self._unheard.append(record)
 
     async def flush(self) -> None:
-        """Write what an async store has queued, then await async listeners, in order.
-
-        Cancelling a flush never leaves a record half-known: see the module docstring."""
+        """Write what an async store has queued, then await async listeners, in
+        order. Flushes from concurrent tasks (a background extraction beside a
+        turn) take turns, so no record is written twice; cancelling a flush
+        never leaves a record half-known: see the module docstring."""
         if self._flushing is None:
             self._flushing = asyncio.Lock()
         async with self._flushing:

@@ -22,6 +22,7 @@ from channels.db import database_sync_to_async
 from memory import (
     AgentEvent,
     AnswerDelta,
+    BackgroundMemory,
     ChatClient,
     CompactionFailed,
     CompactionFinished,
@@ -42,6 +43,7 @@ from memory import (
 )
 from motus_web.dashboard.wording import grouped
 from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.long_term_store import DjangoLongTermStore
 from motus_web.sessions.models import Session
 
 from .providers import ChatModel
@@ -55,7 +57,9 @@ PREVIEW_CHARS = 2000  # of tool arguments and results in a live frame; the recor
 
 
 def restore_memory(session: Session, model: ChatModel, client: ChatClient) -> CompactionMemory:
-    """The session's memory as stored, talking to ``model`` (synchronous ORM)."""
+    """The session's memory as stored, talking to ``model`` (synchronous ORM): a
+    ``BackgroundMemory`` over the dashboard's long-term store for a session
+    made with "remember across chats", else a ``CompactionMemory``."""
     stored = {k: v for k, v in (session.config or {}).items() if k != "log_base_path"}
     config = CompactionMemoryConfig.from_dict(
         {
@@ -64,6 +68,15 @@ def restore_memory(session: Session, model: ChatModel, client: ChatClient) -> Co
             "compact_model_name": model.compact_model or model.model,
         }
     )
+    if session.memory_type == BackgroundMemory.memory_type:
+        return BackgroundMemory.restore_from_log(
+            session.public_id,
+            store=DjangoLongTermStore(),
+            log_store=DatabaseLogStore(),
+            config=config,
+            client=client,
+            model_name=model.model,
+        )
     return CompactionMemory.restore_from_log(
         session.public_id,
         log_store=DatabaseLogStore(),
@@ -121,6 +134,13 @@ class ChatTurn:
                     if isinstance(event, STORED):
                         await publisher.catch_up(through_seq=seen)
             await deltas.flush()
+            if isinstance(memory, BackgroundMemory):
+                # The reply is out; the extraction it queued runs on in this
+                # process's event loop. Wait for it here (the model client it
+                # may use closes below) and show what it wrote.
+                await memory.drain()
+                await memory.flush()
+                await publisher.catch_up()
         except LogError as error:
             await self.publish(error_frame(error))
             await self.publish({"type": "finished", "reason": "error", "steps": 0})

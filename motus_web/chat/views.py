@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -12,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from memory import ConfigurationError
 from motus_web.dashboard.access import visible_session
 from motus_web.dashboard.rendering import render
+from motus_web.sessions.long_term_store import owner_scope
 from motus_web.sessions.memories import threshold_of
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
@@ -42,6 +45,10 @@ def chat_new(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         model = chat_model(data["model"])
         config = memory_config(data["token_threshold"], model)
+        long_term: dict[str, Any] = {}
+        if data["remember"]:
+            scope = owner_scope(int(request.user.pk or 0), data["memory_name"])
+            long_term = {"long_term": {"scope": scope.to_dict()}}
         session = create_session(
             request.user,  # type: ignore[arg-type]
             config,
@@ -49,6 +56,8 @@ def chat_new(request: HttpRequest) -> HttpResponse:
             model_name=model.model,
             system_prompt=data["system_prompt"],
             tools=new_chat_tool_schemas(config),
+            memory_type="background" if long_term else "compact",
+            extra=long_term,
         )
         return redirect("chat:chat", public_id=session.public_id)
     return render(request, "chat/new.html", {"form": form}, status=400 if form.errors else 200)

@@ -24,10 +24,17 @@ def static_files_without_collectstatic(settings: Settings) -> None:
 
 @pytest.fixture(autouse=True)
 def import_jobs_run_by_the_test(settings: Settings, tmp_path: Path) -> None:
-    # A test runs queued jobs itself (jobs.run_queued), in its own transaction;
-    # the one that tests the web process's thread turns it back on.
-    settings.MOTUS_IMPORT_THREAD = False
+    # A test runs queued tasks itself (helpers.run_tasks), in its own transaction;
+    # the ones that test the web process's threads turn them back on.
+    settings.MOTUS_IMPORT_THREADS = 0
     settings.MOTUS_IMPORT_SPOOL_DIR = tmp_path / "spool"
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "motus_imports": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": tmp_path / "spool"},
+        },
+    }
 
 
 @pytest.fixture(autouse=True)
