@@ -433,8 +433,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         elif kind == "record" and frame["pos"] > self.cursor + 1:
             await self.catch_up()  # a record announced but not seen: read it from the store
         if kind == "record":
-            self.cursor = max(self.cursor, frame["pos"])
-        # Every frame goes on, numbered as published: the page drops a record it has.
+            if frame["pos"] <= self.cursor:
+                # Sent already (by a catch-up): only its number goes on, so the
+                # page's numbering stays whole.
+                frame = {"type": "seen", "run": run, "sn": sn}
+            self.cursor = max(self.cursor, frame.get("pos", self.cursor))
         await self.send_json(frame)
         if ends:
             await self.catch_up()
