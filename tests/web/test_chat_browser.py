@@ -348,13 +348,14 @@ def test_the_readme_recipe_finds_the_chat_streams_compacts_and_closes_on_logout(
             # Streamed: the live box holds part of the echo before the stored reply.
             expect(page.locator("#live-answer")).to_contain_text("echo: Message 1")
             page.screenshot(path=SCREENSHOTS / "chat-recipe-streaming.png")
+        expect(page.locator("#chat-log")).to_contain_text(f"echo: Message {number}:")
         expect(page.get_by_role("status")).to_have_text("Done.")
-        if page.locator(".live-note.compacted").count():
+        if page.locator("#chat-log .event-ok").count():
             break
     note = page.locator(".live-note.compacted")
     expect(note).to_contain_text("offline summariser")
     assert number <= 5, "the recipe's threshold compacts within a few messages"
-    expect(page.locator(".event-ok")).to_contain_text("Compaction 1")
+    expect(page.locator("#chat-log .event-ok")).to_contain_text("Compaction 1")
     page.screenshot(path=SCREENSHOTS / "chat-recipe-compacted.png", full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path=SCREENSHOTS / "chat-recipe-390.png", full_page=False)
@@ -366,6 +367,8 @@ def test_the_readme_recipe_finds_the_chat_streams_compacts_and_closes_on_logout(
     expect(page.get_by_role("status")).to_contain_text("You are logged out")
     expect(page.locator("#chat")).to_have_attribute("data-socket", "closed 4401")
     expect(page.locator("#chat-error")).to_contain_text("no longer logged in")
+    expect(other.get_by_role("button", name="Log in")).to_be_visible()  # its redirect is done
+    other.close()
 
 
 def test_the_server_refuses_a_frame_over_the_apps_limit_before_reading_it(

@@ -41,7 +41,7 @@ class SlowReader(SessionConsumer):
     """A browser's consumer that handles each live frame late (a slow network, a busy tab)."""
 
     async def chat_frame(self, event: dict[str, Any]) -> None:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
         await super().chat_frame(event)
 
 
