@@ -27,6 +27,9 @@ group message arriving:
 - a run whose end never arrives is noticed by the stall check, which reads
   the lease every ``STALL_S`` seconds while a run is live and re-syncs once
   it is gone;
+- a numbered record frame this socket already sent (a catch-up read it first)
+  goes on as ``{"type": "seen", "run", "sn"}``, so the page's numbering stays
+  whole and it can check for gaps too;
 - ``resume`` (the browser's ``last_pos``) answers the records after it and a
   ``sync`` frame, and reads the store at most once per new record position.
 
