@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from channels.layers import channel_layers
 from channels.routing import ProtocolTypeRouter
 from django.contrib.auth.models import User
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
@@ -75,6 +76,9 @@ def asgi_url() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=5)
+    # A consumer of this server's loop may have been receiving when it stopped:
+    # the next test's loop gets a layer of its own (channels_redis refuses two loops).
+    channel_layers.backends.clear()
 
 
 @pytest.fixture
