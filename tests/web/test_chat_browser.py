@@ -15,6 +15,7 @@ from channels.layers import channel_layers
 from channels.routing import ProtocolTypeRouter
 from django.contrib.auth.models import User
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.db import connections
 from pytest_django import Settings
 
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
@@ -76,6 +77,12 @@ def asgi_url() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=5)
+    # The server's threads took database connections of their own; on
+    # PostgreSQL they wait idle in psycopg's pool, which would keep the test
+    # database from being dropped: close them, as a server process does at exit.
+    for connection in connections.all():
+        if hasattr(connection, "close_pool"):  # PostgreSQL (a no-op without a pool)
+            connection.close_pool()
     # A consumer of this server's loop may have been receiving when it stopped:
     # the next test's loop gets a layer of its own (channels_redis refuses two loops).
     channel_layers.backends.clear()
