@@ -21,6 +21,14 @@ from .agent.events import (
     UsageReported,
 )
 from .agent.tools import calculator, current_time
+from .background import (
+    BackgroundMemory,
+    LongTermStore,
+    ModelExtractor,
+    OfflineExtractor,
+    Scope,
+    SQLiteLongTermStore,
+)
 from .base import BaseMemory
 from .basic import BasicMemory
 from .clients import (
@@ -51,9 +59,11 @@ from .errors import (
     CompactionError,
     ConfigurationError,
     ContextLengthExceededError,
+    ExtractionError,
     InvalidReplyError,
     LogCorruptError,
     LogError,
+    LongTermMemoryError,
     MotusMemoryError,
     ProviderConnectionError,
     ProviderError,
@@ -90,6 +100,7 @@ __all__ = [
     "AnswerDelta",
     "AnthropicClient",
     "AuthenticationError",
+    "BackgroundMemory",
     "BadRequestError",
     "BaseMemory",
     "BasicMemory",
@@ -108,6 +119,7 @@ __all__ = [
     "CompletionDone",
     "ConfigurationError",
     "ContextLengthExceededError",
+    "ExtractionError",
     "Identifier",
     "InMemoryLogStore",
     "InvalidMessageError",
@@ -118,10 +130,14 @@ __all__ = [
     "LogPoint",
     "LogProblem",
     "LogStore",
+    "LongTermMemoryError",
+    "LongTermStore",
     "MaxStepsExceeded",
     "MessageAdded",
+    "ModelExtractor",
     "ModelLimits",
     "MotusMemoryError",
+    "OfflineExtractor",
     "OpenAIChatClient",
     "PointNotFoundError",
     "ProviderConnectionError",
@@ -131,6 +147,8 @@ __all__ = [
     "RateLimitError",
     "ReActAgent",
     "ReasoningDelta",
+    "SQLiteLongTermStore",
+    "Scope",
     "ServerError",
     "SessionExistsError",
     "SessionNotFoundError",

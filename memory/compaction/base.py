@@ -155,6 +155,8 @@ class CompactionBase(BaseMemory):
         if self._compact_fn is not None:
             return FunctionSummariser(self._compact_fn, timeout_s=timeout)
         model = self._compact_model_name or self.model_name
+        if model == OFFLINE:  # compact_model_name="offline": no model writes summaries
+            return OfflineSummariser()
         if self._client is not None and model is not None:
             return ModelSummariser(self._client, model, timeout_s=timeout)
         return OfflineSummariser()

@@ -50,6 +50,8 @@ from ..log.records import (
     CompactionRevert,
     CompactionWarning,
     LogRecord,
+    MemoryExtraction,
+    MemoryRecall,
     MessageRecord,
     Reset,
     Rewind,
@@ -188,6 +190,16 @@ class RecordApplier:
                 fields = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
                 self.trace.add(record.type, **fields)
                 return type(record)(through_seq=through)
+            case MemoryRecall():
+                state.set_memory_block(record.block or "")
+                self.trace.add("memory_recall", memory_ids=record.memory_ids or [])
+                return record
+            case MemoryExtraction():
+                if record.through_seq is not None and record.error is None:
+                    state.extracted_through = max(state.extracted_through, record.through_seq)
+                fields = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
+                self.trace.add(record.type, **fields)
+                return record
             case UnknownRecord():
                 # A newer library's record: not corrupt, so not a problem, but
                 # the context may differ from what that library shows.

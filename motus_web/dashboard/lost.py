@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,10 +145,13 @@ def _checked(text: Text, ignored: set[str]) -> list[Identifier]:
 
 
 def report(
-    event: CompactionEvent, folded: Sequence[Text], previous_summary: str | None = None
+    event: CompactionEvent,
+    folded: Sequence[Text],
+    previous_summary: str | None = None,
+    summary: str | None = None,
 ) -> Report:
     """Every identifier in ``folded`` and in ``previous_summary``, kept or lost
-    in ``event.summary``."""
+    in ``summary`` (an operator's correction of it), else in ``event.summary``."""
     ignored = {name.casefold() for text in folded for name in text.tools}
     before = list(folded)
     if previous_summary:
@@ -161,7 +164,7 @@ def report(
             first.setdefault(ident, text.seq)
         if text.role == Message.Role.USER:
             by_user.update(found)
-    checked = kept_in(event.summary, first)
+    checked = kept_in(event.summary if summary is None else summary, first)
     return Report(
         tuple(Found(ident, kept, ident in by_user, first[ident]) for ident, kept in checked),
         partial=len(folded) >= FOLDED_LIMIT,
@@ -169,10 +172,13 @@ def report(
 
 
 def lost_user_identifiers(
-    events: Iterable[CompactionEvent], user_texts: Sequence[Text]
+    events: Iterable[CompactionEvent],
+    user_texts: Sequence[Text],
+    corrected: Mapping[int, str] | None = None,
 ) -> dict[int, list[str]]:
     """For each successful compaction (by position), the identifiers from the
-    user messages it folded that its summary does not mention."""
+    user messages it folded that its summary does not mention (the corrected
+    summary, for a position in ``corrected``)."""
     out: dict[int, list[str]] = {}
     for event in events:
         if event.kind != CompactionEvent.Kind.OK or event.summarized_first_seq is None:
@@ -187,7 +193,8 @@ def lost_user_identifiers(
             and m.seq not in kept
         ]
         identifiers = {i: None for m in folded for i in _checked(m, set())}
-        lost = [ident.value for ident, ok in kept_in(event.summary, identifiers) if not ok]
+        summary = (corrected or {}).get(event.position, event.summary)
+        lost = [ident.value for ident, ok in kept_in(summary, identifiers) if not ok]
         if lost:
             out[event.position] = lost
     return out

@@ -78,6 +78,9 @@ class Session(models.Model):
     source_key = models.CharField(max_length=255, blank=True)  # import dedup; "" when not imported
     # The id in the imported log, when that id was taken and the session got a new one.
     original_id = models.CharField(max_length=SESSION_ID_MAX_LENGTH, blank=True)
+    # What an import stored, to tell a newer copy of the same conversation from
+    # a changed one: {"units": [fingerprint, ...]} (see importers.identity).
+    source_state = LosslessJSONField(default=dict, blank=True)
 
     # Totals kept by the log store in the same transaction as each record.
     message_count = models.PositiveIntegerField(default=0)
@@ -412,3 +415,109 @@ class ImportJob(models.Model):
         if getattr(user, "is_staff", False):
             return True
         return user.is_authenticated and self.owner_id == user.pk
+
+
+class SyncedFile(models.Model):
+    """A file ``manage.py sync_sessions`` has imported (``importers.sync``).
+
+    ``size`` and ``mtime_ns`` are the file's as it was last read whole; a file
+    whose both are unchanged is not read again. A file that grew is imported
+    again and the import appends only what is new (``importers.identity``).
+    """
+
+    owner = models.ForeignKey(  # whose sessions the file was imported into; None: staff's
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE
+    )
+    path = models.CharField(max_length=1024)  # as the folder walk sees it
+    size = models.PositiveBigIntegerField(default=0)  # bytes, with its subagent transcripts
+    mtime_ns = models.BigIntegerField(default=0)  # the latest of those files'
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "path"], name="synced_file_unique_path"),
+            models.UniqueConstraint(
+                fields=["path"],
+                condition=models.Q(owner__isnull=True),
+                name="synced_file_unique_unowned_path",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class LongTermMemory(models.Model):
+    """A memory kept across sessions (``memory.background``), its current row.
+
+    The rules (scope, dedupe, versions, purge) are the library's
+    ``VersionedStore``; ``long_term_store.DjangoLongTermStore`` maps them onto
+    these tables. Times are the library's ISO-8601 strings, so a row reads
+    back exactly as the library wrote it. On SQLite an FTS5 table
+    (``dashboard_longtermmemory_fts``, migration 0008) indexes ``text``; on
+    PostgreSQL the search is ``to_tsvector('english', text)`` with a GIN index.
+    """
+
+    public_id = models.CharField(max_length=32, unique=True)
+    scope_key = models.CharField(max_length=300)
+    kind = models.CharField(max_length=16)
+    text = models.TextField()
+    key = models.TextField()  # memory.background.types.dedupe_key(text)
+    status = models.CharField(max_length=16)
+    importance = models.FloatField()
+    created_at = models.CharField(max_length=40)
+    updated_at = models.CharField(max_length=40)
+    version = models.PositiveIntegerField()
+    happened = models.CharField(max_length=200, blank=True)  # "": the library's None
+    superseded_by = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["scope_key", "status"], name="ltm_scope_status"),
+            models.Index(fields=["scope_key", "-updated_at"], name="ltm_scope_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.text[:60]}"
+
+
+class LongTermMemoryVersion(models.Model):
+    """One version of a memory (appended, never changed)."""
+
+    memory = models.ForeignKey(LongTermMemory, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    text = models.TextField()
+    kind = models.CharField(max_length=16)
+    status = models.CharField(max_length=16)
+    importance = models.FloatField()
+    action = models.CharField(max_length=16)
+    actor = models.CharField(max_length=200)
+    reason = models.TextField(blank=True)
+    ts = models.CharField(max_length=40)
+
+    class Meta:
+        ordering = ["memory", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "number"], name="ltm_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} v{self.number} {self.action}"
+
+
+class LongTermMemoryLink(models.Model):
+    """Where a memory was said: a session (its public id) and the seqs of its log."""
+
+    memory = models.ForeignKey(LongTermMemory, on_delete=models.CASCADE, related_name="links")
+    session_id = models.CharField(max_length=SESSION_ID_MAX_LENGTH, blank=True)  # "": none
+    first_seq = models.BigIntegerField(null=True, blank=True)
+    last_seq = models.BigIntegerField(null=True, blank=True)
+    extractor = models.CharField(max_length=200)
+    ts = models.CharField(max_length=40)
+
+    class Meta:
+        ordering = ["memory", "ts", "id"]
+        indexes = [models.Index(fields=["session_id"], name="ltm_link_session")]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} <- {self.session_id or '-'}#{self.first_seq}"

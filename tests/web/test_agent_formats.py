@@ -381,15 +381,23 @@ def test_claude_code_keeps_unknown_fields() -> None:
     assert assistant["claude_code"][0]["gitBranch"] == "feature"
 
 
-def test_claude_code_torn_last_line_is_a_problem_with_its_line() -> None:
+def warnings_and_session(data: bytes, name: str) -> tuple[list[FormatProblem], ParsedSession]:
+    *warnings, session = list(parse(io.BytesIO(data), name))
+    assert isinstance(session, ParsedSession), session
+    assert all(isinstance(w, FormatProblem) and w.warning for w in warnings), warnings
+    return [w for w in warnings if isinstance(w, FormatProblem)], session
+
+
+def test_claude_code_torn_last_line_is_skipped_with_a_warning_naming_it() -> None:
     data = SHORT.read_bytes()
     torn = data[: data.rstrip().rfind(b"\n") + 40]
 
-    [problem] = problems_of(torn, "short.jsonl")
+    [warning], session = warnings_and_session(torn, "short.jsonl")
 
-    assert problem.source == "short.jsonl"
-    assert problem.location == f"line {len(lines_of(SHORT))}"
-    assert "torn" in problem.message
+    assert warning.source == "short.jsonl"
+    assert warning.location == f"line {len(lines_of(SHORT))}"
+    assert "torn" in warning.message
+    assert session.messages == only_session(SHORT).messages  # the torn line held no message
 
 
 @pytest.mark.parametrize(
@@ -524,9 +532,9 @@ def test_codex_problems_name_line_and_field() -> None:
     [problem] = problems_of(json.dumps(meta).encode() + b"\n" + b"".join(rest), "rollout.jsonl")
     assert (problem.location, problem.field) == ("line 1", "payload.id")
 
-    [problem] = problems_of(b"".join([first, *rest])[:-25], "rollout.jsonl")
-    assert problem.location == f"line {len(rest) + 1}"
-    assert "torn" in problem.message
+    [warning], _ = warnings_and_session(b"".join([first, *rest])[:-25], "rollout.jsonl")
+    assert warning.location == f"line {len(rest) + 1}"
+    assert "torn" in warning.message
 
 
 # -- ChatGPT --------------------------------------------------------------------
@@ -1030,14 +1038,22 @@ def test_claude_ai_problems_name_the_conversation_and_field() -> None:
     assert "invalid JSON" in problem.message
 
 
-def test_a_file_of_garbage_lines_gets_a_few_problems_and_a_count() -> None:
+def test_a_file_of_garbage_lines_gets_a_few_warnings_and_a_count() -> None:
     data = cc_line("u1", None, "user", "hi") + b"{not json\n" * 500
 
-    found = problems_of(data, "s.jsonl")
+    found, session = warnings_and_session(data, "s.jsonl")
 
     assert len(found) == 21
     assert found[0].location == "line 2"
-    assert found[-1].message == "and 480 more problems"
+    assert found[-1].message == "and 480 more damaged lines skipped"
+    assert [m["content"] for m in session.messages] == ["hi"]
+
+
+def test_a_file_of_nothing_but_damaged_lines_is_refused_and_says_why() -> None:
+    cut = cc_line("u1", None, "user", "hi")[:90] + b"\n"  # a Claude Code line, cut short
+    [*_, problem] = problems_of(cut + b"\x00" * 64 + b"\n", "s.jsonl")
+    assert not problem.warning
+    assert "no line could be read but damaged ones" in problem.message
 
 
 def test_claude_code_sidechains_in_the_session_file_become_children() -> None:

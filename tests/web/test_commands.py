@@ -23,7 +23,7 @@ def test_import_sessions_gives_the_sessions_to_the_named_owner(owner: User) -> N
 
     call_command("import_sessions", str(SWE_AGENT), "--owner", "olivia", stdout=out)
 
-    assert "1 imported, 0 already there, 0 problems" in out.getvalue()
+    assert "1 imported, 0 updated, 0 already there, 0 problems" in out.getvalue()
     assert Session.objects.get().owner == owner
 
 
@@ -101,7 +101,7 @@ def test_a_session_exported_and_imported_back_by_its_owner_is_already_there(
 
     call_command("import_sessions", str(path), "--owner", "olivia", stdout=out)
 
-    assert f"{path}: 0 imported, 1 already there, 0 problems" in out.getvalue()
+    assert f"{path}: 0 imported, 0 updated, 1 already there, 0 problems" in out.getvalue()
     assert Session.objects.count() == 1
 
 
@@ -116,7 +116,7 @@ def test_a_log_whose_id_another_user_has_imports_under_a_new_id(
     call_command("import_sessions", str(path), "--owner", "theo", stdout=out)
 
     copy = Session.objects.get(owner=teammate)
-    assert f"{path}: 1 imported, 0 already there, 0 problems" in out.getvalue()
+    assert f"{path}: 1 imported, 0 updated, 0 already there, 0 problems" in out.getvalue()
     assert f"session {session.public_id} imported as {copy.public_id}" in out.getvalue()
     assert copy.original_id == session.public_id
 
@@ -144,7 +144,7 @@ def test_import_sessions_counts_in_words_that_agree(tmp_path: Path) -> None:
     with pytest.raises(CommandError):
         call_command("import_sessions", str(broken), stdout=out, stderr=io.StringIO())
 
-    assert out.getvalue() == f"{broken}: 0 imported, 0 already there, 1 problem\n"
+    assert out.getvalue() == f"{broken}: 0 imported, 0 updated, 0 already there, 1 problem\n"
 
 
 @pytest.mark.parametrize("threshold", ["1", "99", "10000001", "99999999999999999999"])

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
+from django.urls import reverse
 
 from motus_web.dashboard import charts
 from motus_web.sessions.importers import ImportOptions, import_path, import_stream
@@ -23,6 +24,7 @@ from motus_web.sessions.importers.formats import ParsedSession, parse
 from motus_web.sessions.importers.formats.model import named_model
 from motus_web.sessions.models import Message, Session
 
+from .helpers import logged_in
 from .test_agent_formats import (
     CHATGPT_ONE,
     CODEX_SMALL,
@@ -195,17 +197,47 @@ def test_an_imported_session_counts_with_its_files_model_over_the_options(
 
 @pytest.mark.django_db
 @override_settings(MOTUS_MODEL_NAME="gpt-4.1")
-def test_a_file_that_names_no_model_falls_back_to_the_options_then_the_setting(
+def test_a_file_that_names_no_model_falls_back_to_the_options_then_its_sources_estimate(
     owner: User,
 ) -> None:
     data = claude_code(None)
     import_stream(io.BytesIO(data), "a.jsonl", ImportOptions(owner=owner, model_name="o3"))
-    import_stream(io.BytesIO(data + b"\n"), "b.jsonl", ImportOptions(owner=owner))
+    other = data.replace(b'"sessionId": "s1"', b'"sessionId": "s2"')  # another conversation
+    import_stream(io.BytesIO(other), "b.jsonl", ImportOptions(owner=owner))
+    runs = b'[{"role": "user", "content": "hi"}]'  # OpenAI chat: no estimate of its own
+    import_stream(io.BytesIO(runs), "c.json", ImportOptions(owner=owner))
 
     assert dict(Session.objects.values_list("source", "model_name")) == {
         "a.jsonl": "o3",
-        "b.jsonl": "gpt-4.1",
+        "b.jsonl": "claude-sonnet-4-5",
+        "c.json": "gpt-4.1",
     }
+    counted = Session.objects.get(source="b.jsonl").record_extra["token_count"]
+    assert counted == {"model": "claude-sonnet-4-5", "named_in_file": False, "approximate": True}
+
+
+@pytest.mark.django_db
+def test_a_claude_ai_export_says_its_counts_are_a_claude_estimate(owner: User) -> None:
+    export = [
+        {
+            "uuid": "conv-1",
+            "name": "Plan",
+            "created_at": "2025-05-01T10:00:00Z",
+            "chat_messages": [
+                {"uuid": "m1", "sender": "human", "text": "Plan my week."},
+                {"uuid": "m2", "sender": "assistant", "text": "Monday: rest."},
+            ],
+        }
+    ]
+    import_stream(
+        io.BytesIO(json.dumps(export).encode()), "conversations.json", ImportOptions(owner)
+    )
+
+    session = Session.objects.get()
+    assert session.model_name == "claude-sonnet-4-5"
+    assert session.record_extra["token_count"]["approximate"] is True
+    page = logged_in(owner).get(reverse("dashboard:session_detail", args=[session.public_id]))
+    assert "the file names no model: tokens estimated as claude-sonnet-4-5" in page.content.decode()
 
 
 @pytest.mark.django_db
@@ -237,7 +269,7 @@ def test_a_claude_session_is_counted_with_the_approximate_claude_tokenizer(owner
         (CODEX_SMALL, "gpt-5.3-codex"),
         (GEMINI, "gemini-matrix"),
         (CHATGPT_ONE, "gpt-5-6-pro"),
-        (SIMONW, DEFAULT),  # a synthetic transcript without model fields
+        (SIMONW, "claude-sonnet-4-5"),  # no model fields: Claude's estimate, not the setting's
     ],
 )
 def test_real_files_import_with_the_model_they_name(owner: User, path: Path, model: str) -> None:

@@ -186,15 +186,33 @@ def test_bad_json_in_a_jsonl_file_is_reported_at_its_line_and_the_rest_imports()
     assert len(report.imported) == 2
 
 
-def test_a_bad_line_in_a_motus_log_refuses_the_whole_session() -> None:
+def test_a_line_cut_mid_string_in_a_motus_log_is_skipped_with_a_warning() -> None:
     lines = OLD_MOTUS_LOG.read_bytes().splitlines(keepends=True)
+    whole = sum(1 for line in lines if b'"type": "message"' in line)
     lines[3] = b'{"type": "message", "message": {"role": "user", "content": "cut\n'
 
     report = run(b"".join(lines), "motus-old.jsonl")
 
-    assert [p.location for p in report.problems] == ["line 4"]
-    assert not Session.objects.exists()
-    assert not Message.objects.exists()
+    assert report.problems == []
+    [warning] = report.warnings
+    assert warning.location == "line 4"
+    assert warning.message.startswith("skipped: ")
+    [session] = Session.objects.all()
+    assert session.message_count == whole - 1
+
+
+def test_nul_padding_left_by_a_crash_is_skipped_and_the_line_after_it_kept() -> None:
+    lines = OLD_MOTUS_LOG.read_bytes().splitlines(keepends=True)
+    whole = sum(1 for line in lines if b'"type": "message"' in line)
+    lines[3] = b"\x00" * 4096 + lines[3]
+
+    report = run(b"".join(lines), "motus-old.jsonl")
+
+    assert report.problems == []
+    assert [(w.location, w.message) for w in report.warnings] == [
+        ("line 4", "4,096 NUL bytes (padding left by a crash) skipped")
+    ]
+    assert Session.objects.get().message_count == whole
 
 
 def test_a_message_the_memory_cannot_read_is_reported_with_its_record() -> None:

@@ -31,6 +31,7 @@ from .writer import (
     ImportCancelled,
     ImportOptions,
     ImportReport,
+    Outcome,
     Progress,
     Skipped,
     Writer,
@@ -41,6 +42,7 @@ __all__ = [
     "ImportCancelled",
     "ImportOptions",
     "ImportReport",
+    "Outcome",
     "Problem",
     "Progress",
     "Skipped",
@@ -166,7 +168,7 @@ def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -
 
 def _problem(problem: FormatProblem) -> Problem:
     what = f"field {problem.field!r}: {problem.message}" if problem.field else problem.message
-    return Problem(problem.source, problem.location, what)
+    return Problem(problem.source, problem.location, what, problem.warning)
 
 
 def _reason(head: bytes) -> str | None:

@@ -11,42 +11,112 @@ from memory import INSTRUCTION_ROLES, ChatMessage
 from memory.log import LogRecord
 
 from .formats import ParsedCompaction, ParsedSession
+from .identity import fingerprints
 from .ingest import BATCH, chat_message
 from .runner import Replayer, with_provider_tokens
+
+TITLE_CHARS = 80  # of a first request that titles a session
+
+
+def first_request(messages: list[dict[str, Any]]) -> str | None:
+    """The first user message's text, on one line and trimmed to ``TITLE_CHARS``.
+
+    Text the tool wrapped in markup (Claude Code's ``<command-name>``,
+    ``<system-reminder>``...) is not a request and is passed over.
+    """
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(
+                str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+            )
+        text = " ".join(str(content or "").split())
+        if text and not text.startswith("<"):
+            return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
+    return None
+
+
+def units(parsed: ParsedSession) -> Iterator[tuple[int | None, Any]]:
+    """The session's messages ``(index, raw)`` and own compactions ``(None, compaction)``,
+    in the order they happened (a compaction at ``at`` comes before message ``at``)."""
+    compactions = sorted(parsed.compactions, key=lambda c: c.at)
+    for index, raw in enumerate(parsed.messages):
+        while compactions and compactions[0].at <= index:
+            yield None, compactions.pop(0)
+        yield index, raw
+    for compaction in compactions:
+        yield None, compaction
+
+
+def unit_fingerprints(parsed: ParsedSession) -> list[str]:
+    """``identity.fingerprints`` of the session's units (see ``units``)."""
+
+    def value(index: int | None, item: Any) -> Any:
+        if index is not None:
+            return item
+        return {"compaction": item.summary, "trigger": item.trigger, "at": item.at}
+
+    return fingerprints(value(index, item) for index, item in units(parsed))
+
+
+def message_seqs(parsed: ParsedSession) -> dict[int, int]:
+    """The seq each message (by index) gets: instructions get none, the others count up."""
+    seqs: dict[int, int] = {}
+    for index, raw in enumerate(parsed.messages):
+        role = raw.get("role") if isinstance(raw, dict) else None
+        if not (isinstance(role, str) and role in INSTRUCTION_ROLES):
+            seqs[index] = len(seqs)
+    return seqs
+
+
+def seq_at(parsed: ParsedSession, shared_units: int) -> int | None:
+    """The seq of the last message among the first ``shared_units`` units, if any."""
+    seqs = message_seqs(parsed)
+    last: int | None = None
+    for number, (index, _) in enumerate(units(parsed)):
+        if number >= shared_units:
+            break
+        if index is not None and index in seqs:
+            last = seqs[index]
+    return last
 
 
 def agent_batches(
     parsed: ParsedSession,
     replayer: Replayer,
-    seqs: dict[int, int],
     location: str,
     count: Callable[[str], None],
+    start: int = 0,
 ) -> Iterator[list[LogRecord]]:
-    """The records of an agent's session: its messages, with its own compactions in place."""
-    compactions = sorted(parsed.compactions, key=lambda c: c.at)
+    """The records of an agent's session: its messages, with its own compactions in place.
+
+    ``start`` units (see ``units``) are already in the replayer's memory (an
+    update of a stored session): they are counted, not added again.
+    """
+    seqs = message_seqs(parsed)
     pending: list[ChatMessage] = []
     tokens: dict[int, int] = {}
-    next_seq = 0
 
     def flush() -> list[LogRecord]:
         batch = with_provider_tokens(replayer.add(pending), tokens)
         pending.clear()
         return batch
 
-    for index, raw in enumerate([*parsed.messages, None]):
-        while compactions and compactions[0].at <= index:
-            yield flush()
-            yield replayer.compaction(**_external(compactions.pop(0), replayer))
-        if raw is None:
-            break
-        where = f"{location}, message {index + 1}"
+    for number, (index, item) in enumerate(units(parsed)):
+        if index is None:
+            if number >= start:
+                yield flush()
+                yield replayer.compaction(**_external(item, replayer))
+            continue
+        where = f"{location}, message {index + 1}" if location else f"message {index + 1}"
         count(where)
-        message = chat_message(raw, where)
-        if message.role not in INSTRUCTION_ROLES:
-            seqs[index] = next_seq
-            if index in parsed.provider_input_tokens:
-                tokens[next_seq] = parsed.provider_input_tokens[index]
-            next_seq += 1
+        if number < start:
+            continue
+        message = chat_message(item, where)
+        if index in seqs and index in parsed.provider_input_tokens:
+            tokens[seqs[index]] = parsed.provider_input_tokens[index]
         pending.append(message)
         if len(pending) >= BATCH:
             yield flush()
@@ -97,10 +167,11 @@ def _content_key(message: dict[str, Any]) -> tuple[str, bytes]:
     return str(message.get("role")), content
 
 
-def seq_of_call(parsed: ParsedSession, seqs: dict[int, int], call: object) -> int | None:
+def seq_of_call(parsed: ParsedSession, call: object) -> int | None:
     """The seq of the assistant message that made tool call ``call``."""
     if not isinstance(call, str):
         return None
+    seqs = message_seqs(parsed)
     for index, message in enumerate(parsed.messages):
         calls = message.get("tool_calls")
         if isinstance(calls, list) and any(

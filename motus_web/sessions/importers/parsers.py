@@ -26,12 +26,6 @@ from .sources import Found, MotusLog, Problem, Refused, Transcript
 MESSAGE_KEYS = ("messages", "traj", "history")
 _TITLE_KEYS = ("title", "task_id", "trial")
 NOT_UTF8 = "the file is not UTF-8 text: save it as UTF-8"
-# An import copies a log exactly, so it stops at a line it cannot read; a restore
-# rebuilds the context and skips a line a crash cut short.
-CRASH_HINT = (
-    "to continue this session, use Restore from a log file (it skips such a line), "
-    "or delete the line and import the file again"
-)
 
 
 def skip_bom(stream: BinaryIO) -> BinaryIO:
@@ -44,53 +38,63 @@ def skip_bom(stream: BinaryIO) -> BinaryIO:
 
 def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
     """Each ``session_meta`` line starts a log (files of several runs are concatenated
-    logs); a bad line refuses its own log whole, and the others still import."""
+    logs). A line that cannot be read (cut short by a crash, NUL padding, not
+    JSON) is skipped with a warning naming it, as a restore skips it; a record
+    the log store refuses still refuses its own log, and the others import."""
     found: list[dict[str, Any]] = []
     lines: list[int] = []
-    problems: list[Problem] = []
     index = 0
     last = _LastLine(stream)
     for number, item in parse_lines(last):
+        yield from last.padding(source, up_to=number)
         if isinstance(item, LogProblem):
             detail = f"{item.error} (a torn last line)" if item.torn else item.error
-            if item.torn or "cut short" in item.error:
-                detail += f"; {CRASH_HINT}"
-            problems.append(
-                Problem(source, f"line {number}", detail if _is_utf8(last.raw) else NOT_UTF8)
-            )
+            detail = detail if _is_utf8(last.raw) else NOT_UTF8
+            yield Problem(source, f"line {number}", f"skipped: {detail}", warning=True)
             continue
-        if item["type"] == records.SESSION_META and (found or problems):
+        if item["type"] == records.SESSION_META and found:
             index += 1
-            yield from _motus_log(found, lines, problems, source, index)
-            found, lines, problems = [], [], []
+            yield from _motus_log(found, lines, source, index)
+            found, lines = [], []
         found.append(item)
         lines.append(number)
+    yield from last.padding(source, up_to=None)
     index += 1
-    yield from _motus_log(found, lines, problems, source, index)
+    yield from _motus_log(found, lines, source, index)
 
 
 def _motus_log(
-    found: list[dict[str, Any]], lines: list[int], problems: list[Problem], source: str, index: int
+    found: list[dict[str, Any]], lines: list[int], source: str, index: int
 ) -> Iterator[Found]:
     if found and found[0]["type"] != records.SESSION_META:
-        problems.append(Problem(source, f"line {lines[0]}", "a Motus log starts with session_meta"))
-    if problems:
-        yield from problems
+        yield Problem(source, f"line {lines[0]}", "a Motus log starts with session_meta")
     elif found:
         yield MotusLog(found, lines, index)
 
 
 class _LastLine:
-    """Iterates the lines of a stream and remembers the last one (to explain a bad line)."""
+    """Iterates the lines of a stream, without NUL padding, and remembers the last
+    one (to explain a bad line) and which lines held padding (line -> NULs)."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
         self.raw = b""
+        self.padded: dict[int, int] = {}
 
     def __iter__(self) -> Iterator[bytes]:
-        for raw in self.stream:
+        for number, raw in enumerate(self.stream, start=1):
+            if b"\x00" in raw:
+                self.padded[number] = raw.count(b"\x00")
+                raw = raw.replace(b"\x00", b"")
             self.raw = raw
             yield raw
+
+    def padding(self, source: str, up_to: int | None) -> Iterator[Problem]:
+        """A warning for each padded line up to line ``up_to`` (all: ``None``), once."""
+        for number in [n for n in self.padded if up_to is None or n <= up_to]:
+            nuls = self.padded.pop(number)
+            what = f"{nuls:,} NUL bytes (padding left by a crash) skipped"
+            yield Problem(source, f"line {number}", what, warning=True)
 
 
 def _is_utf8(raw: bytes) -> bool:

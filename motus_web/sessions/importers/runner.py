@@ -25,10 +25,15 @@ from memory.log import LogProblem, LogRecord, records
 
 
 class _Buffer:
-    """A ``LogStore`` that holds records until ``drain``; a memory logs into it."""
+    """A ``LogStore`` that holds records until ``drain``; a memory logs into it.
 
-    def __init__(self) -> None:
+    With a ``backing`` store, it reads the session's stored records from there
+    (a memory restored to append to an imported session).
+    """
+
+    def __init__(self, backing: Any = None) -> None:
         self.records: list[LogRecord] = []
+        self.backing = backing
 
     def append(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
         self.records.append(records.as_record(record))
@@ -36,10 +41,19 @@ class _Buffer:
     def read(
         self, session_id: str, problems: list[LogProblem] | None = None
     ) -> Iterator[dict[str, Any]]:
-        raise SessionNotFoundError(session_id, "an import buffer")
+        if self.backing is None:
+            raise SessionNotFoundError(session_id, "an import buffer")
+        return self.backing.read(session_id, problems)
+
+    def read_reversed(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        if self.backing is None:
+            raise SessionNotFoundError(session_id, "an import buffer")
+        return self.backing.read_reversed(session_id, problems)
 
     def exists(self, session_id: str) -> bool:
-        return False
+        return self.backing is not None and bool(self.backing.exists(session_id))
 
     def list_sessions(self) -> list[str]:
         return []
@@ -81,6 +95,16 @@ class Replayer:
         )
         self.memory.set_system_prompt(system_prompt)
         self._loop = asyncio.new_event_loop()
+
+    @classmethod
+    def resume(cls, session_id: str, stored: Any) -> Replayer:
+        """The memory of a session in ``stored`` (a ``LogStore``), to add what a newer
+        copy of its file holds; it logs into the buffer, not into ``stored``."""
+        replayer = cls.__new__(cls)
+        replayer._buffer = _Buffer(backing=stored)
+        replayer.memory = CompactionMemory.restore_from_log(session_id, log_store=replayer._buffer)
+        replayer._loop = asyncio.new_event_loop()
+        return replayer
 
     def add(self, messages: Iterable[ChatMessage]) -> list[LogRecord]:
         """Add ``messages`` in order; returns the records logged since the last call.

@@ -29,6 +29,7 @@ class Problem:
     source: str
     location: str  # "line 12", "record 3, message 5", or "" for the whole file
     message: str
+    warning: bool = False  # a damaged line skipped; the session was built from the rest
 
     def __post_init__(self) -> None:
         name = self.source if len(self.source) <= SOURCE_MAX_CHARS else "…" + self.source[-79:]

@@ -9,21 +9,22 @@ nothing behind, and memory holds one batch plus the memory's live context.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import PurePath
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Q, QuerySet
 
 from memory import (
-    ChatMessage,
     ConfigurationError,
     LogCorruptError,
     LogError,
@@ -33,14 +34,16 @@ from memory import (
     upgrade_records,
 )
 from memory.log import InvalidSessionIdError, LogRecord, records, validate_session_id
+from memory.tokens.encodings import encoding_for_model
 
 from ..log_store import DatabaseLogStore
 from ..models import Session
 from ..signals import announce
-from .agents import agent_batches, seq_of_call
+from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fingerprints
 from .formats import ParsedSession
 from .formats._io import kind
-from .ingest import batched, chat_message
+from .formats.times import last_activity
+from .identity import Relation, branch_key, conversation_key, fingerprints, relation
 from .runner import Replayer
 from .sources import AgentSession, Found, MotusLog, Problem, Refused, Transcript, clip
 
@@ -73,15 +76,52 @@ class Skipped:
         return self.location
 
 
+# What counts a session whose file names no model: a current model of the tool's
+# provider (Claude.ai and Claude Code exports are Claude's, not gpt-4o's).
+ESTIMATE_MODELS = {
+    "claude-ai": "claude-sonnet-4-5",
+    "claude-code": "claude-sonnet-4-5",
+    "anthropic-messages": "claude-sonnet-4-5",
+    "gemini-cli": "gemini-2.5-pro",
+    "codex-cli": "gpt-5-codex",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What an import did with one conversation of the file.
+
+    ``kind``: ``"new"`` (a session was made), ``"updated"`` (``added`` messages
+    were appended to the stored session), ``"unchanged"`` (the stored session
+    holds it all), ``"branched"`` (its past differs from the stored one's: a
+    new session linked to it as a branch).
+    """
+
+    location: str
+    public_id: str
+    kind: str
+    added: int = 0  # messages written by this import
+
+    def __str__(self) -> str:
+        what = f"updated (+{self.added:,} messages)" if self.kind == "updated" else self.kind
+        return f"{self.location or 'the conversation'}: {what}"
+
+
 @dataclass
 class ImportReport:
-    imported: list[str] = field(default_factory=list)  # public ids
-    skipped: list[Skipped] = field(default_factory=list)  # already imported
+    imported: list[str] = field(default_factory=list)  # public ids made (new and branched)
+    skipped: list[Skipped] = field(default_factory=list)  # already imported, unchanged
     renamed: dict[str, str] = field(default_factory=dict)  # a log's own id -> its new public id
     problems: list[Problem] = field(default_factory=list)
     stopped: bool = False  # the message cap was reached: the rest of the file was not read
     messages: int = 0  # messages in the sessions imported (committed)
     cancelled: bool = False  # a checkpoint stopped the import: the rest was not read
+    outcomes: list[Outcome] = field(default_factory=list)  # per conversation, in file order
+    warnings: list[Problem] = field(default_factory=list)  # damaged lines skipped
+
+    @property
+    def updated(self) -> list[Outcome]:
+        return [outcome for outcome in self.outcomes if outcome.kind == "updated"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +152,10 @@ class _CapReached(Refused):
     pass
 
 
+class _Conflict(Exception):
+    """Another import wrote the same conversation first: look again at what is stored."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """How to write one session: its rows' columns and the batches of its records."""
@@ -122,6 +166,9 @@ class _Plan:
     meta_extra: dict[str, Any]
     original_id: str
     batches: Callable[[str], Iterator[list[LogRecord]]]  # given the session id
+    units: list[str] | None = None  # fingerprints stored with it (identity)
+    parent: tuple[str, int | None] | None = None  # a branch's trunk and fork seq
+    activity: datetime | None = None  # the last message's own time, when the file says
 
 
 class Writer:
@@ -167,7 +214,7 @@ class Writer:
 
     def _take(self, found: Found) -> None:
         if isinstance(found, Problem):
-            self.report.problems.append(found)
+            (self.report.warnings if found.warning else self.report.problems).append(found)
         elif isinstance(found, MotusLog):
             self._motus_log(found)
         elif isinstance(found, AgentSession):
@@ -190,13 +237,6 @@ class Writer:
     def _problem(self, location: str, message: str) -> None:
         self.report.problems.append(Problem(self.source, location, message))
 
-    def _already_imported(self, key: str, location: str) -> bool:
-        public_id = Session.objects.filter(source_key=key).values_list("public_id", flat=True)
-        if found := public_id.first():
-            self.report.skipped.append(Skipped(location or self.source, found))
-            return True
-        return False
-
     def _count(self, location: str) -> None:
         self.messages_seen += 1
         cap = self.options.max_messages
@@ -210,26 +250,36 @@ class Writer:
     # -- chat transcripts ----------------------------------------------------------
 
     def _transcript(self, transcript: Transcript) -> None:
-        key = self._key(str(transcript.index))
-        if self._already_imported(key, transcript.location):
+        """Import chat messages that carry no id of their own: the file's name and the
+        run's place in it stand for one (a renamed file imports anew)."""
+        cap = self.options.max_messages
+        try:
+            # Held whole to compare with what is stored; one past the cap is enough
+            # for ``agent_batches`` to refuse it, counting as it goes.
+            messages = list(itertools.islice(transcript.messages, None if cap is None else cap + 1))
+        except Refused as error:
+            self._problem(error.location, str(error))
             return
-        where = f"{transcript.location}, " if transcript.location else ""
+        parsed = ParsedSession(
+            source_format="openai-chat",
+            source_tool="OpenAI chat messages",
+            original_id=f"{self.name}#{transcript.index}",
+            title=transcript.title,
+            created_at=None,
+            system_prompt=None,
+            messages=messages,
+        )
+        self._agent_session(parsed, str(transcript.index), transcript.location)
 
-        def messages() -> Iterator[ChatMessage]:
-            for number, raw in enumerate(transcript.messages, start=1):
-                location = f"{where}message {number}"
-                self._count(location)
-                yield chat_message(raw, location)
-
-        def batches(session_id: str) -> Iterator[list[LogRecord]]:
-            replayer = self._replayer(session_id)
-            try:
-                for batch in batched(messages()):
-                    yield replayer.add(batch)
-            finally:
-                replayer.close()
-
-        self._write(_Plan(key, transcript.location, transcript.title, {}, "", batches))
+    def _counted_as(self, parsed: ParsedSession) -> str:
+        """The model that counts a session's tokens: the file's own, else the options',
+        else the best estimate for its source (``ESTIMATE_MODELS``), else the setting."""
+        return (
+            parsed.model
+            or self.options.model_name
+            or ESTIMATE_MODELS.get(parsed.source_format)
+            or settings.MOTUS_MODEL_NAME
+        )
 
     def _replayer(
         self,
@@ -239,7 +289,7 @@ class Writer:
         parent: tuple[str, int | None] | None = None,
         model: str | None = None,
     ) -> Replayer:
-        """A memory for one session: ``model`` (the file's own) over the options' model."""
+        """A memory for one session, counting with ``model`` (``_counted_as``)."""
         return Replayer(
             session_id,
             system_prompt=system_prompt,
@@ -258,34 +308,68 @@ class Writer:
         location: str,
         parent: tuple[str, int | None] | None = None,
         title: str | None = None,
+        trunk: str | None = None,
     ) -> None:
-        key = self._key(index)
-        if self._already_imported(key, location):
-            return
-        seqs: dict[int, int] = {}  # index in parsed.messages -> seq
+        """Import one conversation (then its subagents and branches) by its own id.
 
-        def batches(session_id: str) -> Iterator[list[LogRecord]]:
-            replayer = self._replayer(
-                session_id,
-                system_prompt=parsed.system_prompt or "",
-                parent=parent,
-                model=parsed.model,
-            )
-            try:
-                yield from agent_batches(parsed, replayer, seqs, location, self._count)
-            finally:
-                replayer.close()
-
+        ``trunk`` is the key of the session that ``parsed`` is a branch of
+        (a ChatGPT regeneration, a Claude Code rewind in the same file).
+        """
+        own = parsed.original_id
+        key = (
+            conversation_key(self._owner_pk(), parsed.source_format, own)
+            if own
+            else self._key(index)
+        )
+        if parent is None:
+            parent = self._parent_by_own_id(parsed)
+        name = title or parsed.title or first_request(parsed.messages)
+        name = name or f"{parsed.source_tool} session"
+        counted_as = self._counted_as(parsed)
         meta_extra = {
             "source_format": parsed.source_format,
             "source_tool": parsed.source_tool,
             "source_created_at": parsed.created_at,
             "source_extra": parsed.extra,
+            "token_count": {
+                "model": counted_as,
+                "named_in_file": parsed.model is not None,
+                # Approximate when the file names no model or the model's own
+                # tokenizer is not public (Claude, Gemini: counted with cl100k_base).
+                "approximate": parsed.model is None or encoding_for_model(counted_as).approximate,
+            },
         }
-        name = title or parsed.title or f"{parsed.source_tool} session"
-        original = parsed.original_id or ""
+        original = own or ""
         original = original if len(original) <= 128 else ""
-        session_id = self._write(_Plan(key, location, name, meta_extra, original, batches))
+        activity = last_activity(parsed.messages)
+
+        def plan(start: int, units: list[str], link: tuple[str, int | None] | None) -> _Plan:
+            def batches(session_id: str) -> Iterator[list[LogRecord]]:
+                if start:
+                    replayer = Replayer.resume(session_id, DatabaseLogStore())
+                else:
+                    replayer = self._replayer(
+                        session_id,
+                        system_prompt=parsed.system_prompt or "",
+                        parent=link,
+                        model=counted_as,
+                    )
+                try:
+                    yield from agent_batches(parsed, replayer, location, self._count, start)
+                finally:
+                    replayer.close()
+
+            return _Plan(key, location, name, meta_extra, original, batches, units, link, activity)
+
+        session_id = self._converge(
+            key if trunk is None else trunk,
+            location,
+            unit_fingerprints(parsed),
+            plan,
+            parent,
+            lambda shared: seq_at(parsed, shared),
+            branch=trunk is not None,
+        )
         if session_id is None:
             return
         for number, child in enumerate(parsed.children, start=1):
@@ -294,19 +378,16 @@ class Writer:
                 child,
                 f"{index}.c{number}",
                 f"{location}, subagent {number}",
-                (session_id, seq_of_call(parsed, seqs, call)),
+                (session_id, seq_of_call(parsed, call)),
                 child.title or f"{name} · subagent {number}",
             )
-        forks = parsed.extra.get("branch_forks")
         for number, branch in enumerate(parsed.branches, start=1):
-            shared = forks[number - 1] if isinstance(forks, list) and len(forks) >= number else 0
-            fork_seq = seqs.get(shared - 1) if isinstance(shared, int) else None
             branch_session = dataclasses.replace(
                 parsed,
                 messages=branch,
                 branches=[],
                 children=[],
-                compactions=[],
+                compactions=[c for c in parsed.compactions if c.at < len(branch)],
                 provider_input_tokens={},
                 extra={"branch_of": parsed.original_id},
             )
@@ -314,21 +395,133 @@ class Writer:
                 branch_session,
                 f"{index}.b{number}",
                 f"{location}, branch {number}",
-                (session_id, fork_seq),
-                f"{name} · branch {number}",
+                title=f"{name} · branch {number}",
+                trunk=key,
             )
+
+    def _owner_pk(self) -> object:
+        return self.options.owner.pk if self.options.owner is not None else None
+
+    def _parent_by_own_id(self, parsed: ParsedSession) -> tuple[str, int | None] | None:
+        """The owner's session that ``parsed`` names as its parent by that session's own id
+        (a subagent transcript imported on its own, after its session)."""
+        parent_id = parsed.extra.get("parent_session_id")
+        if not isinstance(parent_id, str) or parent_id == parsed.original_id:
+            return None
+        key = conversation_key(self._owner_pk(), parsed.source_format, parent_id)
+        found = Session.objects.filter(source_key=key).values_list("public_id", flat=True).first()
+        return (found, None) if found else None
+
+    # -- updates in place ----------------------------------------------------------------
+
+    def _stored(self, key: str) -> tuple[str, list[str]] | None:
+        """The session stored under ``key``: its public id and its fingerprints."""
+        row = Session.objects.filter(source_key=key).values_list("public_id", "source_state")
+        found = row.first()
+        if found is None:
+            return None
+        state = found[1] if isinstance(found[1], dict) else {}
+        units = state.get("units")
+        return found[0], [str(u) for u in units] if isinstance(units, list) else []
+
+    def _converge(
+        self,
+        key: str,
+        location: str,
+        units: list[str],
+        plan: Callable[[int, list[str], tuple[str, int | None] | None], _Plan],
+        parent: tuple[str, int | None] | None,
+        seq_at: Callable[[int], int | None],
+        *,
+        branch: bool = False,
+    ) -> str | None:
+        """Bring the stored copy of one conversation up to ``units``; the session's id.
+
+        New: a session is written. The same: nothing. A longer copy of the
+        stored one: the rest is appended (``_append``). A changed past (or
+        ``branch``: ``key`` is the trunk's): the copy goes under the branch key
+        of the first unit that differs, linked to the stored session, and is
+        compared again there. ``None`` when it was refused (a problem says why).
+        """
+        conflicts = 0
+        branched = False
+        while True:
+            stored = self._stored(key)
+            if stored is not None:
+                public_id, stored_units = stored
+                found = relation(stored_units, units)
+                if branch and found.kind != "diverges":
+                    found = Relation("diverges", min(found.shared, len(units) - 1))
+                branch = False
+                if found.kind == "unchanged":
+                    self.report.skipped.append(Skipped(location or self.source, public_id))
+                    self.report.outcomes.append(Outcome(location, public_id, "unchanged"))
+                    return public_id
+                if found.kind == "extends":
+                    try:
+                        update = plan(found.shared, units, None)
+                        added = self._append(public_id, stored_units, update)
+                    except _Conflict:
+                        continue  # another import appended first: compare with what it wrote
+                    if added is None:
+                        return None
+                    self.report.outcomes.append(Outcome(location, public_id, "updated", added))
+                    return public_id
+                key = branch_key(key, units[found.shared])
+                # A copy that shares nothing with the stored one is another
+                # conversation under the same id (a file of the same name), not a branch.
+                branched = found.shared > 0
+                parent = (public_id, seq_at(found.shared)) if branched else parent
+                continue
+            try:
+                written = self._write(dataclasses.replace(plan(0, units, parent), key=key))
+            except _Conflict:
+                conflicts += 1
+                if conflicts < _ATTEMPTS:
+                    continue
+                self._problem(location, _RACE)
+                return None
+            if written is None:
+                return None
+            session_id, messages = written
+            kind = "branched" if branched else "new"
+            self.report.outcomes.append(Outcome(location, session_id, kind, messages))
+            return session_id
+
+    def _append(self, public_id: str, stored: list[str], plan: _Plan) -> int | None:
+        """Append what ``plan`` writes to the stored session; the messages appended.
+
+        One transaction that locks the session row first, so two imports of two
+        copies never both append: the second finds the fingerprints changed and
+        raises ``_Conflict`` (its caller compares again). A crash or a refusal
+        mid-write rolls the whole update back; the stored session stays as it was.
+        ``None`` when refused (a problem says why).
+        """
+
+        def write() -> int:
+            locked = Session.objects.select_for_update().filter(public_id=public_id)
+            state = locked.values_list("source_state", flat=True).first()
+            units = state.get("units") if isinstance(state, dict) else None
+            if units != stored:
+                raise _Conflict
+            written = self._write_batches(public_id, plan, fresh=False)
+            changes: dict[str, Any] = {"source_state": {"units": plan.units}}
+            if plan.activity is not None:
+                changes["updated_at"] = plan.activity
+            Session.objects.filter(public_id=public_id).update(**changes)
+            return written
+
+        return self._guarded(plan.location, write)
 
     # -- Motus logs ---------------------------------------------------------------------
 
     def _motus_log(self, log: MotusLog) -> None:
+        """Import one Motus log by its ``session_id`` (see ``identity``)."""
         location = f"line {log.lines[0]}"
         try:
             log_id = validate_session_id(log.records[0].get("session_id"))
         except InvalidSessionIdError as error:
             self._problem(location, f"field 'session_id': {error}")
-            return
-        key = self._key(str(log.index))
-        if self._already_imported(key, f"session {log_id}"):
             return
         problems: list[LogProblem] = []
         config = log.records[0].get("config")
@@ -349,9 +542,6 @@ class Writer:
             self._problem(f"line {_line_of(log, problem.line)}", problem.error)
         if problems:
             return
-        if holder := self._holder(log_id, upgraded):
-            self.report.skipped.append(Skipped(f"session {log_id}", holder))
-            return
         try:
             for number, record in enumerate(upgraded, start=1):
                 if record.get("type") == records.MESSAGE:
@@ -360,7 +550,70 @@ class Writer:
             self.report.stopped = True
             self._problem(error.location, str(error))
             return
-        self._save_log(upgraded, key, log_id, log)
+        self._converge_log(log, log_id, upgraded)
+
+    def _converge_log(self, log: MotusLog, log_id: str, upgraded: list[dict[str, Any]]) -> None:
+        """``_converge`` for a Motus log: its units are its records."""
+        where = f"session {log_id}"
+        units = fingerprints(_log_unit(record) for record in upgraded)
+        key = conversation_key(self._owner_pk(), "motus-log", log_id)
+        parent: tuple[str, int | None] | None = None
+        branched = False
+        conflicts = 0
+        while True:
+            stored = self._stored(key)
+            if stored is not None:
+                public_id, stored_units = stored
+                found = relation(stored_units, units)
+                if found.kind == "unchanged":
+                    self.report.skipped.append(Skipped(where, public_id))
+                    self.report.outcomes.append(Outcome(where, public_id, "unchanged"))
+                    return
+                if found.kind == "extends":
+                    rest = upgraded[found.shared :]
+                    append = functools.partial(
+                        self._append_records, public_id, stored_units, rest, units
+                    )
+                    try:
+                        added = self._guarded(where, append)
+                    except _Conflict:
+                        continue
+                    if added is not None:
+                        self.report.outcomes.append(Outcome(where, public_id, "updated", added))
+                    return
+                key = branch_key(key, units[found.shared])
+                # Another session_meta (a title, a parent) shares no past: the log's
+                # own parent_session_id links it, not the stored session.
+                branched = found.shared > 0
+                parent = (public_id, _last_seq(upgraded[: found.shared])) if branched else None
+                continue
+            if not branched and (holder := self._holder(log_id, upgraded)):
+                # Imported before sessions were keyed by their own id.
+                self.report.skipped.append(Skipped(where, holder))
+                self.report.outcomes.append(Outcome(where, holder, "unchanged"))
+                return
+            try:
+                self._save_log(upgraded, key, log_id, log, units, parent, branched=branched)
+            except _Conflict:
+                conflicts += 1
+                if conflicts < _ATTEMPTS:
+                    continue
+                self._problem("", _RACE)
+            return
+
+    def _append_records(
+        self, public_id: str, stored: list[str], rows: list[dict[str, Any]], units: list[str]
+    ) -> int:
+        """Append a grown log's new records, inside ``_guarded``'s transaction: the
+        row is locked first and the fingerprints checked (``_Conflict`` if another
+        import appended meanwhile); a crash mid-write rolls all of it back."""
+        locked = Session.objects.select_for_update().filter(public_id=public_id)
+        state = locked.values_list("source_state", flat=True).first()
+        if not isinstance(state, dict) or state.get("units") != stored:
+            raise _Conflict
+        DatabaseLogStore(parents=self._owned()).extend(public_id, rows)
+        Session.objects.filter(public_id=public_id).update(source_state={"units": units})
+        return sum(1 for row in rows if row.get("type") == records.MESSAGE)
 
     @staticmethod
     def _taken(public_id: str) -> bool:
@@ -376,21 +629,36 @@ class Writer:
                 return public_id
         return None
 
-    def _save_log(self, found: list[dict[str, Any]], key: str, log_id: str, log: MotusLog) -> None:
+    def _save_log(
+        self,
+        found: list[dict[str, Any]],
+        key: str,
+        log_id: str,
+        log: MotusLog,
+        units: list[str],
+        parent: tuple[str, int | None] | None,
+        *,
+        branched: bool,
+    ) -> None:
+        """Write a log as a new session: under its own id when that is free, else a
+        new one (``renamed``). One transaction; a crash mid-write leaves nothing.
+        Raises ``_Conflict`` when another import stored ``key`` first."""
+        where = f"session {log_id}"
         for attempt in range(_ATTEMPTS):
             session_id = log_id
-            if attempt or self._taken(log_id):
+            if attempt or branched or self._taken(log_id):
                 session_id = uuid.uuid4().hex
             rows = [{**found[0], "session_id": session_id}, *found[1:]]
             try:
                 with transaction.atomic():
                     DatabaseLogStore(parents=self._owned()).extend(session_id, rows)
-                    self._claim(session_id, key, "" if session_id == log_id else log_id)
+                    original = "" if session_id == log_id else log_id
+                    self._claim(session_id, key, original, units, parent)
             except LogCorruptError as error:
                 if error.line == 1 and self._taken(session_id):
                     # Another import created the session after we found the id free.
-                    if self._already_imported(key, f"session {log_id}"):
-                        return
+                    if self._stored(key) is not None:
+                        raise _Conflict from error
                     continue
                 location = f"line {_line_of(log, error.line)}" if error.line is not None else ""
                 self._problem(location, str(error.__cause__ or error))
@@ -399,11 +667,14 @@ class Writer:
                 if not _conflict(error):
                     self._problem("", str(error))
                     return
-                if self._already_imported(key, f"session {log_id}"):
-                    return
+                if self._stored(key) is not None:
+                    raise _Conflict from error
                 continue  # the id was taken meanwhile: try a new one
+            messages = sum(1 for r in found if r.get("type") == records.MESSAGE)
             self.report.imported.append(session_id)
-            self.report.messages += sum(1 for r in found if r.get("type") == records.MESSAGE)
+            self.report.messages += messages
+            kind = "branched" if branched else "new"
+            self.report.outcomes.append(Outcome(where, session_id, kind, messages))
             if session_id != log_id:
                 self.report.renamed[log_id] = session_id
             return
@@ -411,17 +682,27 @@ class Writer:
 
     # -- the one write path -------------------------------------------------------------
 
-    def _write(self, plan: _Plan) -> str | None:
-        """Write one session in one transaction; its public id, or ``None`` if refused.
+    def _write(self, plan: _Plan) -> tuple[str, int] | None:
+        """Write one new session in one transaction; its public id and messages written.
 
-        Tried once: the id is new (a UUID), and the messages may be a stream that
-        cannot be read twice. A conflict is another import of the same file.
+        ``None`` if refused (a problem says why; nothing of it stays: a crash
+        mid-write rolls the transaction back). Tried once: the id is new (a
+        UUID), and the messages may be a stream that cannot be read twice.
+        Raises ``_Conflict`` when another import stored the same key first.
         """
         session_id = uuid.uuid4().hex
+        written = self._guarded(plan.location, lambda: self._write_batches(session_id, plan))
+        if written is None:
+            return None
+        self.report.imported.append(session_id)
+        return session_id, written
+
+    def _guarded(self, location: str, write: Callable[[], int]) -> int | None:
+        """Run ``write`` in a transaction; refusals become problems (``None``)."""
         try:
             with transaction.atomic():
-                written = self._write_batches(session_id, plan)
-        except ImportCancelled:
+                written = write()
+        except (ImportCancelled, _Conflict):
             raise
         except _CapReached as error:
             self.report.stopped = True
@@ -431,38 +712,45 @@ class Writer:
             self._problem(error.location, str(error))
             return None
         except LogCorruptError as error:
-            self._problem(plan.location, str(error.__cause__ or error))
+            self._problem(location, str(error.__cause__ or error))
             return None
         except (IntegrityError, LogError) as error:
-            if not _conflict(error):
-                self._problem(plan.location, str(error))
-            elif not self._already_imported(plan.key, plan.location):
-                self._problem(plan.location, _RACE)
+            if _conflict(error):
+                raise _Conflict from error
+            self._problem(location, str(error))
             return None
         except MotusMemoryError as error:
-            self._problem(plan.location, f"the memory refused the messages: {error}")
+            self._problem(location, f"the memory refused the messages: {error}")
             return None
+        except (OperationalError, InterfaceError):
+            # The database itself failed (its connection dropped, say): the session is
+            # rolled back, and the rest cannot be written either, so the import stops.
+            raise
         except Exception as error:
             # A bug met by one session must not fail the others, nor the page: the
             # session is refused (its transaction rolled back) and the trace logged.
-            logger.exception("importing %s, %s failed", self.source, plan.location)
-            self._problem(plan.location, f"{INTERNAL_ERROR} ({type(error).__name__})")
+            logger.exception("importing %s, %s failed", self.source, location)
+            self._problem(location, f"{INTERNAL_ERROR} ({type(error).__name__})")
             return None
-        self.report.imported.append(session_id)
         self.report.messages += written
-        return session_id
+        return written
 
-    def _write_batches(self, session_id: str, plan: _Plan) -> int:
-        """Write the session's batches; the number of messages written."""
-        # Announced once, after the commit, with the session_meta: a session
-        # written in many batches is not held in memory until then.
-        store = DatabaseLogStore(parents=self._owned(), announce=False)
+    def _write_batches(self, session_id: str, plan: _Plan, *, fresh: bool = True) -> int:
+        """Write the session's batches; the number of messages written.
+
+        ``fresh``: a new session (its first record is the session_meta), else
+        an update whose records are announced as they commit, so the session's
+        live pages and its chat see them.
+        """
+        # A new session is announced once, after the commit, with the session_meta:
+        # a session written in many batches is not held in memory until then.
+        store = DatabaseLogStore(parents=self._owned(), announce=not fresh)
         meta: dict[str, Any] | None = None
         written = 0
         for batch in plan.batches(session_id):
             if not batch:
                 continue
-            if meta is None:
+            if meta is None and fresh:
                 first = batch[0]
                 assert isinstance(first, records.SessionMeta)
                 batch[0] = dataclasses.replace(
@@ -472,19 +760,39 @@ class Writer:
             store.extend(session_id, batch)
             written += sum(1 for record in batch if isinstance(record, records.MessageRecord))
             self._checkpoint(in_session=True)
+        if not fresh:
+            return written
         if meta is None:
             raise Refused(plan.location, "no messages besides a system prompt")
-        self._claim(session_id, plan.key, plan.original_id)
+        self._claim(session_id, plan.key, plan.original_id, plan.units, plan.parent)
+        if plan.activity is not None:
+            # "Last activity" is the conversation's, not the import's.
+            Session.objects.filter(public_id=session_id).update(updated_at=plan.activity)
         announced = meta
         transaction.on_commit(lambda: announce(session_id, [announced]))
         return written
 
-    def _claim(self, session_id: str, key: str, original_id: str) -> None:
+    def _claim(
+        self,
+        session_id: str,
+        key: str,
+        original_id: str,
+        units: list[str] | None,
+        parent: tuple[str, int | None] | None = None,
+    ) -> None:
+        """Mark the new session as this import's; raises ``IntegrityError`` when
+        another import claimed ``key`` first (the transaction then rolls back)."""
+        links: dict[str, Any] = {}
+        if parent is not None:
+            trunk = self._owned().filter(public_id=parent[0]).first()
+            links = {"parent": trunk, "parent_seq": parent[1]} if trunk is not None else {}
         Session.objects.filter(public_id=session_id).update(
             owner=self.options.owner,
             source=clip(self.name.replace("\x00", "\ufffd"), 255),
             source_key=key,
             original_id=original_id,
+            source_state={"units": units} if units is not None else {},
+            **links,
         )
 
 
@@ -497,6 +805,17 @@ INTERNAL_ERROR = (
     "could not be imported because of an error in Motus; the server log has the details"
 )
 _RACE = "imported at the same time by another request; import the file again"
+
+
+def _log_unit(record: dict[str, Any]) -> dict[str, Any]:
+    """A log record as it is compared: without the id it is stored under, nor its
+    time (``upgrade_records`` stamps an old log's records with the time of the import)."""
+    return {k: v for k, v in record.items() if k not in ("session_id", "ts")}
+
+
+def _last_seq(rows: list[dict[str, Any]]) -> int | None:
+    seqs = [row.get("seq") for row in rows if row.get("type") == records.MESSAGE]
+    return next((seq for seq in reversed(seqs) if isinstance(seq, int)), None)
 
 
 def _line_of(log: MotusLog, record_number: int | None) -> int:

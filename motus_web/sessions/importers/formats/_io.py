@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from typing import Any, BinaryIO, cast
@@ -22,6 +23,10 @@ MAX_PROBLEMS = 20  # per file: a file of garbage gets a few problems and a count
 BOM = b"\xef\xbb\xbf"
 GZIP_MAGIC = b"\x1f\x8b"
 _UTF16_32_BOMS = (b"\xff\xfe", b"\xfe\xff")
+# A run of NUL bytes this long is a crash's padding (a file extended before its
+# data reached the disk), not text in another encoding, which has lone NULs.
+NUL_RUN = re.compile(rb"\x00{16,}")
+_NULS = re.compile(rb"\x00+")
 
 
 def plain_head(head: bytes) -> bytes:
@@ -32,7 +37,8 @@ def plain_head(head: bytes) -> bytes:
             head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 16 * HEAD_SIZE)
         except zlib.error:
             return b""
-    return head.removeprefix(BOM)
+    # Padding is skipped line by line when the file is read (json_lines).
+    return NUL_RUN.sub(b"", head).removeprefix(BOM)
 
 
 def open_plain(stream: BinaryIO) -> BinaryIO:
@@ -87,7 +93,10 @@ def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """Each non-blank line as ``(line number, object)``, or ``(number, why)`` if unreadable.
 
     A line that does not parse says why, and says it is torn when it is the last
-    line and has no newline (a writer stopped mid-line).
+    line and has no newline (a writer stopped mid-line). NUL bytes (the padding
+    a crash leaves where data never reached the disk) are skipped with a
+    ``why`` that counts them; what they cut in two is read as two lines, so
+    the line written after the crash is kept and the cut one reported.
     """
     number = 0
     for raw in stream:
@@ -95,15 +104,24 @@ def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
         line = raw.removeprefix(BOM) if number == 1 else raw
         if not line.strip():
             continue
-        try:
-            item = loads(line)
-        except orjson.JSONDecodeError as error:
-            yield number, _why(line, error)
+        if b"\x00" not in line:
+            yield number, _item(line)
             continue
-        if not isinstance(item, dict):
-            yield number, f"expected a JSON object, got {kind(item)}"
-            continue
-        yield number, item
+        nuls = line.count(b"\x00")
+        yield number, f"{nuls:,} NUL bytes (padding left by a crash) skipped"
+        for piece in _NULS.split(line):
+            if piece.strip():
+                yield number, _item(piece)
+
+
+def _item(line: bytes) -> dict[str, Any] | str:
+    try:
+        item = loads(line)
+    except orjson.JSONDecodeError as error:
+        return _why(line, error)
+    if not isinstance(item, dict):
+        return f"expected a JSON object, got {kind(item)}"
+    return item
 
 
 def _why(line: bytes, error: orjson.JSONDecodeError) -> str:
@@ -127,4 +145,9 @@ def capped(problems: list[FormatProblem], source: str) -> list[FormatProblem]:
     if len(problems) <= MAX_PROBLEMS:
         return problems
     more = len(problems) - MAX_PROBLEMS
-    return [*problems[:MAX_PROBLEMS], FormatProblem(source, "", f"and {more} more problems")]
+    warning = all(problem.warning for problem in problems)
+    what = "damaged lines skipped" if warning else "problems"
+    return [
+        *problems[:MAX_PROBLEMS],
+        FormatProblem(source, "", f"and {more} more {what}", warning=warning),
+    ]

@@ -73,7 +73,8 @@ def parse(
     ``subagents`` are the ``(stream, name)`` of its subagent transcripts; each
     becomes a child session, and a bad one is reported without refusing the parent.
     """
-    tree, problems = _read(stream, source)
+    tree, problems, damaged = _read(stream, source)
+    yield from capped(damaged, source)
     if problems:
         yield from capped(problems, source)
         return
@@ -85,9 +86,20 @@ def parse(
             else:
                 children.append(item)
     try:
-        yield _session(tree, source, children)
+        session = _session(tree, source, children)
     except FormatError as error:
         yield error.problem(source)
+        return
+    missing = session.extra.get("missing_parents")
+    if missing and damaged:
+        yield FormatProblem(
+            source,
+            "",
+            f"{missing:,} lines name a parent that is not in the file (a damaged line): "
+            "each was joined to the line written before it",
+            warning=True,
+        )
+    yield session
 
 
 def subagent_files(path: Path) -> list[Path]:
@@ -95,12 +107,15 @@ def subagent_files(path: Path) -> list[Path]:
     return sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl"))
 
 
-def _read(stream: BinaryIO, source: str) -> tuple[_Tree, list[FormatProblem]]:
+def _read(stream: BinaryIO, source: str) -> tuple[_Tree, list[FormatProblem], list[FormatProblem]]:
+    """The tree of the file's lines, the problems that refuse it, and the damaged
+    lines skipped (warnings: Claude Code itself skips them on resume)."""
     tree = _Tree()
     problems: list[FormatProblem] = []
+    damaged: list[FormatProblem] = []
     for number, item in json_lines(stream):
         if isinstance(item, str):
-            problems.append(FormatProblem(source, f"line {number}", item))
+            damaged.append(FormatProblem(source, f"line {number}", item, warning=True))
             continue
         kind_ = item.get("type")
         if not isinstance(kind_, str):
@@ -118,10 +133,11 @@ def _read(stream: BinaryIO, source: str) -> tuple[_Tree, list[FormatProblem]]:
         node.record is not None and node.record.get("type") in MESSAGE_TYPES
         for node in tree.nodes.values()
     ):
-        problems.append(
-            FormatProblem(source, "", "no user or assistant line: no conversation to import")
-        )
-    return tree, problems
+        why = "no user or assistant line: no conversation to import"
+        if damaged:
+            why = f"no line could be read but damaged ones ({len(damaged):,}): {why}"
+        problems.append(FormatProblem(source, "", why))
+    return tree, problems, damaged
 
 
 def _take(tree: _Tree, number: int, kind_: str, item: dict[str, Any]) -> None:

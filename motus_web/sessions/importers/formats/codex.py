@@ -210,10 +210,11 @@ def _reasoning_text(item: dict[str, Any]) -> str:
 def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProblem]:
     """Yield the session of one rollout, or the problems that refuse it."""
     problems: list[FormatProblem] = []
+    damaged: list[FormatProblem] = []  # skipped, as Codex skips them on resume
     state = _State()
     for number, item in json_lines(stream):
         if isinstance(item, str):
-            problems.append(FormatProblem(source, f"line {number}", item))
+            damaged.append(FormatProblem(source, f"line {number}", item, warning=True))
             continue
         try:
             state.take(number, item)
@@ -221,8 +222,11 @@ def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProbl
             problems.append(error.problem(source))
             if state.meta is None:
                 break  # not a rollout from its first line: one problem says so
+    yield from capped(damaged, source)
     if not problems and state.meta is None:
-        problems.append(FormatProblem(source, "", "empty file: no session_meta line"))
+        why = "no session_meta line could be read" if damaged else "empty file"
+        why += ": no session_meta line" if not damaged else ""
+        problems.append(FormatProblem(source, "", why))
     if problems:
         yield from capped(problems, source)
         return

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 
 import ijson
 
-from . import anthropic, chatgpt, claude_code, codex, gemini_cli
+from . import anthropic, chatgpt, claude_code, codex, gemini_cli, openhands
 from ._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
 from ._json import nesting_too_deep, without_surrogate_escapes
 from .model import FormatProblem, ParsedSession
@@ -30,6 +30,7 @@ SUPPORTED: dict[str, str] = {
     "claude-ai": "Claude.ai export (conversations.json from Settings > Privacy > Export data)",
     "gemini-cli": "Gemini CLI session (~/.gemini/tmp/<project hash>/chats/session-*.json)",
     "anthropic-messages": "Anthropic Messages API request or response (JSON)",
+    "openhands": "OpenHands event stream (output.jsonl of an evaluation run, one event a line)",
     "motus-log": "Motus JSONL conversation log",
     "openai-chat": "OpenAI chat messages (a JSON list, an object with 'messages', or JSONL)",
 }
@@ -131,6 +132,8 @@ def parse(
                 yield from gemini_cli.parse(plain, name)
             case "anthropic-messages":
                 yield from anthropic.parse(plain, name)
+            case "openhands":
+                yield from openhands.parse(plain, name)
             case _:
                 yield unrecognised(name, _reason(head))
     except _UNREADABLE as error:
@@ -214,6 +217,10 @@ class _Shape:
 
 def _detect_object(shape: _Shape) -> str | None:
     kind = shape.values.get("type")
+    if shape.has("", "source") and shape.has("", "id") and shape.has("", *openhands.EVENT_KEYS):
+        return "openhands"
+    if shape.has("", "instance_id") and shape.has("", "history"):
+        return "openhands"  # an evaluation record: the events under "history"
     if shape.has("", "payload") and (kind is None or kind in codex.LINE_TYPES):
         return "codex-cli"
     if kind in _CLAUDE_CODE_TYPES and shape.has("", *_CLAUDE_CODE_KEYS):

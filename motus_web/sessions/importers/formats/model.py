@@ -76,13 +76,16 @@ class FormatProblem:
 
     ``location`` is ``"line 12"`` (JSONL), ``"conversation 3"`` / ``"message 5"``
     (JSON), or ``""`` for the whole file; ``field`` is the dotted path of the
-    offending field inside that line or record, when there is one.
+    offending field inside that line or record, when there is one. A
+    ``warning`` refuses nothing: a damaged line that was skipped.
     """
 
     source: str
     location: str
     message: str
     field: str | None = None
+    # A line skipped while the session was built from the rest, not a refusal.
+    warning: bool = False
 
     def __str__(self) -> str:
         where = ": ".join(part for part in (self.source, self.location) if part)

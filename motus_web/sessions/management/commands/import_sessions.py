@@ -69,14 +69,20 @@ class Command(BaseCommand):
             report = import_path(path, import_options)
             problems = len(report.problems)
             self.stdout.write(
-                f"{path}: {len(report.imported)} imported, {len(report.skipped)} already there, "
-                + ngettext("%d problem", "%d problems", problems) % problems
+                f"{path}: {len(report.imported)} imported, {len(report.updated)} updated, "
+                f"{len(report.skipped)} already there, "
+                + ngettext("%d problem", "%d problems", problems)
+                % problems
             )
+            for outcome in report.outcomes:
+                self.stdout.write(f"{path}: {outcome} ({outcome.public_id})")
             for original, public_id in report.renamed.items():
                 self.stdout.write(
                     f"{path}: session {original} imported as {public_id} "
                     "(its id is taken; kept as the original id)"
                 )
+            for warning in report.warnings:
+                self.stderr.write(f"warning: {warning}")
             for problem in report.problems:
                 self.stderr.write(str(problem))
             failed += len(report.problems)

@@ -1,0 +1,94 @@
+"""`manage.py sync_sessions`: what is new in the agents' folders, and only that."""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from pytest_django import Settings
+
+from motus_web.sessions.models import Session, SyncedFile
+
+from .test_import_updates import transcript
+
+
+def sync(*args: str) -> str:
+    out = io.StringIO()
+    call_command("sync_sessions", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+@pytest.fixture
+def folders(settings: Settings, tmp_path: Path) -> dict[str, Path]:
+    found = {tool: tmp_path / tool for tool in ("claude-code", "codex", "gemini-cli")}
+    settings.MOTUS_SYNC_FOLDERS = found
+    return found
+
+
+@pytest.mark.django_db
+def test_a_sync_imports_new_files_then_only_what_grew(folders: dict[str, Path]) -> None:
+    session = folders["claude-code"] / "-home-me-project" / "s1.jsonl"
+    session.parent.mkdir(parents=True)
+    session.write_bytes(transcript("q1", "a1"))
+
+    first = sync()
+    again = sync()
+    session.write_bytes(transcript("q1", "a1", "q2", "a2"))
+    later = time.time_ns() + 1_000_000_000  # a later mtime even on a coarse clock
+    os.utime(session, ns=(later, later))
+    grown = sync()
+
+    assert f"{session}: new (+2)" in first
+    assert again == ""  # nothing changed: nothing read, nothing said
+    assert f"{session}: updated (+2)" in grown
+    [stored] = Session.objects.all()
+    assert stored.message_count == 4
+    assert SyncedFile.objects.get().size == session.stat().st_size
+
+
+@pytest.mark.django_db
+def test_a_sync_of_a_folder_given_reads_any_format_and_says_so_per_file(
+    tmp_path: Path, folders: dict[str, Path]
+) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "a.jsonl").write_bytes(transcript("q1", "a1", session_id="a"))
+    (tmp_path / "mine" / "notes.json").write_text('"not a session"')
+
+    out = sync("--folder", str(tmp_path / "mine"), "-v", "2")
+    again = sync("--folder", str(tmp_path / "mine"), "-v", "2")
+
+    assert f"{tmp_path / 'mine' / 'a.jsonl'}: new (+2)" in out
+    assert f"{tmp_path / 'mine' / 'notes.json'}: 1 problem" in out
+    assert "synced: 2 read, 0 not changed" in out
+    assert "synced: 0 read, 2 not changed" in again  # a refused file is tried once it changes
+
+
+@pytest.mark.django_db
+def test_watch_syncs_again_until_interrupted(
+    folders: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = folders["claude-code"] / "p" / "s1.jsonl"
+    session.parent.mkdir(parents=True)
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 1:
+            session.write_bytes(transcript("q1", "a1"))  # written while it watches
+        else:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    out = sync("--watch", "--interval", "0.5")
+
+    assert sleeps == [0.5, 0.5]
+    assert f"{session}: new (+2)" in out
+
+
+def test_a_folder_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="not a folder"):
+        sync("--folder", str(tmp_path / "nowhere"))
