@@ -26,6 +26,11 @@ What is exact and what is an estimate
   0.1% for repeated characters, within 1% for varied letters (tested).
 - ``truncate`` keeps the first ``max_tokens`` tokens of that same count, so
   ``count(truncate(text, n)) <= n`` always holds.
+- ``cut_ids`` cuts a text from the token ids ``counted`` kept, at a point
+  where the cl100k/o200k patterns always end a piece (``_is_cut_point``), so
+  the kept text's count is the number of ids before it, without tokenising
+  it again; ``count_lines`` is ``count`` summed over the parts between such
+  points at line breaks, each part remembered (a summary rendered again).
 - ``message_tokens`` and ``context_tokens`` follow the OpenAI cookbook "How to
   count tokens with tiktoken" (3 tokens per message, 1 more with ``name``, 3
   to prime the reply). The overhead of a tool call is an estimate; images
