@@ -108,12 +108,15 @@ def floor_variant(messages: list[dict[str, Any]]) -> Variant:
 
 def interleaved(variants: Sequence[Variant]) -> dict[str, float]:
     """Mean µs per message of each variant, run batch by batch in turns, so a
-    drift of the shared machine's speed falls on all of them alike."""
+    drift of the shared machine's speed (and the garbage one variant leaves
+    the next) falls on all of them alike."""
     spent = dict.fromkeys((label for label, *_ in variants), 0.0)
     counted = dict.fromkeys(spent, 0)
     longest = max(limit for *_, limit in variants)
-    for start in range(0, longest, BATCH):
-        for label, feed, messages, limit in variants:
+    for turn, start in enumerate(range(0, longest, BATCH)):
+        # Each turn starts with the next variant: none always follows the same one.
+        shift = turn % len(variants)
+        for label, feed, messages, limit in [*variants[shift:], *variants[:shift]]:
             if start >= limit:
                 continue
             batch = messages[start : min(start + BATCH, limit)]
