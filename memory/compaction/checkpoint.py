@@ -57,7 +57,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, cast
 
-from ..log.logged_message import LoggedMessage
+from ..log.logged_message import logged
 from ..log.prefix import LogPoint
 from ..log.records import (
     CHECKPOINT,
@@ -381,26 +381,32 @@ def _chain(first: list[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Itera
 
 def _kept(backward: Iterator[dict[str, Any]], seqs: list[int]) -> list[Entry] | None:
     """The context entries of the messages ``seqs``, from their records read on
-    backwards; ``None`` if one is missing or unusable."""
+    backwards; ``None`` if one is missing or unusable. (This loop runs once
+    per record of a log without compactions: it stays lean.)"""
     wanted = set(seqs)
     found: dict[int, Entry] = {}
     lowest = min(wanted, default=0)
+    missing = len(wanted)
     for raw in backward if wanted else ():
         if raw.get("type") != MESSAGE:
             continue
         seq = raw.get("seq")
-        if not _is_int(seq) or seq < lowest:
+        if type(seq) is not int or seq < lowest:  # ``type(x) is int`` refuses bools too
             break
         if seq in wanted and seq not in found:
             entry = _entry(raw, seq)
             if entry is None:
                 return None
             found[seq] = entry
-            if len(found) == len(wanted):
+            missing -= 1
+            if not missing:
                 break
-    if len(found) != len(wanted):
+    if missing:
         return None
     return [found[seq] for seq in sorted(found)]
+
+
+_meta = tuple.__new__  # an EntryMeta without its Python-level __new__
 
 
 def _entry(raw: dict[str, Any], seq: int) -> Entry | None:
@@ -408,7 +414,6 @@ def _entry(raw: dict[str, Any], seq: int) -> Entry | None:
     read (``memory.log.logged_message``); ``None`` if it lacks what one needs."""
     message = raw.get("context_message") or raw.get("message")
     tokens, unit, index = raw.get("tokens"), raw.get("unit"), raw.get("unit_index")
-    # ``type(x) is int`` refuses bools too; this runs for every context message.
     if not (
         type(message) is dict
         and message.get("role") in ENTRY_ROLES
@@ -417,7 +422,7 @@ def _entry(raw: dict[str, Any], seq: int) -> Entry | None:
         and type(index) is int
     ):
         return None
-    return LoggedMessage.from_logged(message), EntryMeta(seq, unit, index), tokens
+    return logged(message), _meta(EntryMeta, (seq, unit, index)), tokens
 
 
 def start_at(

@@ -36,9 +36,7 @@ class LoggedMessage(ChatMessage):
     @classmethod
     def from_logged(cls, data: dict[str, Any]) -> LoggedMessage:
         """The message of ``data`` (an OpenAI chat dict parsed from a log), unbuilt."""
-        message = object.__new__(cls)
-        object.__setattr__(message, "_logged", data)
-        return message
+        return logged(data)
 
     def __getattr__(self, name: str) -> Any:
         # Called only for a slot not set yet: the fields before the first read.
@@ -57,3 +55,15 @@ class LoggedMessage(ChatMessage):
         return all(getattr(self, f) == getattr(other, f) for f in _COMPARED)
 
     __hash__ = ChatMessage.__hash__
+
+
+_new = object.__new__
+_set_logged = LoggedMessage.__dict__["_logged"].__set__
+
+
+def logged(data: dict[str, Any]) -> LoggedMessage:
+    """``LoggedMessage.from_logged(data)``, as a restore calls it for every
+    context message: the slot set through its descriptor, with no lookups."""
+    message = _new(LoggedMessage)
+    _set_logged(message, data)
+    return message
