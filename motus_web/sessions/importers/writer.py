@@ -288,6 +288,7 @@ class Writer:
         system_prompt: str = "",
         parent: tuple[str, int | None] | None = None,
         model: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Replayer:
         """A memory for one session, counting with ``model`` (``_counted_as``)."""
         return Replayer(
@@ -297,6 +298,7 @@ class Writer:
             threshold=self.options.replay_threshold,
             parent_session_id=parent[0] if parent else None,
             parent_seq=parent[1] if parent else None,
+            tools=tools,
         )
 
     # -- sessions of other tools (formats) ---------------------------------------------
@@ -353,6 +355,7 @@ class Writer:
                         system_prompt=parsed.system_prompt or "",
                         parent=link,
                         model=counted_as,
+                        tools=parsed.tools,
                     )
                 try:
                     yield from agent_batches(parsed, replayer, location, self._count, start)
