@@ -336,3 +336,21 @@ def test_a_requests_tool_definitions_are_counted_in_its_context(owner: User) -> 
     assert with_tools.context_tokens > bare.context_tokens + 30
     meta = next(DatabaseLogStore().read(with_tools.public_id))
     assert meta["tools"][0]["function"]["name"] == "get_weather"
+
+
+@pytest.mark.django_db
+def test_the_gauge_of_a_claude_code_session_uses_claude_codes_own_trigger_point(
+    owner: User,
+) -> None:
+    if not COMPACTED.is_file():
+        pytest.skip(f"the shared agent-session file {COMPACTED} is absent")
+    import_path(COMPACTED, ImportOptions(owner=owner))
+    session = Session.objects.filter(parent__isnull=True).get()
+
+    page = logged_in(owner).get(reverse("dashboard:session_detail", args=[session.public_id]))
+
+    gauge = page.context["gauge"]
+    assert (gauge.window, gauge.threshold) == (200_000, 167_000)  # not 1,000,000 and 750,000
+    html = page.content.decode()
+    assert "Window and threshold from" in html
+    assert "this session compacted itself at 167,094 tokens" in html

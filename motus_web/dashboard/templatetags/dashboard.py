@@ -246,9 +246,10 @@ def preview_text(stored: object) -> str:
 @register.filter
 def gauge_of(session: Any) -> Any:
     """The context gauge of a session row (``charts.Gauge``)."""
-    from ..charts import gauge
+    from ..charts import file_limits, gauge
 
-    return gauge(session.context_tokens, session.config, session.model_name)
+    limits = file_limits(session.record_extra)
+    return gauge(session.context_tokens, session.config, session.model_name, limits)
 
 
 @register.filter
