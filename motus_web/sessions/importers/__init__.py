@@ -22,7 +22,14 @@ from typing import BinaryIO
 from . import formats
 from .detect import Format, detect_format
 from .formats import FormatProblem
-from .formats._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
+from .formats._io import (
+    HEAD_SIZE,
+    PlainTooLarge,
+    bounded_plain,
+    encoding_problem,
+    open_plain,
+    plain_head,
+)
 from .formats.claude_code import subagent_files
 from .parsers import EXPECTED, parse_json, parse_messages_jsonl, parse_motus_log, skip_bom
 from .sources import AgentSession, Found, Problem
@@ -70,16 +77,31 @@ def import_stream(
     half a session. ``subagents`` are a Claude Code session's subagent
     transcripts. Call from sync code (not inside a running event loop).
     When ``options.checkpoint`` raises ``ImportCancelled``, the report says
-    ``cancelled`` and holds what was committed before.
+    ``cancelled`` and holds what was committed before. A gzip file that expands
+    past ``options.max_plain_bytes`` stops there (``stopped``, with a problem);
+    the sessions committed before stay.
     """
     writer: Writer | None = None
     try:
         digest = _digest(stream)
         writer = Writer(source, digest, options)
-        for found in _found(stream, source, subagents or []):
+        plain = bounded_plain(stream, options.max_plain_bytes)
+        for found in _found(plain, source, subagents or []):
             writer.take(found)
             if writer.report.stopped:
                 break
+    except PlainTooLarge as error:
+        report = writer.report if writer is not None else ImportReport()
+        report.stopped = True
+        report.problems.append(
+            Problem(
+                source,
+                "",
+                f"{error}, the most an upload may expand to: "
+                "import it on the server with `manage.py import_sessions FILE`",
+            )
+        )
+        return report
     except ImportCancelled:
         report = writer.report if writer is not None else ImportReport()
         report.cancelled = True

@@ -41,7 +41,7 @@ from ..models import Session
 from ..signals import announce
 from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fingerprints
 from .formats import ParsedSession
-from .formats._io import kind
+from .formats._io import PlainTooLarge, kind
 from .formats.times import last_activity
 from .identity import Relation, branch_key, conversation_key, fingerprints, relation
 from .runner import Replayer
@@ -60,6 +60,9 @@ class ImportOptions:
     # recounted with it. None: a Motus log's own, else settings.MOTUS_MODEL_NAME.
     model_name: str | None = None
     max_messages: int | None = None  # per file; None: no cap (the command line)
+    # Bytes a compressed file may expand to (settings.MOTUS_UPLOAD_MAX_PLAIN_BYTES
+    # for uploads); None: no bound (the command line).
+    max_plain_bytes: int | None = None
     # Called after every batch a session writes and after every session; it may
     # raise ``ImportCancelled`` to stop the import (see ``Progress``).
     checkpoint: Callable[[Progress], None] | None = None
@@ -200,7 +203,7 @@ class Writer:
             return
         try:
             self._take(found)
-        except ImportCancelled:
+        except (ImportCancelled, PlainTooLarge):
             raise
         except Exception as error:
             # See _write: a bug met by one session is that session's problem only.
