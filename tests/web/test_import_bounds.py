@@ -52,3 +52,30 @@ def test_a_gzip_within_the_bound_imports() -> None:
     report = import_stream(io.BytesIO(data), "ok.json.gz", ImportOptions(max_plain_bytes=1_000))
     assert report.problems == []
     assert len(report.imported) == 1
+
+
+def test_the_message_cap_of_a_motus_log_is_counted_while_reading() -> None:
+    from motus_web.sessions.importers.parsers import parse_motus_log
+    from motus_web.sessions.importers.sources import MotusLog
+
+    lines = [b'{"type": "session_meta", "session_id": "big", "system_prompt": ""}\n']
+    lines += [b'{"type": "message", "message": {"role": "user", "content": "x"}}\n'] * 5_000
+
+    [log] = list(parse_motus_log(io.BytesIO(b"".join(lines)), "big.jsonl", max_messages=100))
+
+    assert isinstance(log, MotusLog)
+    assert len(log.records) == 1 + 101  # read up to the first message past the cap, no more
+
+
+@pytest.mark.django_db
+def test_an_upload_of_a_motus_log_past_the_cap_stops_at_the_cap() -> None:
+    lines = [b'{"type": "session_meta", "session_id": "big", "system_prompt": ""}\n']
+    lines += [b'{"type": "message", "message": {"role": "user", "content": "x"}}\n'] * 500
+
+    report = import_stream(
+        io.BytesIO(b"".join(lines)), "big.jsonl", ImportOptions(max_messages=100)
+    )
+
+    assert report.stopped
+    assert "more than 100 messages" in report.problems[0].message
+    assert not Session.objects.exists()

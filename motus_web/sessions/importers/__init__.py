@@ -86,7 +86,7 @@ def import_stream(
         digest = _digest(stream)
         writer = Writer(source, digest, options)
         plain = bounded_plain(stream, options.max_plain_bytes)
-        for found in _found(plain, source, subagents or []):
+        for found in _found(plain, source, subagents or [], options.max_messages):
             writer.take(found)
             if writer.report.stopped:
                 break
@@ -159,7 +159,12 @@ def _head_problem(head: bytes, name: str, format_: str | None) -> Problem | None
     return None
 
 
-def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -> Iterator[Found]:
+def _found(
+    stream: BinaryIO,
+    name: str,
+    subagents: list[tuple[BinaryIO, str]],
+    max_messages: int | None = None,
+) -> Iterator[Found]:
     plain = open_plain(stream)
     head = plain_head(plain.read(HEAD_SIZE))
     plain.seek(0)
@@ -168,7 +173,7 @@ def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -
         yield problem
         return
     if format_ == "motus-log":
-        yield from parse_motus_log(skip_bom(plain), name)
+        yield from parse_motus_log(skip_bom(plain), name, max_messages)
     elif format_ == "openai-chat":
         plain = skip_bom(plain)
         if detect_format(plain) == Format.MESSAGES_JSONL:

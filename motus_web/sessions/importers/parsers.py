@@ -36,14 +36,23 @@ def skip_bom(stream: BinaryIO) -> BinaryIO:
     return stream
 
 
-def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
+def parse_motus_log(
+    stream: BinaryIO, source: str, max_messages: int | None = None
+) -> Iterator[Found]:
     """Each ``session_meta`` line starts a log (files of several runs are concatenated
     logs). A line that cannot be read (cut short by a crash, NUL padding, not
     JSON) is skipped with a warning naming it, as a restore skips it; a record
-    the log store refuses still refuses its own log, and the others import."""
+    the log store refuses still refuses its own log, and the others import.
+
+    ``max_messages`` (an upload's cap) is counted while reading: past it the
+    file is read no further, and the log being read ends at the first message
+    over the cap, which the writer refuses. So the records held stay within
+    the cap whatever the file's length.
+    """
     found: list[dict[str, Any]] = []
     lines: list[int] = []
     index = 0
+    messages = 0
     last = _LastLine(stream)
     for number, item in parse_lines(last):
         yield from last.padding(source, up_to=number)
@@ -58,6 +67,10 @@ def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
             found, lines = [], []
         found.append(item)
         lines.append(number)
+        if item["type"] == records.MESSAGE:
+            messages += 1
+            if max_messages is not None and messages > max_messages:
+                break
     yield from last.padding(source, up_to=None)
     index += 1
     yield from _motus_log(found, lines, source, index)
