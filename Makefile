@@ -17,9 +17,11 @@ run: $(VENV)/.runtime-installed staticfiles/staticfiles.json
 	$(BIN)/python manage.py import_sessions --owner admin --replay --threshold 3000 \
 		--model gpt-4o $(DEMO_FILES)
 	@echo "Motus Memory is at http://127.0.0.1:$(PORT)/ (log in as admin, see above)"
-	@# uvicorn streams request bodies, so RequestBodyLimit refuses a large one unread.
+	@# uvicorn streams request bodies, so RequestBodyLimit refuses a large one unread;
+	@# --ws-max-size is the chat's frame limit (chat/frames.py MAX_FRAME_BYTES): a bigger
+	@# frame is refused (1009) before it is read.
 	exec $(BIN)/uvicorn --host 127.0.0.1 --port $(PORT) --ws websockets-sansio --lifespan off \
-		motus_web.asgi:application
+		--ws-max-size 65536 motus_web.asgi:application
 
 test: $(VENV)/.dev-installed chromium
 	$(BIN)/ruff check .

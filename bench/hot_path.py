@@ -99,10 +99,16 @@ def state_ms(memory: Any) -> tuple[float, float]:
     return runs[0], statistics.median(runs[1:])
 
 
+CUT = 1_000  # the tool-result limit of the truncation rows, in tokens
+CUT_LABEL = f"BasicMemory, tool results cut to {CUT:,} tokens"
+
+
 def ours(messages: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
     typed = [ChatMessage.from_dict(m) for m in messages]
     out: dict[str, Any] = {}
     out["BasicMemory"] = asyncio.run(per_message(BasicMemory(model_name=MODEL).add_message, typed))
+    cut = BasicMemory(model_name=MODEL, max_tool_result_tokens=CUT)
+    out[CUT_LABEL] = asyncio.run(per_message(cut.add_message, typed))
     for label, threshold, log in (
         ("CompactionMemory, compaction off, no log", NO_COMPACTION, None),
         ("CompactionMemory, compaction off, JSONL log", NO_COMPACTION, folder / "off"),
@@ -132,9 +138,9 @@ def offline_tiktoken_cache(folder: Path) -> None:
     os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
 
 
-def reference(
-    wheel: Path, messages: list[dict[str, Any]], few: int, folder: Path
-) -> dict[str, Any]:
+def load_reference(wheel: Path, folder: Path) -> Any:
+    """The reference's ``motus`` package, unpacked from ``wheel`` into ``folder``
+    with only its memory and message types importable."""
     offline_tiktoken_cache(folder)
     root = folder / "reference"
     with zipfile.ZipFile(wheel) as archive:
@@ -145,14 +151,23 @@ def reference(
         "from .base import BaseChatClient, ChatCompletion, ChatMessage, FunctionCall, ToolCall\n"
     )
     sys.path.insert(0, str(root))
-    from motus.memory.basic_memory import BasicMemory as RefBasic
-    from motus.memory.compaction_memory import CompactionMemory as RefCompaction
-    from motus.memory.config import CompactionMemoryConfig as RefConfig
-    from motus.models import ChatMessage as RefMessage
+    import motus.memory.basic_memory
+    import motus.memory.compaction_memory
+    import motus.memory.config
+    import motus.models
 
-    typed = [RefMessage(**m) for m in messages]
+    return motus
+
+
+def reference(motus: Any, messages: list[dict[str, Any]], few: int, folder: Path) -> dict[str, Any]:
+    RefBasic = motus.memory.basic_memory.BasicMemory
+    RefCompaction = motus.memory.compaction_memory.CompactionMemory
+    RefConfig = motus.memory.config.CompactionMemoryConfig
+    typed = [motus.models.ChatMessage(**m) for m in messages]
     out: dict[str, Any] = {}
     out["BasicMemory"] = asyncio.run(per_message(RefBasic(model_name=MODEL).add_message, typed))
+    cut = RefBasic(model_name=MODEL, max_tool_result_tokens=CUT)
+    out[CUT_LABEL] = asyncio.run(per_message(cut.add_message, typed))
     off = RefCompaction(
         config=RefConfig(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
     )
@@ -265,23 +280,46 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, help="lithosai-motus 0.4.3 wheel")
     parser.add_argument("--reference-messages", type=int, default=1_000)
     parser.add_argument("--cold-runs", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=3, help="measurements in turns")
     args = parser.parse_args()
     messages = session(args.messages, seed=3)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        print(f"{len(messages):,} messages; mean µs per message (lower is better)")
-        print(f"  floor, tiktoken encode of the same texts: {floor_us(messages):10.0f}")
-        mine = ours(messages, folder)
-        theirs = {}
-        if args.reference:
-            theirs = reference(args.reference, messages, args.reference_messages, folder)
-        state = mine.pop(STATE)
-        for label, value in mine.items():
-            ref = next((v for k, v in theirs.items() if _same(k, label)), None)
-            ratio = f"  reference {ref:10.0f}  reference/ours {ref / value:6.2f}x" if ref else ""
-            print(f"  {label:<52} {value:10.0f}{ratio}")
-        print(f"  {STATE}, first call / median of 5 more:")
-        rows = [("ours", state)] + ([("reference", theirs[STATE])] if STATE in theirs else [])
+        motus = load_reference(args.reference, folder) if args.reference else None
+        # In turns, round after round: the machine's speed drifts, the ratios
+        # within a round hold.
+        floors, mine, theirs = [], [], []
+        for n in range(args.rounds):
+            floors.append(floor_us(messages))
+            mine.append(ours(messages, folder / f"ours-{n}"))
+            if motus is not None:
+                theirs.append(
+                    reference(motus, messages, args.reference_messages, folder / f"ref-{n}")
+                )
+        print(
+            f"{len(messages):,} messages; mean µs per message (lower is better), "
+            f"median of {args.rounds} rounds; ratios are medians of each round's own"
+        )
+        print(f"  floor, tiktoken encode of the same texts: {statistics.median(floors):10.0f}")
+        for label in mine[0]:
+            if label == STATE:
+                continue
+            value = statistics.median(r[label] for r in mine)
+            floor = statistics.median(r[label] / f for r, f in zip(mine, floors, strict=True))
+            line = f"  {label:<52} {value:8.0f} ({floor:4.2f}x the floor)"
+            key = next((k for k in (theirs[0] if theirs else {}) if _same(k, label)), None)
+            if key is not None:
+                ref = statistics.median(r[key] for r in theirs)
+                ratio = statistics.median(
+                    t[key] / o[label] for t, o in zip(theirs, mine, strict=True)
+                )
+                ref_floor = statistics.median(
+                    t[key] / f for t, f in zip(theirs, floors, strict=True)
+                )
+                line += f"  reference {ref:8.0f} ({ref_floor:4.2f}x)  reference/ours {ratio:6.2f}x"
+            print(line)
+        print(f"  {STATE}, first call / median of 5 more (last round):")
+        rows = [("ours", mine[-1][STATE])] + ([("reference", theirs[-1][STATE])] if theirs else [])
         for who, (first, median) in rows:
             print(f"    {who:<10} {first:6.1f} / {median:6.1f}")
         for size in args.restore_sizes:

@@ -21,6 +21,14 @@ from .agent.events import (
     UsageReported,
 )
 from .agent.tools import calculator, current_time
+from .background import (
+    BackgroundMemory,
+    LongTermStore,
+    ModelExtractor,
+    OfflineExtractor,
+    Scope,
+    SQLiteLongTermStore,
+)
 from .base import BaseMemory
 from .basic import BasicMemory
 from .clients import (
@@ -39,6 +47,7 @@ from .clients import (
     stream_completion,
 )
 from .compaction.base import CompactionBase
+from .compaction.code import CODE_KINDS, reads_as_code, without_bodies
 from .compaction.identifiers import Identifier, find_identifiers, kept_in, lost_identifiers
 from .compaction.memory import CompactionMemory
 from .compaction.offline import offline_summary
@@ -50,9 +59,11 @@ from .errors import (
     CompactionError,
     ConfigurationError,
     ContextLengthExceededError,
+    ExtractionError,
     InvalidReplyError,
     LogCorruptError,
     LogError,
+    LongTermMemoryError,
     MotusMemoryError,
     ProviderConnectionError,
     ProviderError,
@@ -82,12 +93,14 @@ from .tokens.calibration import TokenCalibration
 from .tokens.model_limits import ModelLimits, get_model_limits
 
 __all__ = [
+    "CODE_KINDS",
     "INSTRUCTION_ROLES",
     "AgentBusyError",
     "AgentEvent",
     "AnswerDelta",
     "AnthropicClient",
     "AuthenticationError",
+    "BackgroundMemory",
     "BadRequestError",
     "BaseMemory",
     "BasicMemory",
@@ -106,6 +119,7 @@ __all__ = [
     "CompletionDone",
     "ConfigurationError",
     "ContextLengthExceededError",
+    "ExtractionError",
     "Identifier",
     "InMemoryLogStore",
     "InvalidMessageError",
@@ -116,10 +130,14 @@ __all__ = [
     "LogPoint",
     "LogProblem",
     "LogStore",
+    "LongTermMemoryError",
+    "LongTermStore",
     "MaxStepsExceeded",
     "MessageAdded",
+    "ModelExtractor",
     "ModelLimits",
     "MotusMemoryError",
+    "OfflineExtractor",
     "OpenAIChatClient",
     "PointNotFoundError",
     "ProviderConnectionError",
@@ -129,6 +147,8 @@ __all__ = [
     "RateLimitError",
     "ReActAgent",
     "ReasoningDelta",
+    "SQLiteLongTermStore",
+    "Scope",
     "ServerError",
     "SessionExistsError",
     "SessionNotFoundError",
@@ -162,6 +182,8 @@ __all__ = [
     "load_json",
     "lost_identifiers",
     "offline_summary",
+    "reads_as_code",
     "stream_completion",
     "upgrade_records",
+    "without_bodies",
 ]

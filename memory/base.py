@@ -176,6 +176,13 @@ class BaseMemory(ABC):
         )
 
     @property
+    def memory_block(self) -> str:
+        """The recalled long-term memories the next request carries after the
+        instructions, in the same message (``BackgroundMemory``; a restore of
+        its log keeps it); ``""`` for the other memory types."""
+        return self._state.memory_block
+
+    @property
     def messages(self) -> list[ChatMessage]:
         """The context after the system prompt (a copy)."""
         return list(self._state.messages)

@@ -16,7 +16,8 @@ class CompactionMemoryConfig:
     """Tuning of ``CompactionMemory``; every field is checked at construction.
 
     compact_model_name
-        Model used for the summarisation call. ``None``: the agent's model.
+        Model used for the summarisation call. ``None``: the agent's model;
+        ``"offline"``: no model, the built-in offline summariser.
     token_threshold
         Estimated context tokens above which auto-compaction fires. ``None``:
         the model's context window x ``safety_ratio``.

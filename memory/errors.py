@@ -171,3 +171,15 @@ class ContextLengthExceededError(BadRequestError):
 class ServerError(ProviderStatusError):
     """HTTP 5xx (or Anthropic's 529 "overloaded") after all retries: the
     provider failed, not the request."""
+
+
+class LongTermMemoryError(MotusMemoryError):
+    """A long-term memory operation was refused: an unknown memory, one outside
+    the caller's scope, or a change its status does not allow (forgetting a
+    forgotten memory). Nothing was written."""
+
+
+class ExtractionError(MotusMemoryError):
+    """An extractor could not read what was said (a model reply that is not the
+    JSON asked for, a timeout). The turn it followed is unaffected; the failure
+    is recorded as a ``memory_extraction`` record with its ``error``."""

@@ -4,27 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from .background import BackgroundMemory
 from .base import BaseMemory
 from .basic import BasicMemory
 from .compaction.memory import CompactionMemory
-from .errors import ConfigurationError, UnsupportedMemoryTypeError
+from .errors import ConfigurationError
 
-MEMORY_TYPES = ("basic", "compact")
+MEMORY_TYPES = ("basic", "compact", "background")
 
 
 def create_memory(memory_type: str | None = None, **kwargs: Any) -> BaseMemory:
-    """Build the memory named by ``memory_type``: ``"basic"`` (the default) or
-    ``"compact"``; keyword arguments go to its constructor.
+    """Build the memory named by ``memory_type``: ``"basic"`` (the default),
+    ``"compact"`` or ``"background"`` (``memory.background.BackgroundMemory``);
+    keyword arguments go to its constructor.
 
-    Raises ``UnsupportedMemoryTypeError`` for ``"background"`` (designed, not
-    built yet) and ``ConfigurationError`` for any other name.
+    Raises ``ConfigurationError`` for any other name.
     """
     if memory_type is None or memory_type == "basic":
         return BasicMemory(**kwargs)
     if memory_type == "compact":
         return CompactionMemory(**kwargs)
     if memory_type == "background":
-        raise UnsupportedMemoryTypeError(
-            "memory_type='background' is not available yet; use 'compact' for long sessions"
-        )
+        return BackgroundMemory(**kwargs)
     raise ConfigurationError(f"unknown memory_type {memory_type!r}; expected one of {MEMORY_TYPES}")

@@ -75,6 +75,7 @@ class ContextState:
         calibration: TokenCalibration | None = None,
     ) -> None:
         self.model_name = model_name
+        self._counter: TokenCounter | None = None
         # What the provider's reports taught about the estimate (shareable).
         self.calibration = calibration if calibration is not None else TokenCalibration()
         self.max_tool_result_tokens = max_tool_result_tokens
@@ -89,10 +90,18 @@ class ContextState:
         self.tokens_total = 0
         self.tracker = TurnTracker()
         self.next_seq = 0
+        # ``BackgroundMemory``: the recalled block sent after the instructions,
+        # and the last seq its extractor has read (``memory.background``).
+        self.memory_block = ""
+        self.extracted_through = -1
 
     @property
     def counter(self) -> TokenCounter:
-        return TokenCounter.for_model(self.model_name)
+        # Kept while the model is the same: every message asks for it twice.
+        counter = self._counter
+        if counter is None or counter.model != self.model_name:
+            counter = self._counter = TokenCounter.for_model(self.model_name)
+        return counter
 
     def copy(self) -> Self:
         """An independent copy (separate lists and tracker; messages are immutable)."""
@@ -107,11 +116,19 @@ class ContextState:
     # -- instructions and tools --------------------------------------------------
 
     def instructions(self) -> ChatMessage | None:
-        """The system (or developer) message; ``None`` when there is no prompt:
-        strict providers refuse an empty system message."""
-        if not self.system_prompt:
+        """The system (or developer) message: the prompt, then the recalled
+        memory block when there is one; ``None`` when both are empty: strict
+        providers refuse an empty system message."""
+        text = "\n\n".join(part for part in (self.system_prompt, self.memory_block) if part)
+        if not text:
             return None
-        return ChatMessage(role=self.system_role, content=self.system_prompt)
+        return ChatMessage(role=self.system_role, content=text)
+
+    def set_memory_block(self, block: str) -> None:
+        """Place ``block`` (recalled long-term memories) after the instructions;
+        ``""`` removes it. Counted with the instructions."""
+        self.memory_block = clean_text(block)
+        self._system_tokens = None
 
     def set_system_prompt(self, prompt: str, role: str | None = "system") -> None:
         """Set the prompt and its role (a log's ``system_role``: ``None`` is

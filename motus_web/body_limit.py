@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from csp.utils import build_policy
+from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
 
@@ -89,11 +91,25 @@ class RequestBodyLimit:
                     (b"content-length", str(len(body)).encode()),
                     # The rest of the body was never read: the connection cannot be reused.
                     (b"connection", b"close"),
+                    *_security_headers(),
                 ],
                 "trailers": False,
             }
         )
         await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _security_headers() -> list[tuple[bytes, bytes]]:
+    """What Django's middleware adds to every other answer (this one never reaches
+    it): the CSP of ``settings.CONTENT_SECURITY_POLICY``, nosniff, frame and
+    referrer policies, and the permissions policy."""
+    return [
+        (b"content-security-policy", build_policy().encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"x-frame-options", settings.X_FRAME_OPTIONS.encode()),
+        (b"referrer-policy", settings.SECURE_REFERRER_POLICY.encode()),
+        (b"permissions-policy", settings.PERMISSIONS_POLICY.encode()),
+    ]
 
 
 def _accepts_html(headers: Iterable[tuple[bytes, bytes]]) -> bool:

@@ -7,6 +7,7 @@ PostgreSQL and Redis.
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from csp.constants import NONE, SELF
@@ -59,6 +60,13 @@ if env_bool("SECURE_PROXY_SSL_HEADER", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# The dashboard uses none of the browser's powerful features: every answer says so
+# (motus_web.dashboard.middleware.PermissionsPolicyMiddleware, and the 413 answer).
+PERMISSIONS_POLICY = (
+    "accelerometer=(), camera=(), display-capture=(), geolocation=(), gyroscope=(), "
+    "magnetometer=(), microphone=(), midi=(), payment=(), usb=(), serial=(), hid=(), "
+    "publickey-credentials-get=(), screen-wake-lock=(), xr-spatial-tracking=()"
+)
 # django-csp: no inline script or style anywhere (htmx comes from static/, its
 # indicator styles are off in base.html), nothing loaded from other origins.
 CONTENT_SECURITY_POLICY = {
@@ -86,6 +94,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "django_tasks",
+    "django_tasks_db",
     "motus_web.sessions",
     "csp",
     "axes",
@@ -95,6 +105,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "motus_web.dashboard.middleware.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -129,16 +140,35 @@ TEMPLATES = [
 
 # IMMEDIATE takes the write lock at BEGIN, so two appends to one session queue
 # up instead of both reading the same record_count; WAL lets pages read while an
-# import writes. Every SQLite database gets them, however it is configured.
-_SQLITE_OPTIONS = {"transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+# import writes; a writer waits up to MOTUS_SQLITE_BUSY_SECONDS for the lock
+# (Python's default is 5 s: a login during a long import answered "database is
+# locked"). Every SQLite database gets them, however it is configured.
+_SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL;",
+    "timeout": env_int("MOTUS_SQLITE_BUSY_SECONDS", default=30, minimum=1),
+}
 _DATABASE_URL = env_url("DATABASE_URL", frozenset({"postgres", "postgresql", "sqlite"}))
 if _DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(_DATABASE_URL, conn_max_age=60)}
+    # No persistent connections: under ASGI each request's sync code runs in a new
+    # thread, so a kept connection is never reused (65 stayed idle for 110 s in a
+    # probe); on PostgreSQL the pool below bounds and reuses them instead.
+    DATABASES = {"default": dj_database_url.parse(_DATABASE_URL, conn_max_age=0)}
 else:
     VAR_DIR.mkdir(exist_ok=True)  # SQLite creates the file, not its folder
     DATABASES = {
         "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(VAR_DIR / "db.sqlite3")}
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # psycopg's pool (Django 5.1+): each process holds at most MOTUS_DB_POOL_SIZE
+    # connections; a request that finds all in use waits up to 10 s for one, then
+    # fails with a clear error. Size it so that (web processes + task workers) x
+    # MOTUS_DB_POOL_SIZE stays under PostgreSQL's max_connections (100 by default).
+    # 0 turns the pool off (one connection per request, closed at its end).
+    _POOL_SIZE = env_int("MOTUS_DB_POOL_SIZE", default=8, minimum=0)
+    if _POOL_SIZE:
+        _pool = {"min_size": 1, "max_size": _POOL_SIZE, "timeout": 10, "max_idle": 60}
+        DATABASES["default"]["OPTIONS"] = {"pool": _pool, **DATABASES["default"].get("OPTIONS", {})}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -184,9 +214,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")  # collectstatic's
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
@@ -205,10 +235,29 @@ MOTUS_UPLOAD_MAX_PLAIN_BYTES = MOTUS_UPLOAD_MAX_BYTES * MOTUS_UPLOAD_MAX_PLAIN_R
 MOTUS_UPLOAD_MAX_MESSAGES = env_int("MOTUS_UPLOAD_MAX_MESSAGES", default=50_000, minimum=1)
 # An upload is kept in this folder until its import job ends (motus_web/sessions/jobs.py).
 MOTUS_IMPORT_SPOOL_DIR = Path(env_str("MOTUS_IMPORT_SPOOL_DIR") or VAR_DIR / "imports")
-# Run import jobs in a thread of the web process. Off: run `manage.py run_import_jobs`.
-MOTUS_IMPORT_THREAD = env_bool("MOTUS_IMPORT_THREAD", default=True)
-# A job running on another host whose runner has written nothing for this long is
-# taken as dead (interrupted); on this host a dead runner is seen at once by its pid.
+# Uploads wait for their job in this storage: any Django storage backend (S3 through
+# django-storages, say) that every web process and task worker can read.
+STORAGES["motus_imports"] = {
+    "BACKEND": "django.core.files.storage.FileSystemStorage",
+    "OPTIONS": {"location": MOTUS_IMPORT_SPOOL_DIR},
+}
+# Import jobs are tasks of Django's Tasks interface (the django-tasks backport of
+# DEP 14). "database": django-tasks-db, a `manage.py db_worker` or the web process's
+# own threads run them; "rq": RQ over REDIS_URL, `manage.py rqworker` runs them.
+MOTUS_TASK_BACKEND = env_choice("MOTUS_TASK_BACKEND", frozenset({"database", "rq"}), "database")
+if MOTUS_TASK_BACKEND == "rq":
+    if not _REDIS_URL:
+        raise ImproperlyConfigured("MOTUS_TASK_BACKEND=rq needs REDIS_URL")
+    INSTALLED_APPS.append("django_rq")
+    TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
+    RQ_QUEUES = {"default": {"URL": _REDIS_URL}}
+else:
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# How many import jobs the web process runs at once in its own threads (database
+# backend only); 0 leaves them to `manage.py db_worker` processes.
+MOTUS_IMPORT_THREADS = env_int("MOTUS_IMPORT_THREADS", default=2, minimum=0)
+# A runner alive is one whose heartbeat (a write between sessions and batches) is this
+# recent and, on its own host, whose process (pid and start time) still exists.
 MOTUS_IMPORT_STALE_SECONDS = env_int("MOTUS_IMPORT_STALE_SECONDS", default=900, minimum=60)
 MOTUS_REPLAY_THRESHOLD = env_int("MOTUS_REPLAY_THRESHOLD", default=3000, minimum=100)
 # The folders `sync_sessions` imports from: tool name -> folder, the tools' own

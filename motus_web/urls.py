@@ -3,9 +3,11 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from .favicon import favicon
+from .health import healthz
 
 urlpatterns = [
     path("favicon.ico", favicon),
+    path("healthz", healthz, name="healthz"),
     path("", include("motus_web.dashboard.urls")),
     path("", include("motus_web.chat.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),

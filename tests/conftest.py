@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
+
+# Test processes run side by side (pytest -n), each with its own in-memory channel
+# layer: the one-web-process guard of motus_web/asgi.py is for servers.
+os.environ["MOTUS_IN_MEMORY_LAYER_LOCK"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -54,6 +54,7 @@ from ..errors import (
 from ..factory import create_memory
 from ..log import records
 from ..messages import FINISH_REASON, INTERRUPTED, ChatMessage, ToolCall
+from ..run_to_end import run_to_end
 from .events import (
     AgentEvent,
     AnswerDelta,
@@ -358,17 +359,13 @@ class ReActAgent:
         A record half written to an asynchronous store would be written again
         by the next flush, so the write is never abandoned midway.
         """
-        adding = asyncio.ensure_future(self.memory.add_message(message, usage=usage))
-        try:
-            await asyncio.shield(adding)
-        except asyncio.CancelledError:
-            await asyncio.wait([adding])
-            error = None if adding.cancelled() else adding.exception()
-            if error is not None:
-                raise error from None
-            self._close_compaction(turn, emit)
-            raise
+        adding, cancelled = await run_to_end(self.memory.add_message(message, usage=usage))
+        error = adding.exception()
+        if error is not None:
+            raise error
         self._close_compaction(turn, emit)
+        if cancelled:
+            raise asyncio.CancelledError
         return adding.result()
 
     # -- memory records as events --------------------------------------------------

@@ -155,6 +155,8 @@ class CompactionBase(BaseMemory):
         if self._compact_fn is not None:
             return FunctionSummariser(self._compact_fn, timeout_s=timeout)
         model = self._compact_model_name or self.model_name
+        if model == OFFLINE:  # compact_model_name="offline": no model writes summaries
+            return OfflineSummariser()
         if self._client is not None and model is not None:
             return ModelSummariser(self._client, model, timeout_s=timeout)
         return OfflineSummariser()
@@ -317,7 +319,7 @@ class CompactionBase(BaseMemory):
             updated = previous.updated(folded, request.instructions)
             share = int(request.budget_tokens * LEDGER_SHARE)
             ledger, given_way = updated.fit(share, request.counter)
-            ledger_tokens = request.counter.count(ledger.render()) if ledger.entries else 0
+            ledger_tokens = request.counter.count_lines(ledger.render()) if ledger.entries else 0
             request = dataclasses.replace(
                 request,
                 budget_tokens=max(policy.MIN_SUMMARY_BUDGET, request.budget_tokens - ledger_tokens),
@@ -328,7 +330,10 @@ class CompactionBase(BaseMemory):
             summary = await self._with_ledger(summariser, request, summary, ledger)
         if given_way:
             ledger, given_way = ledger.keeping_present(given_way, summary.text)
-        continuation = self.estimate_message_tokens(continuation_message(summary.text))
+        message = continuation_message(summary.text)
+        continuation = self.estimate_message_tokens(
+            message, content_tokens=request.counter.count_lines(message.text)
+        )
         tokens_after = self._tokens_after(continuation, kept_tokens)
         if tokens_after >= tokens_before:
             raise CompactionError(
@@ -345,14 +350,15 @@ class CompactionBase(BaseMemory):
         narrative is taken when the whole still fits the budget."""
         counter = request.counter
         text = compose(summary.text, ledger)
-        budget = request.budget_tokens + counter.count(ledger.render())
-        room = budget - counter.count(text)
+        # Lines the summariser counted already: ``count_lines`` counts only the new ones.
+        budget = request.budget_tokens + counter.count_lines(ledger.render())
+        room = budget - counter.count_lines(text)
         if summariser.uses_model or room < LEDGER_SLACK_TOKENS:
             return dataclasses.replace(summary, text=text)
         wider = dataclasses.replace(request, budget_tokens=request.budget_tokens + room)
         again = await summariser.summarise(wider)
         longer = compose(again.text, ledger)
-        if counter.count(longer) <= budget:
+        if counter.count_lines(longer) <= budget:
             return dataclasses.replace(again, text=longer)
         return dataclasses.replace(summary, text=text)
 

@@ -15,7 +15,9 @@ rest of the memory's state at that point::
                  "pending": ["call_7"], "answered": []},   # the open tool batch
      "calibration": {"models": {...}},      # absent until usage was reported
      "tools": [{...}],                      # the tool schemas; absent: none
-     "rewind_number": 2}                    # the last rewind numbered; absent: 0
+     "rewind_number": 2,                    # the last rewind numbered; absent: 0
+     "memory_block": "<long_term_memory>...",  # BackgroundMemory's recalled block; absent: none
+     "extracted_through": 118}              # the last seq its extractor read; absent: -1
 
 (Version 1, written before tools and rewinds were logged, lacks the last two
 and still loads.) A ``rewind`` record is a start too: the state after it is
@@ -84,6 +86,8 @@ class Checkpoint:
     calibration: Mapping[str, Any] = field(default_factory=dict)
     tools: tuple[Mapping[str, Any], ...] = ()
     rewind_number: int = 0
+    memory_block: str = ""
+    extracted_through: int = -1
 
     @classmethod
     def capture(cls, state: CompactionState) -> Checkpoint:
@@ -101,6 +105,8 @@ class Checkpoint:
             calibration=learned if learned["models"] else {},
             tools=tuple(state.tool_schemas),
             rewind_number=state.rewind_number,
+            memory_block=state.memory_block,
+            extracted_through=state.extracted_through,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,6 +129,10 @@ class Checkpoint:
             out["tools"] = [dict(schema) for schema in self.tools]
         if self.rewind_number:
             out["rewind_number"] = self.rewind_number
+        if self.memory_block:
+            out["memory_block"] = self.memory_block
+        if self.extracted_through >= 0:
+            out["extracted_through"] = self.extracted_through
         return out
 
     @classmethod
@@ -144,6 +154,7 @@ class Checkpoint:
         calibration = data.get("calibration", {})
         tools = data.get("tools", [])
         rewinds = data.get("rewind_number", 0)
+        block, extracted = data.get("memory_block", ""), data.get("extracted_through", -1)
         if not (
             _is_int(next_seq)
             and next_seq >= 0
@@ -158,6 +169,8 @@ class Checkpoint:
             and isinstance(tools, list)
             and all(isinstance(schema, Mapping) for schema in tools)
             and _is_int(rewinds)
+            and isinstance(block, str)
+            and _is_int(extracted)
         ):
             return None
         return cls(
@@ -171,6 +184,8 @@ class Checkpoint:
             calibration,
             tuple(tools),
             rewinds,
+            block,
+            extracted,
         )
 
     def tracker(self) -> TurnTracker:
@@ -339,3 +354,5 @@ def start_at(
     state.next_seq = checkpoint.next_seq
     state.tracker = checkpoint.tracker()
     state.rewind_number = checkpoint.rewind_number
+    state.set_memory_block(checkpoint.memory_block)
+    state.extracted_through = checkpoint.extracted_through

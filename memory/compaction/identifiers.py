@@ -60,6 +60,12 @@ _UNIT = (
 _ATTACHED_UNIT = r"(?:[smhglxV])"
 _CURRENCY = r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|dollars?|euros?|pounds?)"
 
+_FILE_EXTENSION = (
+    r"\.(?:py|pyi|js|mjs|ts|tsx|jsx|json|jsonl|ya?ml|toml|md|rst|"
+    r"txt|csv|tsv|html?|css|sql|sh|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|ini|"
+    r"cfg|conf|env|log|lock|pdf|png|jpe?g|gif|svg|xml|zip|gz|tar|ipynb|db|sqlite3?)\b"
+)
+
 _CSS_PROPERTIES = (
     "color|background|margin|padding|border|display|position|width|height|top|left|right|"
     "bottom|font|opacity|transform|transition|cursor|overflow|content|flex|grid|gap|outline|"
@@ -128,9 +134,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?<![\w/.:])(?:~|\.{1,2})?/(?:[\w.@+-]+/)*[\w.@+-]*[\w@+-]"
             r"|\b[A-Za-z]:\\(?:[\w. -]+\\)*[\w.-]+"
             r"|\b[\w.-]+(?:/[\w.@+-]+)+(?:\.[A-Za-z0-9]{1,8})?(?![\w/])"
-            r"|\b[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|js|mjs|ts|tsx|jsx|json|jsonl|ya?ml|toml|md|rst|"
-            r"txt|csv|tsv|html?|css|sql|sh|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|ini|"
-            r"cfg|conf|env|log|lock|pdf|png|jpe?g|gif|svg|xml|zip|gz|tar|ipynb|db|sqlite3?)\b"
+            rf"|\b[\w-]+(?:\.[\w-]+)*{_FILE_EXTENSION}"
         ),
     ),
     (
@@ -148,9 +152,10 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "id",
         re.compile(
-            r"(?=[#\w])(?:"
+            # Every kind but "#42" starts a word: one test rejects the middle
+            # of every word at once.
+            r"#\d+\b|\b(?=\w)(?:"
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-            r"|#\d+\b"
             # a function with its arity (Elixir, Erlang): String.trim/1, handle_info/2
             r"|\b[A-Za-z_][\w.]*[\w?!]/\d\b"
             # letters and digits mixed (HAT123, ZFA04Y, gpt-4o, a3f9c21), or
@@ -196,6 +201,10 @@ _LITERALS = frozenset({"True", "False", "None", "Null", "Nil", "NaN", "Infinity"
 _INFLECTED = re.compile(
     r"\w{3,}(?:ing|ed|ion|ions|ment|ments|ness|able|ible|ful|less|ize|ise)$|\w{4,}ly$"
 )
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+_LOWER_WORD = re.compile(r"\b[a-z]+\b")
+_NAME_JOIN = re.compile(r"[ -]")
 _SENTENCE_END = ".!?:;|\n\"'”)"
 
 
@@ -208,6 +217,28 @@ class Identifier:
     value: str
 
 
+_DIGIT = re.compile(r"\d")
+# For each pattern, a text it can only match when this finds something in the
+# text too (a character every match holds): most texts skip most patterns.
+_NEEDS: tuple[re.Pattern[str] | None, ...] = (
+    re.compile("://"),  # url
+    re.compile("@"),  # email
+    re.compile(r"\+"),  # phone
+    re.compile(r"[\x1b\\]"),  # colour codes
+    re.compile("[→\t]"),  # line numbers
+    re.compile(r"[\"']\s*:"),  # keys
+    re.compile(r"[;}\"]"),  # CSS declarations (ended by one of these)
+    re.compile("#"),  # hex colours
+    _DIGIT,  # date
+    _DIGIT,  # version
+    re.compile(rf"/|:\\|{_FILE_EXTENSION}"),  # path
+    _DIGIT,  # amount
+    _DIGIT,  # number
+    None,  # id
+    None,  # name
+)
+
+
 def find_identifiers(text: str) -> list[Identifier]:
     """The identifiers in ``text`` with their kinds, each once (compared
     ignoring case, spacing and thousands separators), in order of appearance."""
@@ -215,7 +246,9 @@ def find_identifiers(text: str) -> list[Identifier]:
     found: list[tuple[int, Identifier]] = []
     seen: set[str] = set()
     names_mid_sentence = _names_mid_sentence(text)
-    for kind, pattern in _PATTERNS:
+    for (kind, pattern), needs in zip(_PATTERNS, _NEEDS, strict=True):
+        if needs is not None and needs.search(text) is None:
+            continue
         for match in pattern.finditer(text):
             start, end = match.span()
             if claimed.find(1, start, end) != -1:
@@ -279,7 +312,11 @@ def kept_in(summary: str, identifiers: Iterable[Identifier]) -> list[tuple[Ident
 
 def normalise(value: str) -> str:
     """``value`` as compared: case-folded, without whitespace or thousands separators."""
-    return re.sub(r"\s+|(?<=\d),(?=\d{3})", "", value).casefold()
+    if "," in value:
+        value = _THOUSANDS.sub("", value)
+    # str.split() splits at the characters the pattern's \s matches (both
+    # are str.isspace()), and no comma is one: the same as one pass of both.
+    return "".join(value.split()).casefold()
 
 
 def _names_mid_sentence(text: str) -> set[str]:
@@ -288,7 +325,7 @@ def _names_mid_sentence(text: str) -> set[str]:
     name, not as an English word (see the module docstring)."""
     mid: set[str] = set()
     openers: dict[str, int] = {}
-    for match in re.finditer(r"\b[A-Z][a-z]+\b", text):
+    for match in _CAPITALISED.finditer(text):
         word = match.group()
         if word in _LITERALS:
             continue
@@ -298,13 +335,13 @@ def _names_mid_sentence(text: str) -> set[str]:
             openers[word] = openers.get(word, 0) + 1
     several = {word for word, count in openers.items() if count > 1}
     if several:
-        lower = set(re.findall(r"\b[a-z]+\b", text))
+        lower = set(_LOWER_WORD.findall(text))
         several = {word for word in several if word.lower() not in lower}
     return mid | several
 
 
 def _proper_name(text: str, start: int, value: str, mid_sentence: set[str]) -> str | None:
-    words = re.split(r"[ -]", value)
+    words = _NAME_JOIN.split(value)
     if _starts_sentence(text, start) and words[0] not in mid_sentence:
         words = words[1:]  # "Ask Mia Li" -> "Mia Li"; "Hello" -> nothing
     while words and (words[0].casefold() in _COMMON or words[0] in _LITERALS):

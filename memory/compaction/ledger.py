@@ -22,10 +22,13 @@ until a later message supersedes it:
   others' only identifiers that are not bare numbers. Each entry keeps its label
   ("passport number", "booking reference") when the text has one; a
   transcript's date stamp is not an entry.
-  Call ids are bookkeeping and never carried. Said again later, an entry keeps
+  Source code names only its paths and URLs (a tool result that reads as
+  code, a call's argument that is a body of code: ``memory.compaction.code``):
+  its other names are the program's vocabulary. Call ids are bookkeeping and
+  never carried. Said again later, an entry keeps
   its place and takes the highest rank of its mentions.
 
-A later message supersedes an entry when it gives the same label another value
+A later message of the user supersedes an entry when it gives the same label another value
 of the same kind and says it is a change ("actually", "instead", "new",
 "changed", "correction"...), or the label is specific (two words or more, as
 "passport number"): the new entry replaces the old, and the summary says
@@ -55,6 +58,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..messages import ChatMessage
+from .code import CODE_KINDS, reads_as_code, without_bodies
 from .identifiers import find_identifiers, normalise
 
 LEDGER_HEADING = "Kept verbatim from earlier in the conversation:"
@@ -95,6 +99,8 @@ _LABEL_STOP_WORDS = """my the a an is are was were be it its our your his her th
 _LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split())
 _COPULAS = frozenset({"is", "are", "was", "were", "be", "being"})
 _LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+# ``"flight_number": "`` just before a value: its key says what it is.
+_JSON_KEY = re.compile(r'"([A-Za-z][A-Za-z_ -]{0,40})"\s*:\s*"?$')
 
 
 class _Counter(Protocol):
@@ -330,15 +336,17 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
                     identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
                 )
         for call in message.tool_calls:
-            for identifier, label in _labelled(call.arguments[:SCAN_CHARS], call_ids):
+            arguments = without_bodies(call.arguments[:SCAN_CHARS])
+            for identifier, label in _labelled(arguments, call_ids):
                 if _carried_id(identifier):
                     yield LedgerEntry(
                         identifier.kind, identifier.value, label, seq, role, ASSISTANT_RANK
                     )
         return
     if role == "tool":
+        code = reads_as_code(text)
         for identifier, label in _labelled(text, call_ids):
-            if _carried_id(identifier):
+            if _carried_id(identifier) and (not code or identifier.kind in CODE_KINDS):
                 yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, TOOL_RANK)
 
 
@@ -360,9 +368,14 @@ def _labelled(text: str, skip: frozenset[str] = frozenset()) -> Iterable[tuple[A
 def _label(before: str) -> str:
     """The words just before a value that say what it is, within its clause:
     "my passport number is" -> "passport number", "booking reference:" ->
-    "booking reference"; none across another value or a preposition
-    ("HAT123 for" -> "")."""
-    before = before.rstrip()
+    "booking reference", a JSON key ``"flight_number": "`` -> "flight
+    number"; none across another value or a preposition ("HAT123 for" -> "")."""
+    key = _JSON_KEY.search(before)
+    if key is not None:
+        words = key.group(1).replace("_", " ").replace("-", " ").casefold().split()
+        return " ".join(words) if len(words) <= 3 else ""
+    # A label is on the value's own line: "registry\n9dd68ea" is a list's lines.
+    before = before.rstrip(" \t")
     if before.endswith((":", "=")):
         before = before[:-1]
     clause = re.split(r"[,;.!?()\[\]{}\n\"]", before)[-1]
@@ -380,7 +393,8 @@ def _label(before: str) -> str:
 
 def _superseded(entries: list[LedgerEntry], new: LedgerEntry, text: str) -> int | None:
     """The index of the entry ``new`` corrects, if any (see the module)."""
-    if new.kind == INSTRUCTION or not new.label:
+    if new.kind == INSTRUCTION or not new.label or new.role != "user":
+        # Only the user corrects: a tool's listing names many values of one key.
         return None
     specific = len(new.label.split()) >= 2
     if not specific and not _CORRECTION_CUE.search(text):

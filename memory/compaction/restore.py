@@ -50,6 +50,8 @@ from ..log.records import (
     CompactionRevert,
     CompactionWarning,
     LogRecord,
+    MemoryExtraction,
+    MemoryRecall,
     MessageRecord,
     Reset,
     Rewind,
@@ -98,6 +100,10 @@ class RecordApplier:
         self.upgrade = upgrade
         self.problems: list[LogProblem] = []
         self._number = 0
+        # Compaction number -> its record's through_seq, for the newest record
+        # of each number read so far: ``reset()`` numbers compactions again, so
+        # a rewind's "before compaction n" means the n it could see.
+        self._compactions_seen: dict[int, int] = {}
         # The context's size as the log last stated it (tools included): the
         # estimate of the request a reply with provider usage answered.
         self._stated_tokens = stated_tokens
@@ -184,6 +190,16 @@ class RecordApplier:
                 fields = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
                 self.trace.add(record.type, **fields)
                 return type(record)(through_seq=through)
+            case MemoryRecall():
+                state.set_memory_block(record.block or "")
+                self.trace.add("memory_recall", memory_ids=record.memory_ids or [])
+                return record
+            case MemoryExtraction():
+                if record.through_seq is not None and record.error is None:
+                    state.extracted_through = max(state.extracted_through, record.through_seq)
+                fields = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
+                self.trace.add(record.type, **fields)
+                return record
             case UnknownRecord():
                 # A newer library's record: not corrupt, so not a problem, but
                 # the context may differ from what that library shows.
@@ -245,6 +261,8 @@ class RecordApplier:
         tokens_before = state.context_tokens()
         applied = record if record.through_seq is not None else _reference_compaction(state, record)
         state.compact(applied)
+        if record.through_seq is not None:
+            self._compactions_seen[state.compaction_number] = record.through_seq
         self.trace.add("compaction", **compaction_trace_fields(applied))
         return Compaction(
             compaction_number=state.compaction_number,
@@ -268,6 +286,9 @@ class RecordApplier:
             point = LogPoint.from_dict(record.target)
         except ValueError as error:
             raise LogCorruptError(f"rewind record: {error}") from error
+        if point.kind == "before_compaction" and point.through_seq is None:
+            seen = self._compactions_seen.get(point.key)
+            point = dataclasses.replace(point, through_seq=seen) if seen is not None else point
         self.state.rewind(self.load_prefix(point), record)
         self.trace.add("rewind", rewind_number=record.rewind_number, target=record.target)
 

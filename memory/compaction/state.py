@@ -220,6 +220,7 @@ class CompactionState(ContextState):
         numbers = (record.compaction_number or 0, record.rewind_number or 0)
         self.set_system_prompt(prefix.system_prompt, prefix.system_role)
         self.set_tools(prefix.tool_schemas)
+        self.set_memory_block(prefix.memory_block)
         self.replace(prefix.entries())
         self.head = copy.copy(prefix.head)
         self.tracker = prefix.tracker.copy()

@@ -5,12 +5,15 @@ with a single ``write`` on a file opened with ``O_APPEND``, under an exclusive
 ``flock``: two processes appending to one session never interleave bytes. A
 crash mid-write can leave at most a torn last line; reads skip it and report
 it with its line number, and the next append first ends that line so the new
-record starts on a fresh one. With ``fsync=True`` every write is also forced
-to disk (survives an OS crash or power loss, at the cost of latency).
+record starts on a fresh one. A write that fails (the disk is full) is cut off
+again before ``LogError`` is raised, so nothing half-written stays. With
+``fsync=True`` every write is also forced to disk (survives an OS crash or
+power loss, at the cost of latency).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -57,7 +60,7 @@ class JSONLLogStore:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 if _ends_mid_line(fd):
                     line = b"\n" + line
-                os.write(fd, line)
+                _write_whole(fd, line)
                 if self.fsync:
                     os.fsync(fd)
             finally:
@@ -218,6 +221,23 @@ def _open_for_append(path: Path) -> int:
     except FileNotFoundError:  # the first record of the first session
         path.parent.mkdir(parents=True, exist_ok=True)
         return os.open(path, flags, 0o644)
+
+
+def _write_whole(fd: int, line: bytes) -> None:
+    """Write ``line`` at the end of ``fd`` (locked) whole, or not at all.
+
+    A disk that fills mid-write gives a short write or ``ENOSPC`` after part
+    of the line: the part is cut off again (``ftruncate`` to the size before),
+    so no half record is left for a read to skip, and ``OSError`` is raised.
+    """
+    size = os.fstat(fd).st_size
+    try:
+        written = os.write(fd, line)
+        if written != len(line):
+            raise OSError(errno.ENOSPC, f"short write: {written} of {len(line)} bytes")
+    except OSError:
+        os.ftruncate(fd, size)
+        raise
 
 
 def _ends_mid_line(fd: int) -> bool:

@@ -11,7 +11,12 @@ shows (a chat stream, a dashboard) is already durable.
 - An ``AsyncLogStore`` (a database driven from an event loop) is written when
   the memory awaits ``flush()``, which ``add_message()`` and ``compact()`` do
   before they return; records are written in order, and a record whose write
-  fails stays queued (with those after it) for the next flush.
+  fails stays queued (with those after it) for the next flush. One flush runs
+  at a time, and a write once started is never abandoned: a flush cancelled
+  while its record is being written waits for that write's outcome (the
+  store's thread commits it whatever the caller does) and only then lets the
+  cancellation through, so a committed record never stays queued to be
+  written a second time by the clean-up's flush.
 - Synchronous listeners are called as soon as their record is written;
   asynchronous ones are awaited in ``flush()``. A listener that raises is
   logged and skipped: a broken observer never fails the memory.
@@ -22,12 +27,14 @@ the ``meta`` callable when it is needed), so a log always starts with one.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from ..errors import SessionExistsError
+from ..run_to_end import run_to_end
 from .records import LogRecord
 from .store import AsyncLogStore, LogStore
 
@@ -58,6 +65,7 @@ class Recorder:
         self._awaited: set[int] = set()  # id() of the coroutine-function listeners
         self._unwritten: list[LogRecord] = []  # queued for an AsyncLogStore
         self._unheard: list[LogRecord] = []  # written, waiting for async listeners
+        self._flushing: asyncio.Lock | None = None  # made in the loop that flushes
 
     @property
     def active(self) -> bool:
@@ -105,19 +113,35 @@ class Recorder:
             self._unheard.append(record)
 
     async def flush(self) -> None:
-        """Write what an async store has queued, then await async listeners, in order."""
+        """Write what an async store has queued, then await async listeners, in
+        order. Flushes from concurrent tasks (a background extraction beside a
+        turn) take turns, so no record is written twice; cancelling a flush
+        never leaves a record half-known: see the module docstring."""
+        if self._flushing is None:
+            self._flushing = asyncio.Lock()
+        async with self._flushing:
+            await self._write_queued()
+            heard, self._unheard = self._unheard, []
+            for record in heard:
+                for listener in self._listeners:
+                    if id(listener) in self._awaited:
+                        try:
+                            await cast("Awaitable[None]", listener(record))
+                        except Exception:
+                            logger.exception("log listener %r raised", listener)
+
+    async def _write_queued(self) -> None:
         store = self._async_store
         while self._unwritten and store is not None:
-            await store.append_async(self.session_id, self._unwritten[0])
-            self._heard(self._unwritten.pop(0))
-        heard, self._unheard = self._unheard, []
-        for record in heard:
-            for listener in self._listeners:
-                if id(listener) in self._awaited:
-                    try:
-                        await cast("Awaitable[None]", listener(record))
-                    except Exception:
-                        logger.exception("log listener %r raised", listener)
+            record = self._unwritten[0]
+            write, cancelled = await run_to_end(store.append_async(self.session_id, record))
+            error = write.exception()
+            if error is None:
+                self._heard(self._unwritten.pop(0))
+            if cancelled:
+                raise asyncio.CancelledError
+            if error is not None:
+                raise error
 
 
 def _call(listener: Listener, record: LogRecord) -> Any:

@@ -103,6 +103,23 @@ hold whatever the memory writes.
     the original), ``reason``, ``through_seq``, ``context_tokens``: the
     continuation message carries the corrected summary from now on.
 
+``memory_recall`` (``MemoryRecall``)
+    ``BackgroundMemory`` only: the block of long-term memories placed in the
+    context from now on (after the instructions, in the same system message),
+    until the next ``memory_recall``. ``block`` (the exact text; ``""``: none),
+    ``memory_ids`` (the memories in it, best first), ``query`` (what they were
+    searched for), ``tokens`` (the block's), ``budget_tokens``, ``through_seq``.
+    A reader older than this type skips it and shows the context without the block.
+``memory_extraction`` (``MemoryExtraction``)
+    ``BackgroundMemory`` only: what was written to the long-term store from
+    the messages ``first_seq``..``through_seq``: ``trigger`` (``turn``,
+    ``compaction``, ``tool``), ``extractor`` (``offline``, ``model:<name>``,
+    ``agent``), ``written`` (``[{"memory_id", "action", "kind", "text"}]``;
+    ``action`` is ``add``, ``update``, ``supersede``, ``forget`` or ``linked``:
+    a statement already remembered, which got a provenance link), ``error``
+    (why nothing was written), ``duration_s``. Written when the background
+    extraction ends, so it may follow records of later messages.
+
 Any other ``type`` reads as an ``UnknownRecord`` that keeps all its fields.
 """
 
@@ -134,6 +151,8 @@ RESET = "reset"
 TOOLS = "tools"
 REWIND = "rewind"
 SUMMARY_CORRECTION = "summary_correction"
+MEMORY_RECALL = "memory_recall"
+MEMORY_EXTRACTION = "memory_extraction"
 
 
 def now_iso() -> str:
@@ -421,6 +440,29 @@ class SummaryCorrection(LogRecord):
     reason: str | None = None
     through_seq: int | None = None
     context_tokens: int | None = None
+
+
+@_record(MEMORY_RECALL)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryRecall(LogRecord):
+    block: str | None = None
+    memory_ids: list[str] | None = None
+    query: str | None = None
+    tokens: int | None = None
+    budget_tokens: int | None = None
+    through_seq: int | None = None
+
+
+@_record(MEMORY_EXTRACTION)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryExtraction(LogRecord):
+    trigger: str | None = None
+    extractor: str | None = None
+    first_seq: int | None = None
+    through_seq: int | None = None
+    written: list[dict[str, Any]] | None = None
+    error: str | None = None
+    duration_s: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

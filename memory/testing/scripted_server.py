@@ -118,7 +118,8 @@ class ScriptedReply:
     ``overloaded`` 529, ``context_length`` 400, ``bad_request`` 400) with
     ``retry_after`` seconds (sent as ``retry-after-ms`` and ``retry-after``)
     and ``message`` to override the wording. ``delay_s`` waits before
-    answering; ``chunk_delay_s`` between stream events; ``cut_after`` ends a
+    answering; ``chunk_delay_s`` between stream events; ``pause_s`` once,
+    after the first ``pause_after`` stream events; ``cut_after`` ends a
     stream cleanly after that many events, without its terminator; a
     ``stream_error`` kind is then sent as an SSE error event (Anthropic) or
     an ``error`` chunk (OpenAI) before the stream ends.
@@ -136,6 +137,8 @@ class ScriptedReply:
     retry_after: float | None = None
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
+    pause_after: int = 0
+    pause_s: float = 0.0
     cut_after: int | None = None
     stream_error: ErrorKind | None = None
     interleave_calls: bool = False
@@ -206,7 +209,9 @@ class ScriptedServer:
     read with ``ScriptedReply.from_dict``). ``api_key``: when set, a request
     without it (``Authorization: Bearer`` or ``x-api-key``) gets 401 and
     consumes nothing. ``fallback``: what to answer once a script is used up:
-    ``"error"`` (a 500 saying so) or ``"echo"``. ``strict``: refuse with a
+    ``"error"`` (a 500 saying so) or ``"echo"``. ``pace_s``: the echo streams
+    one piece (8 characters) per ``pace_s`` seconds, with a note on what it
+    is, so a person can watch it stream and stop it. ``strict``: refuse with a
     400 ``invalid_request_error`` (listing the problems, also kept in the
     request's ``problems``) every request body ``memory.testing.strict``
     finds fault with; such a request consumes no reply.
@@ -221,6 +226,7 @@ class ScriptedServer:
         anthropic: Iterable[ScriptedReply | Mapping[str, Any]] = (),
         api_key: str | None = None,
         fallback: Literal["error", "echo"] = "error",
+        pace_s: float = 0.0,
         strict: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -231,6 +237,7 @@ class ScriptedServer:
         self.add("anthropic", *anthropic)
         self.api_key = api_key
         self.fallback = fallback
+        self.pace_s = pace_s
         self.strict = strict
         self.host = host
         self.port = port
@@ -256,6 +263,12 @@ class ScriptedServer:
     def requests_for(self, api: Api) -> list[RecordedRequest]:
         """The requests ``api`` got, in order."""
         return [r for r in self.requests if r.api == api]
+
+    def _echo(self, text: str) -> ScriptedReply:
+        if not self.pace_s:
+            return ScriptedReply(text=f"echo: {text}")
+        # At a human pace the echo says what it is, long enough to watch and to Stop.
+        return ScriptedReply(text=f"echo: {text}\n\n{PACED_ECHO_NOTE}", chunk_delay_s=self.pace_s)
 
     def _next(self, api: Api) -> ScriptedReply | None:
         with self._lock:
@@ -341,7 +354,7 @@ class ScriptedServer:
         reply = self._next(api)
         if reply is None:
             if self.fallback == "echo":
-                reply = ScriptedReply(text=f"echo: {_last_user_text(api, body)}")
+                reply = self._echo(_last_user_text(api, body))
             else:
                 return _error_response(
                     api, ScriptedReply(error="server", message=f"the {api} script is used up")
@@ -361,6 +374,12 @@ class ScriptedServer:
         else:
             events = _anthropic_events(reply, model)
         return StreamingResponse(_sse(events, reply, record, api), media_type="text/event-stream")
+
+
+PACED_ECHO_NOTE = (
+    "I am the scripted echo model: I repeat each message back, a few words at a time, "
+    "so that you can watch a reply stream in and stop it half-way."
+)
 
 
 def _sent_keys(request: Request) -> set[str]:
@@ -604,10 +623,12 @@ async def _sse(
             prefix = "event: error\n" if api == "anthropic" else ""
             events.append(f"{prefix}data: {json.dumps(body)}\n\n")
     try:
-        for item in events:
+        for index, item in enumerate(events, start=1):
             yield item
             if reply.chunk_delay_s:
                 await asyncio.sleep(reply.chunk_delay_s)
+            if reply.pause_s and index == reply.pause_after:
+                await asyncio.sleep(reply.pause_s)
     except (asyncio.CancelledError, GeneratorExit):
         record.disconnected = True
         raise
@@ -622,6 +643,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--api-key", help="answer 401 to requests without this key")
     parser.add_argument("--fallback", choices=["error", "echo"], default="echo")
     parser.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="stream the echo one 8-character piece every SECONDS (0.08: a human pace)",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="refuse (400) requests a strict provider would"
     )
     args = parser.parse_args(argv)
@@ -631,6 +659,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         anthropic=script["anthropic"],
         api_key=args.api_key,
         fallback=args.fallback,
+        pace_s=args.pace,
         strict=args.strict,
         host=args.host,
         port=args.port,

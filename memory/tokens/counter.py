@@ -43,7 +43,7 @@ import functools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +81,22 @@ REPLY_PRIMING_TOKENS = 3
 # call id is not counted: it is not rendered into the prompt.
 TOKENS_PER_TOOL_CALL = 4
 
+# The encodings whose pattern the cut points of ``cut_ids`` are proven for.
+_CUT_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "o200k_harmony"})
+# How far back from the budget ``cut_ids`` looks for cut points, in tokens.
+_CUT_SEARCH_TOKENS = 256
+_ASCII_ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+# After a letter or digit: ASCII punctuation, space, tab or a line break (the
+# apostrophe aside: o200k's letter pieces may end in "'s", "'ll"...).
+_AFTER_ALNUM = frozenset(range(0x20, 0x7F)) - _ASCII_ALNUM - {ord("'")} | frozenset(b"\t\n\r")
+
+# ``count_lines`` remembers the counts of this many characters of lines at most.
+_LINE_CACHE_CHARS = 8_000_000
+_ALNUM_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+# After a line break that follows a visible character: o200k's punctuation
+# pieces take a "/" after their line breaks, so it is left out.
+_LINE_START_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F)) - {"/"}
+
 # Runs at least this long of one character class are counted in chunks (see above).
 LONG_RUN_CHARS = 4096
 RUN_CHUNK_CHARS = 1024
@@ -94,6 +110,27 @@ class TruncatedText:
     text: str  # the longest kept prefix
     tokens: int  # count(text)
     original_tokens: int  # count() of the whole input
+
+
+@dataclass(frozen=True, slots=True)
+class CountedText:
+    """A text counted once: ``tokens`` is ``count(text)``; ``ids`` are its
+    token ids when it was encoded whole (``None``: counted in chunks, see the
+    module doc), for ``TokenCounter.cut_ids``."""
+
+    text: str
+    tokens: int
+    ids: Sequence[int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class CutText:
+    """The result of ``TokenCounter.cut_ids``: ``text`` the kept prefix,
+    ``tokens`` its count, ``total`` the count of ``text + ending``."""
+
+    text: str
+    tokens: int
+    total: int
 
 
 @functools.cache
@@ -153,6 +190,48 @@ def _same_char_end(text: str, p: int) -> int:
     return len(text)
 
 
+def _is_cut_point(data: bytes, offset: int) -> bool:
+    """Whether ``offset`` in the UTF-8 ``data`` is a place where the
+    cl100k/o200k patterns always end a piece, whatever follows.
+
+    Two cases, both between ASCII characters: a space after a printable
+    character (no piece holds a non-space followed by a space), and after a
+    letter or digit any of ``_AFTER_ALNUM`` (letter and digit pieces end at
+    the first other character). The text before such a point then splits
+    into the same pieces alone as within the whole text, and the text from it
+    on splits as it would alone (the patterns have no look-behind), so its
+    tokens are the whole text's up to there.
+    """
+    if offset <= 0 or offset >= len(data):
+        return False
+    before, after = data[offset - 1], data[offset]
+    if after == 0x20:
+        return 0x21 <= before <= 0x7E
+    return before in _ASCII_ALNUM and after in _AFTER_ALNUM
+
+
+def _line_cuts(text: str) -> list[int]:
+    """Offsets next to the line breaks of ``text`` where the cl100k/o200k
+    patterns always end a piece, whatever is around (see ``_is_cut_point``):
+    after a line break between a visible character and an ASCII one other
+    than a space or "/" (a punctuation piece ends with its line breaks, a
+    line break alone is a piece), or else before a line break that follows
+    an ASCII letter or digit. The tokens of ``text`` are then those of its
+    parts between these offsets, one after the other."""
+    cuts = []
+    find = text.find
+    last = len(text) - 1
+    i = find("\n", 1)
+    while 0 < i < last:
+        before = text[i - 1]
+        if text[i + 1] in _LINE_START_CHARS and not before.isspace():
+            cuts.append(i + 1)
+        elif before in _ALNUM_CHARS:
+            cuts.append(i)
+        i = find("\n", i + 1)
+    return cuts
+
+
 def _utf8_prefix_chars(text: str, nbytes: int) -> int:
     """How many whole characters of ``text`` fit in its first ``nbytes`` UTF-8 bytes."""
     data = text.encode("utf-8", "surrogatepass")[:nbytes]
@@ -190,6 +269,8 @@ class TokenCounter:
         self.rules: CountingRules = counting_rules(model, resolved.encoding_name)
         self._anthropic = self.rules.shape == "anthropic"
         self._short_counts: dict[str, int] = {}
+        self._line_counts: dict[str, int] = {}
+        self._line_chars = 0
 
     @classmethod
     def for_model(cls, model: str | None) -> TokenCounter:
@@ -238,6 +319,82 @@ class TokenCounter:
             if len(text) <= 64 and len(self._short_counts) < 4096:
                 self._short_counts[text] = tokens
         return tokens
+
+    def count_lines(self, text: str) -> int:
+        """``count(text)``, from the counts of its lines, each line remembered.
+
+        For texts that are mostly lines seen before: a summary rendered again
+        with a few lines more or less, the previous summary's lines in the
+        next one. The text is split only where the tokens of the parts are the
+        tokens of the whole (``_line_cuts``), so the result is exactly
+        ``count(text)``; a new text costs one encode per part.
+        """
+        if len(text) >= LONG_RUN_CHARS and _long_runs(text):
+            return self.count(text)
+        counts = self._line_counts
+        total = start = 0
+        for end in [*_line_cuts(text), len(text)]:
+            line = text[start:end]
+            tokens = counts.get(line)
+            if tokens is None:
+                tokens = len(self._encode(line))
+                if self._line_chars > _LINE_CACHE_CHARS:
+                    counts.clear()
+                    self._line_chars = 0
+                counts[line] = tokens
+                self._line_chars += len(line)
+            total += tokens
+            start = end
+        return total
+
+    def counted(self, text: str) -> CountedText:
+        """``text`` counted once, keeping its token ids for ``cut_ids``."""
+        if len(text) < LONG_RUN_CHARS or not _long_runs(text):
+            ids = self._encode(text)
+            return CountedText(text, len(ids), ids)
+        return CountedText(text, self.count(text), None)
+
+    def cut_ids(
+        self, counted: CountedText, budget: int, max_tokens: int, ending: Callable[[int], str]
+    ) -> CutText | None:
+        """Cut ``counted.text`` from the token ids its count produced, without
+        tokenising it again.
+
+        The kept prefix ends at a cut point (``_is_cut_point``) at most
+        ``budget`` tokens in, so its count is the number of ids before it;
+        ``ending(kept_tokens)`` is appended and the count of the result is
+        exact from the ids before the previous cut point plus one encode of
+        the few characters from there on with the ending. ``total <=
+        max_tokens``. ``None`` when that is not possible that way (no ids, an
+        encoding whose pattern is not cl100k's or o200k's, text that is not
+        valid UTF-8, no cut point within ``_CUT_SEARCH_TOKENS`` of the budget,
+        a budget under 1): the caller cuts with ``truncate_counted``.
+        """
+        ids = counted.ids
+        if ids is None or self.encoding_name not in _CUT_ENCODINGS:
+            return None
+        if budget < 1 or budget >= len(ids):
+            return None
+        try:
+            data = counted.text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: tiktoken encodes a replacement
+            return None
+        # The cut points at token boundaries, from the budget backwards, as
+        # (ids before, byte offset); each with the one before it is a candidate.
+        kept: tuple[int, int] | None = None
+        index, offset = budget, len(self._decode_bytes(ids[:budget]))
+        while index >= 0 and budget - index <= _CUT_SEARCH_TOKENS:
+            if index == 0 or _is_cut_point(data, offset):  # the empty prefix is one too
+                if kept is not None:
+                    window = data[offset : kept[1]].decode("utf-8") + ending(kept[0])
+                    total = index + len(self._encode(window))
+                    if total <= max_tokens:
+                        return CutText(data[: kept[1]].decode("utf-8"), kept[0], total)
+                kept = (index, offset)
+            index -= 1
+            if index >= 0:
+                offset -= len(self._decode_bytes(ids[index : index + 1]))
+        return None
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` made of its first ``max_tokens`` tokens.

@@ -26,7 +26,7 @@ fit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -147,27 +147,49 @@ def _marker(
 def _truncate_text(
     message: ChatMessage, content: str, max_tokens: int, counter: TokenCounter
 ) -> Fitted:
-    head = counter.truncate_counted(content, max_tokens)
-    original = head.original_tokens
+    counted = counter.counted(content)
+    original = counted.tokens
     if original <= max_tokens:
         return Fitted(message, None, original)
     original_bytes = _utf8_len(content)
     use_full, reserve = _choose_marker(counter, max_tokens, original, original_bytes)
+
+    def marker(kept_tokens: int) -> str:
+        return _marker(use_full, reserve, kept_tokens, original, original_bytes)
+
+    cut = counter.cut_ids(counted, max_tokens - reserve, max_tokens, marker)
+    if cut is not None:  # the usual case: cut from the ids the count produced
+        kept_text, kept_tokens, total = cut.text, cut.tokens, cut.total
+        text = kept_text + marker(kept_tokens)
+    else:
+        text, kept_tokens, total = _truncate_retokenising(
+            content, max_tokens, reserve, marker, counter
+        )
+    cut_message = replace(message, content=text)
+    return Fitted(
+        cut_message, Truncation(cut_message, original, original_bytes, kept_tokens), total
+    )
+
+
+def _truncate_retokenising(
+    content: str, max_tokens: int, reserve: int, marker: Callable[[int], str], counter: TokenCounter
+) -> tuple[str, int, int]:
+    """(cut text, kept tokens, its total) by counting prefixes again: for the
+    texts ``TokenCounter.cut_ids`` cannot cut (very long runs, no cut point
+    near the budget, a tiny budget)."""
+    head = counter.truncate(content, max_tokens)
     # From here on only the first max_tokens tokens are looked at again.
     budget = max_tokens - reserve
     for attempt in range(_MAX_ATTEMPTS + 1):
         if attempt == _MAX_ATTEMPTS:
             budget = 0  # the marker alone always fits
-        kept = counter.truncate_counted(head.text, max(budget, 0))
-        cut = kept.text + _marker(use_full, reserve, kept.tokens, original, original_bytes)
+        kept = counter.truncate_counted(head, max(budget, 0))
+        cut = kept.text + marker(kept.tokens)
         total = counter.count(cut)
         if total <= max_tokens or budget <= 0:
             break
         budget -= total - max_tokens
-    cut_message = replace(message, content=cut)
-    return Fitted(
-        cut_message, Truncation(cut_message, original, original_bytes, kept.tokens), total
-    )
+    return cut, kept.tokens, total
 
 
 def _truncate_parts(

@@ -6,3 +6,6 @@ class ChatConfig(AppConfig):
     label = "chat"
     verbose_name = "Live chat"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import access  # noqa: F401  (connects the revocation receivers)

@@ -1,45 +1,69 @@
 """``SessionConsumer``: one browser following (and maybe driving) one session.
 
 Route: ``/ws/sessions/<public id>/``. The socket is for a logged-in user who
-may see the session (its owner, or staff); anyone else is closed with:
+may see the session (its owner, or staff); it is closed with a documented code:
 
-- ``4401``: not logged in;
-- ``4404``: no such session, or one this user may not see (one code for both,
-  so session ids cannot be probed);
-- ``1009``: a frame over ``frames.MAX_FRAME_BYTES``.
+- ``4401``: not logged in, or no longer (logged out, deactivated, a new
+  password, the browser session deleted): checked at the handshake, again
+  before every frame (``access.check``) and pushed at once on revocation;
+- ``4404``: no such session, one this user may not see (one code for both, so
+  session ids cannot be probed), the session deleted, or a path with no socket;
+- ``1009``: a frame over ``frames.MAX_FRAME_BYTES`` (uvicorn's ``--ws-max-size``
+  is set to the same, so a bigger one is refused before it is read);
+- ``1013``: the channel layer kept failing (``try again later``): nothing is
+  lost, the page reconnects and its ``resume`` fetches what it missed.
 
 Everyone following a session is in its channel-layer group
 (``session_group``): the log store announces stored records there
 (``log.records``), and a running turn publishes its live frames there
-(``chat.frame``), so every open tab sees the same stream. A browser sends
-``resume`` with the last record position it has and gets, in order and once,
-every record after it, then each new one as it is stored.
+(``chat.frame``). A channel layer drops group messages silently when a reader
+falls behind (over its per-channel capacity), so no browser state rests on a
+group message arriving:
 
-Only the owner or staff may ``send``, ``retry``, ``stop`` or ``replay``; one
-writer per session (``lease``): a second writer is refused with a ``busy``
-error. The turn runs as a task of the connection that started it, so this
-consumer keeps reading frames (``stop``) meanwhile; closing that connection
-stops the turn, cleanly. Sends are rate-limited per connection.
+- every frame a writer publishes carries ``run`` (one turn, replay or
+  compaction) and ``sn``, its number in that run from 1; a consumer that sees
+  a gap (or joins a run half-way) re-syncs from the store: the records it
+  lacks, then a ``sync`` frame with whether a writer still runs (its lease);
+- a run whose end never arrives is noticed by the stall check, which reads
+  the lease every ``STALL_S`` seconds while a run is live and re-syncs once
+  it is gone;
+- ``resume`` (the browser's ``last_pos``) answers the records after it and a
+  ``sync`` frame, and reads the store at most once per new record position.
+
+Only the owner or staff may ``send``, ``retry``, ``stop``, ``replay`` or
+``compact``; one writer per session (``lease``, one lease per run, so a second
+``send`` on the same socket is refused like one from another tab). The run is
+a task of the connection that started it, so this consumer keeps reading
+frames (``stop``) meanwhile; closing that connection stops it, cleanly.
+Frames are rate-limited per user across all of their sockets (``limits``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import math
-import time
-from typing import Any
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.exceptions import StopConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
 from django.conf import settings
+from django.db import IntegrityError
 
 from motus_web.sessions import lease
 from motus_web.sessions.models import Session
 from motus_web.sessions.signals import session_group
 
+from . import access, limits
+from .compact import CompactRun
 from .frames import (
     MAX_FRAME_BYTES,
+    Compact,
     FrameError,
     Resume,
     Retry,
@@ -49,7 +73,7 @@ from .frames import (
     parse_frame,
 )
 from .providers import ChatModel
-from .render import record_frames
+from .render import last_position, record_frames
 from .replay import ReplayRun, replay_of
 from .turns import ChatTurn
 
@@ -58,35 +82,21 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
-SENDS_PER_MINUTE = 12
-SEND_BURST = 4
+CLOSE_TRY_AGAIN = 1013
+STALL_S = 5.0  # while a run is live and silent, its lease is read this often
+LAYER_ATTEMPTS = 3  # a channel-layer call is tried this often before giving up
+LAYER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, OSError)
+try:  # channels_redis raises redis' own errors (not subclasses of the built-in ones)
+    from redis.exceptions import RedisError
 
+    LAYER_ERRORS += (RedisError,)
+except ImportError:  # pragma: no cover - redis comes with channels_redis
+    pass
 
-class RateLimit:
-    """A token bucket: ``burst`` at once, refilled at ``per_minute``."""
-
-    def __init__(self, per_minute: float, burst: int) -> None:
-        self.rate = per_minute / 60
-        self.burst = burst
-        self.tokens = float(burst)
-        self.at = time.monotonic()
-
-    def allow(self) -> bool:
-        self._refill()
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
-
-    def wait_seconds(self) -> int:
-        """Whole seconds until ``allow`` would be true again (0: now)."""
-        self._refill()
-        return 0 if self.tokens >= 1 else math.ceil((1 - self.tokens) / self.rate)
-
-    def _refill(self) -> None:
-        now = time.monotonic()
-        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
-        self.at = now
+UNKNOWN_RUN = "?"
+T = TypeVar("T")
+Runner = ChatTurn | ReplayRun | CompactRun
+Publish = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def _visible_session(user: Any, public_id: str) -> Session | None:
@@ -106,9 +116,52 @@ def choose_model(name: str | None, session: Session) -> ChatModel | None:
     return used or (models[0] if models else None)
 
 
+class LayerUnavailable(Exception):
+    """The channel layer failed ``LAYER_ATTEMPTS`` times in a row."""
+
+
+async def retried(call: Callable[[], Awaitable[T]]) -> T:
+    """``await call()``, again after a channel-layer timeout or lost connection."""
+    for attempt in range(LAYER_ATTEMPTS):
+        try:
+            return await call()
+        except LAYER_ERRORS as error:
+            logger.warning("channel layer failed (%s), attempt %d", error, attempt + 1)
+            await asyncio.sleep(0.1 * 2**attempt)
+    raise LayerUnavailable
+
+
 class SessionConsumer(AsyncJsonWebsocketConsumer):
     session: Session | None = None
-    group: str | None = None
+    groups_joined: tuple[str, ...] = ()
+    work: asyncio.Task[None] | None = None
+    stall: asyncio.Task[None] | None = None
+    closing = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Channels' dispatch loop, with channel-layer failures retried and then
+        answered by closing ``1013`` (the page reconnects) instead of a dead socket."""
+        self.scope = scope
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        self.base_send = send
+        try:
+            self.channel_name = await retried(self.channel_layer.new_channel)
+            self.channel_receive = functools.partial(
+                retried, functools.partial(self.channel_layer.receive, self.channel_name)
+            )
+            await await_many_dispatch([receive, self.channel_receive], self.dispatch)
+        except StopConsumer:
+            pass
+        except LayerUnavailable:
+            await self.give_up(CLOSE_TRY_AGAIN)
+
+    async def give_up(self, code: int) -> None:
+        """Close with ``code`` and clean up as a disconnect would."""
+        try:
+            await self.close(code=code)
+        except Exception:  # the socket may be gone already
+            logger.info("could not close the socket with %d", code)
+        await self.leave()
 
     async def connect(self) -> None:
         # Accept first: a close before accept loses its code (the handshake just fails).
@@ -123,14 +176,22 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.session = session
+        self.user_pk: int = user.pk
+        self.session_key: str | None = getattr(self.scope.get("session"), "session_key", None)
         self.can_write = bool(user.is_staff or session.owner_id == user.pk)
+        self.limits = limits.limits_of(user.pk)
         self.cursor: int | None = None  # last record position this browser has
-        self.writer_live = False  # a turn or replay publishes its records itself
-        self.work: asyncio.Task[None] | None = None
-        self.runner: ChatTurn | ReplayRun | None = None
-        self.sends = RateLimit(SENDS_PER_MINUTE, SEND_BURST)
-        self.group = session_group(public_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.answered_end: int | None = None  # the log end the last catch-up read
+        self.announced = True  # records may have been stored since that catch-up
+        self.runner: Runner | None = None
+        self.live_run: str | None = None  # the run whose frames this socket follows
+        self.live_sn = 0
+        groups = [session_group(public_id), access.user_group(user.pk)]
+        if self.session_key:
+            groups.append(access.browser_group(self.session_key))
+        for group in groups:
+            await retried(functools.partial(self.channel_layer.group_add, group, self.channel_name))
+        self.groups_joined = tuple(groups)
         await self.send_json(
             {
                 "type": "hello",
@@ -142,27 +203,69 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         )
 
     async def disconnect(self, code: int) -> None:
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-        work = getattr(self, "work", None)
+        await self.leave()
+
+    async def leave(self) -> None:
+        """Leave every group now (no later broadcast reaches this socket), then stop
+        this connection's run, which writes its clean-up and gives its lease back."""
+        await self.leave_groups()
+        await self.stop_work()
+
+    async def leave_groups(self) -> None:
+        self.closing = True
+        groups, self.groups_joined = self.groups_joined, ()
+        for group in groups:
+            try:
+                await retried(
+                    functools.partial(self.channel_layer.group_discard, group, self.channel_name)
+                )
+            except LayerUnavailable:  # the entry expires by itself (channels' group_expiry)
+                logger.warning("could not leave group %s", group)
+        if self.stall is not None:
+            self.stall.cancel()
+
+    async def stop_work(self) -> None:
+        work = self.work
         if work is not None and not work.done():
-            # The turn writes its clean-up (cancelled results, partial answer) and
-            # gives the lease back before it ends.
             work.cancel()
             await asyncio.wait([work], timeout=30)
+
+    async def shut(self, code: int) -> None:
+        """Close for good, at once: out of the groups, the close frame, then the
+        run (if any) is stopped."""
+        if self.closing:
+            return
+        await self.leave_groups()
+        await self.close(code=code)
+        await self.stop_work()
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        if not self.closing or close:
+            await super().send_json(content, close)
 
     # -- frames from the browser -------------------------------------------------------
 
     async def websocket_receive(self, message: dict[str, Any]) -> None:
-        text = message.get("text")
-        if text is None:
-            await self.refuse("bad_frame", "binary frames are not accepted")
+        if self.closing or self.session is None:
             return
-        if (
+        text = message.get("text")
+        if text is not None and (
             len(text) > MAX_FRAME_BYTES
             or len(text.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES
         ):
-            await self.close(code=CLOSE_TOO_BIG)
+            await self.shut(CLOSE_TOO_BIG)
+            return
+        if not self.limits.frames.allow():
+            await self.refuse(
+                "rate_limited",
+                f"too many frames: wait {self.limits.frames.wait_seconds()} s "
+                f"(at most {limits.FRAME_BURST} at once, then {limits.FRAMES_PER_MINUTE} a minute)",
+            )
+            return
+        if not await self.still_allowed():
+            return
+        if text is None:
+            await self.refuse("bad_frame", "binary frames are not accepted")
             return
         try:
             frame = parse_frame(text)
@@ -170,25 +273,42 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.refuse("bad_frame", str(error))
             return
         if isinstance(frame, Resume):
-            await self.catch_up(frame.last_pos)
+            await self.resume(frame.last_pos)
             return
         if not self.can_write:
             await self.refuse("forbidden", "only the session's owner or staff may do that here")
             return
         if isinstance(frame, Stop):
-            await self.channel_layer.group_send(self.group, {"type": "chat.stop"})
+            await self.group_send({"type": "chat.stop"})
             return
-        if not self.sends.allow():
+        if not self.limits.work.allow():
             await self.refuse(
                 "rate_limited",
-                f"too many messages: send again in {self.sends.wait_seconds()} s "
-                f"(at most {SEND_BURST} at once, then {SENDS_PER_MINUTE} a minute)",
+                f"too many messages: send again in {self.limits.work.wait_seconds()} s "
+                f"(at most {limits.WORK_BURST} at once, then {limits.WORK_PER_MINUTE} a minute)",
             )
             return
-        if isinstance(frame, Send | Retry):
+        if self.work is not None and not self.work.done():
+            await self.refuse_busy()
+        elif isinstance(frame, Send | Retry):
             await self.start_turn(frame)
         elif isinstance(frame, StartReplay):
             await self.start_replay(frame.speed)
+        elif isinstance(frame, Compact):
+            await self.start_compact(frame)
+
+    async def still_allowed(self) -> bool:
+        """The per-frame check of ``access``: closes the socket and says ``False``
+        when its login or the session is gone; refreshes ``can_write``."""
+        assert self.session is not None
+        found = await database_sync_to_async(access.check)(
+            self.session_key, self.user_pk, self.session.pk
+        )
+        if isinstance(found, access.Access):
+            self.can_write = found.can_write
+            return True
+        await self.shut(CLOSE_UNAUTHENTICATED if found == access.NOT_LOGGED_IN else CLOSE_NOT_FOUND)
+        return False
 
     async def refuse(self, code: str, message: str) -> None:
         """Answer a frame that did nothing: ``refused`` tells the browser that a
@@ -197,12 +317,79 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             {"type": "error", "code": code, "message": message, "retryable": False, "refused": True}
         )
 
+    async def refuse_busy(self) -> None:
+        await self.refuse(
+            "busy",
+            "another turn is running in this session (this tab, another tab or person); "
+            "wait for it to finish, or stop it",
+        )
+
+    # -- revocation (access.py's receivers) ------------------------------------------
+
+    async def auth_revoked(self, event: dict[str, Any]) -> None:
+        """This browser session logged out or was deleted."""
+        await self.shut(CLOSE_UNAUTHENTICATED)
+
+    async def auth_check(self, event: dict[str, Any]) -> None:
+        """This user changed (deactivated, new password, staff flag): check again."""
+        if not self.closing and self.session is not None:
+            await self.still_allowed()
+
+    async def session_deleted(self, event: dict[str, Any]) -> None:
+        await self.shut(CLOSE_NOT_FOUND)
+
     # -- records ------------------------------------------------------------------------
 
-    async def catch_up(self, last_pos: int) -> None:
-        """Send every record after ``last_pos``, in order, then follow new ones."""
+    async def resume(self, last_pos: int) -> None:
+        """Answer ``resume``: the records after ``last_pos``, then a ``sync`` frame.
+
+        The store is read only when a record may have been stored since the
+        last answer, or the browser asks from another position than it has."""
+        if last_pos == self.cursor and not self.announced:
+            await self.send_sync(running=self.live_run is not None)
+            return
+        self.cursor = last_pos
+        await self.resync()
+
+    async def past_end(self, last_pos: int, end: int) -> None:
+        await self.send_json(
+            {
+                "type": "error",
+                "code": "bad_position",
+                "message": f"this session has records up to #{end} only, not #{last_pos}",
+                "retryable": False,
+            }
+        )
+        await self.send_sync(running=self.live_run is not None, end=end)
+
+    async def resync(self) -> None:
+        """The records this browser lacks, from the store, then the state of the
+        session's writer (from its lease): what the group's frames may have lost."""
         assert self.session is not None
-        cursor = last_pos if self.cursor is None else max(self.cursor, last_pos)
+        cursor = -1 if self.cursor is None else self.cursor
+        end = await database_sync_to_async(last_position)(self.session)
+        if cursor > end:
+            await self.past_end(cursor, end)
+            self.cursor = end
+            return
+        self.announced = False
+        await self.catch_up()
+        kind = await database_sync_to_async(lease.holder_kind)(self.session.pk)
+        if kind is None:
+            self.live_run = None
+        elif self.live_run is None:
+            self.live_run = UNKNOWN_RUN  # a writer runs whose frames this socket has not seen
+            self.watch(UNKNOWN_RUN)
+        await self.send_sync(running=kind is not None)
+
+    async def send_sync(self, *, running: bool, end: int | None = None) -> None:
+        last = self.cursor if end is None else end
+        await self.send_json({"type": "sync", "last_pos": last, "running": running})
+
+    async def catch_up(self) -> None:
+        """Send every record after the cursor, in order."""
+        assert self.session is not None
+        cursor = -1 if self.cursor is None else self.cursor
         while True:
             frames = await database_sync_to_async(record_frames)(self.session, cursor)
             for frame in frames:
@@ -218,34 +405,83 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         While a writer of this chat runs, its own record frames carry them, in
         order with its live frames; other writers (an import...) are read here.
         """
-        if self.cursor is not None and not self.writer_live:
-            await self.catch_up(self.cursor)
+        self.announced = True
+        if self.cursor is not None and self.live_run is None:
+            await self.catch_up()
+            self.announced = False
 
     async def chat_frame(self, event: dict[str, Any]) -> None:
-        """A frame a turn or replay published to the session's group."""
-        frame = event["frame"]
+        """A frame a run published to the session's group."""
+        run, sn = event["run"], event["sn"]
+        frame = {**event["frame"], "run": run, "sn": sn}
+        expected = self.live_sn + 1 if run == self.live_run else 1
+        self.live_run, self.live_sn = run, sn
         kind = frame["type"]
+        ends = kind == "finished" or (
+            kind == "replay" and frame["phase"] in ("finished", "stopped", "failed")
+        )
+        if ends:
+            self.live_run = None
+        else:
+            self.watch(run)
+        if self.cursor is None:
+            if kind != "record":  # not following the records yet: its resume reads them
+                await self.send_json(frame)
+            return
+        if sn != expected:
+            await self.resync()  # frames of this run were dropped, or this socket joined late
+        elif kind == "record" and frame["pos"] > self.cursor + 1:
+            await self.catch_up()  # a record announced but not seen: read it from the store
         if kind == "record":
-            if self.cursor is None or frame["pos"] <= self.cursor:
-                return  # not following yet, or already sent
-            if frame["pos"] > self.cursor + 1:
-                await self.catch_up(self.cursor)  # a gap: read it, this record included
-                return
-            self.cursor = frame["pos"]
-        elif kind == "turn_started" or (kind == "replay" and frame["phase"] == "started"):
-            self.writer_live = True
+            self.cursor = max(self.cursor, frame["pos"])
+        # Every frame goes on, numbered as published: the page drops a record it has.
         await self.send_json(frame)
-        if kind == "finished" or (kind == "replay" and frame["phase"] in ("finished", "stopped")):
-            self.writer_live = False
-            if self.cursor is not None:
-                await self.catch_up(self.cursor)
+        if ends:
+            await self.catch_up()
+
+    def watch(self, run: str) -> None:
+        if self.stall is None or self.stall.done():
+            self.stall = asyncio.create_task(self.watch_stall(run))
+
+    async def watch_stall(self, run: str) -> None:
+        """While ``run`` is live, read its lease every ``STALL_S`` seconds; once it is
+        gone without its end having arrived, re-sync from the store."""
+        assert self.session is not None
+        while not self.closing and self.live_run is not None:
+            await asyncio.sleep(STALL_S)
+            if self.live_run is None:
+                return
+            if await database_sync_to_async(lease.holder_kind)(self.session.pk) is None:
+                self.live_run = None
+                if self.cursor is not None:
+                    await self.resync()
+                return
 
     async def chat_stop(self, event: dict[str, Any]) -> None:
         if self.runner is not None and self.work is not None and not self.work.done():
             self.runner.stop()
 
-    async def publish(self, frame: dict[str, Any]) -> None:
-        await self.channel_layer.group_send(self.group, {"type": "chat.frame", "frame": frame})
+    async def group_send(self, message: dict[str, Any]) -> None:
+        assert self.session is not None
+        group = session_group(self.session.public_id)
+        await retried(functools.partial(self.channel_layer.group_send, group, message))
+
+    def publisher(self) -> Publish:
+        """The publish function of one run: its frames numbered from 1."""
+        run = uuid.uuid4().hex
+        count = 0
+
+        async def publish(frame: dict[str, Any]) -> None:
+            nonlocal count
+            count += 1
+            message = {"type": "chat.frame", "frame": frame, "run": run, "sn": count}
+            try:
+                await self.group_send(message)
+            except LayerUnavailable:
+                # The run goes on storing its records; followers re-sync from the store.
+                logger.warning("a frame of run %s could not be published", run)
+
+        return publish
 
     # -- writing ------------------------------------------------------------------------
 
@@ -254,21 +490,47 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if replay_of(self.session) is not None:
             await self.refuse("replay_only", "this session is a replay: it only replays")
             return
-        model = choose_model(frame.model, self.session)
+        model = await self.model_for(frame.model)
+        if model is None:
+            return
+        holder = await self.take_lease("turn")
+        if holder is None:
+            return
+        publish = self.publisher()
+        turn = ChatTurn(self.session, model, publish)
+        text = frame.text if isinstance(frame, Send) else None
+        self.runner = turn
+        self.work = asyncio.create_task(self.hold_lease(holder, turn.run(text), publish))
+
+    async def start_compact(self, frame: Compact) -> None:
+        assert self.session is not None
+        if replay_of(self.session) is not None:
+            await self.refuse("replay_only", "this session is a replay: it only replays")
+            return
+        model = await self.model_for(None)
+        if model is None:
+            return
+        holder = await self.take_lease("compact")
+        if holder is None:
+            return
+        publish = self.publisher()
+        run = CompactRun(self.session, model, publish, self.user_pk)
+        self.runner = run
+        self.work = asyncio.create_task(
+            self.hold_lease(holder, run.run(frame.token, frame.instructions), publish)
+        )
+
+    async def model_for(self, name: str | None) -> ChatModel | None:
+        assert self.session is not None
+        model = choose_model(name, self.session)
         if model is None:
             message = (
-                f"no model named {frame.model!r} is configured"
-                if frame.model
+                f"no model named {name!r} is configured"
+                if name
                 else "no model is configured: set MOTUS_CHAT_MODELS (see the README)"
             )
             await self.refuse("no_model", message)
-            return
-        if not await self.take_lease("turn"):
-            return
-        turn = ChatTurn(self.session, model, self.publish)
-        text = frame.text if isinstance(frame, Send) else None
-        self.runner = turn
-        self.work = asyncio.create_task(self.hold_lease(turn.run(text)))
+        return model
 
     async def start_replay(self, speed: float) -> None:
         assert self.session is not None
@@ -276,33 +538,40 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if original is None:
             await self.refuse("not_a_replay", "this session is not a replay")
             return
-        if not await self.take_lease("replay"):
+        holder = await self.take_lease("replay")
+        if holder is None:
             return
-        run = ReplayRun(self.session, original, self.publish)
-        self.runner = run
-        self.work = asyncio.create_task(self.hold_lease(run.run(speed)))
+        publish = self.publisher()
+        replay = ReplayRun(self.session, original, publish)
+        self.runner = replay
+        self.work = asyncio.create_task(self.hold_lease(holder, replay.run(speed), publish))
 
-    async def take_lease(self, kind: str) -> bool:
+    async def take_lease(self, kind: str) -> str | None:
+        """The session's lease for one run (a holder name of its own, so that this
+        socket's next send is refused as another tab's would be), or ``None``
+        (refused, or the session deleted meanwhile: then the socket is closed)."""
         assert self.session is not None
-        if await database_sync_to_async(lease.acquire)(self.session.pk, self.channel_name, kind):
-            return True
-        await self.refuse(
-            "busy",
-            "another turn is running in this session (another tab or person); "
-            "wait for it to finish, or stop it",
-        )
-        return False
+        holder = f"{self.channel_name}:{uuid.uuid4().hex}"[:255]
+        try:
+            taken = await database_sync_to_async(lease.acquire)(self.session.pk, holder, kind)
+        except IntegrityError:  # the session row went away between the check and now
+            await self.shut(CLOSE_NOT_FOUND)
+            return None
+        if taken:
+            return holder
+        await self.refuse_busy()
+        return None
 
-    async def hold_lease(self, work: Any) -> None:
-        """Run ``work`` while renewing this connection's lease; give it back after."""
+    async def hold_lease(self, holder: str, work: Awaitable[None], publish: Publish) -> None:
+        """Run ``work`` while renewing its lease; give it back after."""
         assert self.session is not None
-        pk, holder = self.session.pk, self.channel_name
+        pk = self.session.pk
         renewing = asyncio.create_task(self._renew(pk, holder))
         try:
             await work
         except Exception:
             logger.exception("session %s: the turn failed", self.session.public_id)
-            await self.publish({"type": "finished", "reason": "error", "steps": 0})
+            await publish({"type": "finished", "reason": "error", "steps": 0})
         finally:
             renewing.cancel()
             await database_sync_to_async(lease.release)(pk, holder)
@@ -317,3 +586,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 if self.runner is not None:
                     self.runner.stop()
                 return
+
+
+class NoSuchSocket(AsyncWebsocketConsumer):
+    """Any other websocket path: accepted, then closed ``4404`` (not a 500)."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=CLOSE_NOT_FOUND)

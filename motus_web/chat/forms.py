@@ -4,8 +4,9 @@ from django import forms
 from django.conf import settings
 from django.contrib.humanize.templatetags.humanize import intcomma
 
-from memory import CompactionMemoryConfig
+from memory import CompactionMemoryConfig, ConfigurationError
 from motus_web.sessions.limits import REPLAY_THRESHOLD_MAX, REPLAY_THRESHOLD_MIN
+from motus_web.sessions.long_term_store import owner_scope
 
 from .providers import ChatModel
 from .tools import overhead
@@ -31,9 +32,30 @@ class NewChatForm(forms.Form):
         help_text="Compact above this many context tokens; empty: 75% of the model's window.",
     )
 
+    remember = forms.BooleanField(
+        required=False,
+        label="Remember across chats",
+        help_text="Background memory: what you say is remembered, and recalled in your "
+        "other chats with the same memory name.",
+    )
+    memory_name = forms.CharField(
+        max_length=64,
+        required=False,
+        label="Memory name",
+        help_text="Empty: your one shared memory. Letters, digits and _.@:- only.",
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["model"].choices = _model_choices()  # type: ignore[attr-defined]
+
+    def clean_memory_name(self) -> str:
+        name: str = self.cleaned_data.get("memory_name", "").strip()
+        try:
+            owner_scope(0, name)
+        except ConfigurationError as error:
+            raise forms.ValidationError(str(error)) from error
+        return name
 
     def clean(self) -> dict[str, Any]:
         """Refuse a threshold the fixed part of every request already reaches: the

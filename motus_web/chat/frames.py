@@ -16,18 +16,29 @@ a ``FrameError`` naming what is wrong (the consumer answers it with an
 ``{"type": "replay", "speed": number}``
     Start the replay this session was created for; ``speed`` is messages per
     second, ``0`` as fast as possible.
+``{"type": "compact", "token": str, "instructions": str?}``
+    Compact the session's context now (owner or staff only), keeping what
+    ``instructions`` name. ``token`` is the form's one-time token (8 to 64
+    letters, digits, ``-``, ``_``): a second frame with the same token does
+    nothing and is told so.
+
+A frame nested deeper than JSON parsers keep on their stack (a few thousand
+brackets) is refused like any other malformed one.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 MAX_FRAME_BYTES = 64 * 1024  # a frame over this closes the socket (1009)
 MAX_TEXT_CHARS = 20_000
 MAX_SPEED = 100.0
+MAX_INSTRUCTIONS_CHARS = 2_000
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{8,64}")
 
 
 class FrameError(ValueError):
@@ -60,7 +71,13 @@ class StartReplay:
     speed: float
 
 
-Frame = Resume | Send | Retry | Stop | StartReplay
+@dataclass(frozen=True, slots=True)
+class Compact:
+    token: str
+    instructions: str | None
+
+
+Frame = Resume | Send | Retry | Stop | StartReplay | Compact
 
 _FIELDS: dict[str, set[str]] = {
     "resume": {"last_pos"},
@@ -68,6 +85,7 @@ _FIELDS: dict[str, set[str]] = {
     "retry": {"model"},
     "stop": set(),
     "replay": {"speed"},
+    "compact": {"token", "instructions"},
 }
 
 
@@ -77,6 +95,8 @@ def parse_frame(text: str) -> Frame:
         data = json.loads(text)
     except json.JSONDecodeError:
         raise FrameError("a frame must be a JSON object") from None
+    except RecursionError:
+        raise FrameError("a frame must not be nested this deeply") from None
     if not isinstance(data, dict):
         raise FrameError("a frame must be a JSON object")
     kind = data.get("type")
@@ -98,6 +118,8 @@ def parse_frame(text: str) -> Frame:
         return Retry(_model(data))
     if kind == "stop":
         return Stop()
+    if kind == "compact":
+        return _compact(data)
     speed = data.get("speed")
     if (
         isinstance(speed, bool)
@@ -107,6 +129,18 @@ def parse_frame(text: str) -> Frame:
     ):
         raise FrameError(f"speed must be a number from 0 to {MAX_SPEED:g}")
     return StartReplay(float(speed))
+
+
+def _compact(data: dict[str, Any]) -> Compact:
+    token = data.get("token")
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        raise FrameError("compact needs a token of 8 to 64 letters, digits, '-' or '_'")
+    instructions = data.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise FrameError("instructions must be a text")
+    if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+        raise FrameError(f"instructions are at most {MAX_INSTRUCTIONS_CHARS} characters")
+    return Compact(token, (instructions or "").strip() or None)
 
 
 def _integer(data: dict[str, Any], key: str, *, minimum: int) -> int:

@@ -60,6 +60,7 @@ def _frame(session: Session, row: Message | CompactionEvent | ContextChange) -> 
     else:
         frame |= {
             "kind": "change",
+            "event": row.kind,
             "html": encodable(render_to_string("dashboard/_context_change.html", {"change": row})),
         }
     return frame

@@ -11,8 +11,8 @@ progress, usage, errors and the end of the turn.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
@@ -22,6 +22,7 @@ from channels.db import database_sync_to_async
 from memory import (
     AgentEvent,
     AnswerDelta,
+    BackgroundMemory,
     ChatClient,
     CompactionFailed,
     CompactionFinished,
@@ -42,6 +43,7 @@ from memory import (
 )
 from motus_web.dashboard.wording import grouped
 from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.long_term_store import DjangoLongTermStore
 from motus_web.sessions.models import Session
 
 from .providers import ChatModel
@@ -55,7 +57,9 @@ PREVIEW_CHARS = 2000  # of tool arguments and results in a live frame; the recor
 
 
 def restore_memory(session: Session, model: ChatModel, client: ChatClient) -> CompactionMemory:
-    """The session's memory as stored, talking to ``model`` (synchronous ORM)."""
+    """The session's memory as stored, talking to ``model`` (synchronous ORM): a
+    ``BackgroundMemory`` over the dashboard's long-term store for a session
+    made with "remember across chats", else a ``CompactionMemory``."""
     stored = {k: v for k, v in (session.config or {}).items() if k != "log_base_path"}
     config = CompactionMemoryConfig.from_dict(
         {
@@ -64,6 +68,15 @@ def restore_memory(session: Session, model: ChatModel, client: ChatClient) -> Co
             "compact_model_name": model.compact_model or model.model,
         }
     )
+    if session.memory_type == BackgroundMemory.memory_type:
+        return BackgroundMemory.restore_from_log(
+            session.public_id,
+            store=DjangoLongTermStore(),
+            log_store=DatabaseLogStore(),
+            config=config,
+            client=client,
+            model_name=model.model,
+        )
     return CompactionMemory.restore_from_log(
         session.public_id,
         log_store=DatabaseLogStore(),
@@ -94,10 +107,10 @@ class ChatTurn:
         publishing each event's frame. Never raises for a failed turn: the
         failure is published as an ``error`` frame."""
         client = self.model.client()
+        deltas = DeltaBatcher(self.publish, DELTA_BATCH_S)
         try:
             memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
             after = await database_sync_to_async(last_position)(self.session)
-            deltas = DeltaBatcher(self.publish)
             publisher = RecordPublisher(self.session, after, deltas.publish)
             self.agent = ReActAgent(
                 client=client,
@@ -121,53 +134,84 @@ class ChatTurn:
                     if isinstance(event, STORED):
                         await publisher.catch_up(through_seq=seen)
             await deltas.flush()
+            if isinstance(memory, BackgroundMemory):
+                # The reply is out; the extraction it queued runs on in this
+                # process's event loop. Wait for it here (the model client it
+                # may use closes below) and show what it wrote.
+                await memory.drain()
+                await memory.flush()
+                await publisher.catch_up()
         except LogError as error:
             await self.publish(error_frame(error))
             await self.publish({"type": "finished", "reason": "error", "steps": 0})
         finally:
+            deltas.close()
             aclose = getattr(client, "aclose", None)
             if aclose is not None:
                 await aclose()
 
+
+DELTA_BATCH_S = 0.05
 
 # Agent events that follow a record the store now has.
 STORED = MessageAdded | CompactionFinished | CompactionFailed
 
 
 class DeltaBatcher:
-    """Joins a run of text deltas into one frame per ``DELTA_BATCH_S`` seconds.
+    """Joins a run of text deltas into one frame per ``interval`` seconds.
 
     A model streams a token at a time; one group message per token would fill a
     channel layer's per-channel capacity (100 by default) faster than a
-    browser's consumer drains it, and the layer drops what does not fit.
+    browser's consumer drains it, and the layer drops what does not fit. A
+    timer flushes the pending text ``interval`` after its first delta, so text
+    streamed just before a pause never waits for the next event. Frames go
+    out one at a time, in the order they were given (the timer's flush and the
+    turn's next frame never overtake each other). Call ``flush()`` at the end.
     """
 
-    def __init__(self, publish: Publish) -> None:
+    def __init__(self, publish: Publish, interval: float = 0.05) -> None:
         self._publish = publish
+        self.interval = interval
         self._pending: dict[str, Any] | None = None
-        self._since = 0.0
+        self._timer: asyncio.Task[None] | None = None
+        self._sending = asyncio.Lock()
 
     async def publish(self, frame: dict[str, Any]) -> None:
         pending = self._pending
-        joins = pending is not None and frame["type"] == pending["type"] == "delta"
-        if joins and pending is not None and frame["step"] == pending["step"]:
+        if (
+            pending is not None
+            and frame["type"] == pending["type"] == "delta"
+            and frame["step"] == pending["step"]
+        ):
             pending["text"] += frame["text"]
-            if time.monotonic() - self._since >= DELTA_BATCH_S:
-                await self.flush()
             return
         await self.flush()
         if frame["type"] == "delta":
-            self._pending, self._since = dict(frame), time.monotonic()
+            self._pending = dict(frame)
+            self._timer = asyncio.create_task(self._flush_later())
             return
-        await self._publish(frame)
+        async with self._sending:
+            await self._publish(frame)
+
+    def close(self) -> None:
+        """Drop the timer (the turn ended without ``flush``: its text is in its records)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self.interval)
+        self._timer = None  # this task must not cancel itself in flush()
+        await self.flush()
 
     async def flush(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            await self._publish(pending)
-
-
-DELTA_BATCH_S = 0.05
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        async with self._sending:
+            if self._pending is not None:
+                pending, self._pending = self._pending, None
+                await self._publish(pending)
 
 
 def error_frame(error: Exception) -> dict[str, Any]:
@@ -226,6 +270,7 @@ def event_frame(event: AgentEvent, session: Session) -> dict[str, Any] | None:
             "tokens_before": event.tokens_before,
             "tokens_after": event.tokens_after,
             "messages_compacted": event.messages_compacted,
+            "model": event.model,
         }
     if isinstance(event, CompactionFailed):
         return {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -12,12 +14,14 @@ from django.views.decorators.http import require_http_methods, require_safe
 from memory import ConfigurationError
 from motus_web.dashboard.access import visible_session
 from motus_web.dashboard.rendering import render
+from motus_web.sessions.long_term_store import owner_scope
 from motus_web.sessions.memories import threshold_of
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
 
 from .curve import token_curves
 from .forms import NewChatForm, ReplayForm, chat_model, memory_config
+from .frames import MAX_FRAME_BYTES
 from .render import record_frames
 from .replay import ReplaySettings, create_replay, replay_of
 from .tools import new_chat_tool_schemas, session_overhead
@@ -41,6 +45,10 @@ def chat_new(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         model = chat_model(data["model"])
         config = memory_config(data["token_threshold"], model)
+        long_term: dict[str, Any] = {}
+        if data["remember"]:
+            scope = owner_scope(int(request.user.pk or 0), data["memory_name"])
+            long_term = {"long_term": {"scope": scope.to_dict()}}
         session = create_session(
             request.user,  # type: ignore[arg-type]
             config,
@@ -48,6 +56,8 @@ def chat_new(request: HttpRequest) -> HttpResponse:
             model_name=model.model,
             system_prompt=data["system_prompt"],
             tools=new_chat_tool_schemas(config),
+            memory_type="background" if long_term else "compact",
+            extra=long_term,
         )
         return redirect("chat:chat", public_id=session.public_id)
     return render(request, "chat/new.html", {"form": form}, status=400 if form.errors else 200)
@@ -75,6 +85,7 @@ def chat(request: HttpRequest, public_id: str) -> HttpResponse:
         "original": original,
         "is_replay": original_id is not None,
         "curves": token_curves(original, session) if original is not None else None,
+        "max_frame_bytes": MAX_FRAME_BYTES,
     }
     return render(request, "chat/chat.html", context)
 

@@ -12,6 +12,8 @@ asks first: undo appends a revert, restore and fork create new sessions.
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -20,7 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from memory import MotusMemoryError
-from motus_web.sessions import once, operations
+from motus_web.sessions import jobs, once, operations
 from motus_web.sessions.memories import ContextSize
 from motus_web.sessions.models import CompactionEvent, Session
 
@@ -29,12 +31,14 @@ from .exactly_once import Refused, acting, fields, spent_before
 from .forms import RestoreForm
 from .rendering import render
 
+logger = logging.getLogger(__name__)
 
-def _owner(request: HttpRequest) -> object:
+
+def owner_of(request: HttpRequest) -> object:
     return request.user if request.user.is_authenticated else None
 
 
-def _confirm(
+def confirm_page(
     request: HttpRequest,
     session: Session,
     *,
@@ -46,12 +50,12 @@ def _confirm(
     return render(request, "dashboard/confirm.html", page)
 
 
-def _see(url: str) -> HttpResponseRedirect:
+def see_other(url: str) -> HttpResponseRedirect:
     """303 See Other: the browser GETs the result, whatever it POSTed."""
     return HttpResponseRedirect(url, status=303)
 
 
-def _number(request: HttpRequest, name: str) -> int:
+def form_number(request: HttpRequest, name: str) -> int:
     """An integer field the confirmation form put there; 400 when it is missing."""
     try:
         return int(request.POST.get(name, ""))
@@ -61,7 +65,7 @@ def _number(request: HttpRequest, name: str) -> int:
         ) from None
 
 
-def _session_url(session: Session) -> str:
+def session_url(session: Session) -> str:
     return reverse("dashboard:session_detail", args=[session.public_id])
 
 
@@ -72,11 +76,11 @@ def _session_url(session: Session) -> str:
 @login_required
 def undo_confirm(request: HttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
-    event, why = operations.undoable(operations.compactions_of(session))
+    event, why = operations.undoable(operations.events_of(session))
     if event is None:
         context = {"session": session, "reason": why}
         return render(request, "dashboard/nothing_to_undo.html", context, status=404)
-    return _confirm(
+    return confirm_page(
         request,
         session,
         title=f"Undo {_name(event)}?",
@@ -100,15 +104,15 @@ def undo_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
     back = reverse("dashboard:undo_confirm", args=[session.public_id])
     reason = request.POST.get("reason", "").strip()[:500] or "undone from the dashboard"
     try:
-        target, as_of = _number(request, "target"), _number(request, "as_of")
+        target, as_of = form_number(request, "target"), form_number(request, "as_of")
         with acting(request, "undo", f"{session.public_id} compaction@{target}", back) as spent:
             number = operations.undo_compaction(session, reason, target=target, as_of=as_of)
             done = f"Compaction {number} undone; the log has a revert record."
-            once.done(spent, _session_url(session), done)
+            once.done(spent, session_url(session), done)
     except Refused as refused:
         return refused.response(request)
     messages.success(request, done)
-    return _see(_session_url(session))
+    return see_other(session_url(session))
 
 
 # -- restore to before a compaction, fork from a message --------------------------
@@ -119,7 +123,7 @@ def undo_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
 def restore_confirm(request: HttpRequest, public_id: str, position: int) -> HttpResponse:
     session = visible_session(request, public_id)
     event = get_object_or_404(session.compaction_events, position=position)
-    return _confirm(
+    return confirm_page(
         request,
         session,
         title=f"Restore to before {_name(event)}?",
@@ -142,8 +146,8 @@ def restore_session(request: HttpRequest, public_id: str, position: int) -> Http
     back = reverse("dashboard:restore_confirm", args=[session.public_id, position])
     try:
         with acting(request, "restore", f"{session.public_id} before@{position}", back) as spent:
-            child = operations.restore_before(session, event, _owner(request), title)  # type: ignore[arg-type]
-            once.done(spent, _session_url(child), str(child))
+            child = operations.restore_before(session, event, owner_of(request), title)  # type: ignore[arg-type]
+            once.done(spent, session_url(child), str(child))
     except (MotusMemoryError, operations.NothingToForkError) as error:
         return _not_created(request, session, error)
     except Refused as refused:
@@ -157,7 +161,7 @@ def fork_confirm(request: HttpRequest, public_id: str, seq: int) -> HttpResponse
     session = visible_session(request, public_id)
     cut = operations.fork_cut(session, get_object_or_404(session.messages, seq=seq))
     where = f"right after message #{cut.after}" if cut.after is not None else "before any message"
-    return _confirm(
+    return confirm_page(
         request,
         session,
         title=f"Fork from message #{seq}?",
@@ -183,8 +187,8 @@ def fork_session(request: HttpRequest, public_id: str, seq: int) -> HttpResponse
         with acting(request, "fork", f"{session.public_id} after#{seq}", back) as spent:
             cut = operations.fork_cut(session, message)
             title = f"{session} (fork at #{cut.after})"
-            child = operations.fork(cut, session, _owner(request), title)  # type: ignore[arg-type]
-            once.done(spent, _session_url(child), str(child))
+            child = operations.fork(cut, session, owner_of(request), title)  # type: ignore[arg-type]
+            once.done(spent, session_url(child), str(child))
     except (MotusMemoryError, operations.NothingToForkError) as error:
         return _not_created(request, session, error)
     except Refused as refused:
@@ -194,12 +198,12 @@ def fork_session(request: HttpRequest, public_id: str, seq: int) -> HttpResponse
 
 def _created(request: HttpRequest, session: Session, child: Session) -> HttpResponse:
     messages.success(request, f"Created \u201c{child}\u201d from \u201c{session}\u201d.")
-    return _see(_session_url(child))
+    return see_other(session_url(child))
 
 
 def _not_created(request: HttpRequest, session: Session, error: Exception) -> HttpResponse:
     messages.error(request, f"No session was created: {error}")
-    return _see(_session_url(session))
+    return see_other(session_url(session))
 
 
 def _name(event: CompactionEvent) -> str:
@@ -226,6 +230,9 @@ def restore_upload_form(request: HttpRequest) -> HttpResponse:
 @require_POST
 @login_required
 def restore_upload(request: HttpRequest) -> HttpResponse:
+    """Keep the uploaded log and queue its restore as an import job (with the
+    upload's caps); 303 to the job's page. A file whose first line is no log's
+    is refused at once."""
     form = RestoreForm(request.POST, request.FILES)
     if not form.is_valid():
         return _restore_page(request, form, status=400)
@@ -234,21 +241,27 @@ def restore_upload(request: HttpRequest) -> HttpResponse:
     back = reverse("dashboard:restore_upload_form")
     try:
         with acting(request, "restore-file", name, back) as spent:
-            session, problems = operations.restore_from_file(
+            operations.check_log_head(upload)
+            job = jobs.create(
                 upload,
-                _owner(request),  # type: ignore[arg-type]
-                f"Restored from {name}",
+                name,
+                request.user,  # type: ignore[arg-type]
+                None,
+                kind=jobs.RESTORE,
+                title=f"Restored from {name}",
             )
-            once.done(spent, _session_url(session), str(session))
-    except (MotusMemoryError, operations.NothingToForkError, operations.NotALogError) as error:
+            job_url = reverse("dashboard:import_job", args=[job.public_id])
+            once.done(spent, job_url, f"Restore of {name}")
+    except operations.NotALogError as error:
         form.add_error("file", f"{name} could not be restored: {error}")
         return _restore_page(request, form, status=400)
+    except OSError:
+        logger.exception("could not keep the log %s", name)
+        form.add_error("file", "The server could not keep the file to restore it. Try again later.")
+        return _restore_page(request, form, status=503)
     except Refused as refused:
         return refused.response(request)
-    for problem in problems[:20]:
-        messages.warning(request, f"{name}: {problem}")
-    messages.success(request, f"Restored {name} into a new session.")
-    return _see(_session_url(session))
+    return see_other(job_url)
 
 
 # -- delete ------------------------------------------------------------------------
@@ -258,7 +271,7 @@ def restore_upload(request: HttpRequest) -> HttpResponse:
 @login_required
 def delete_confirm(request: HttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
-    return _confirm(
+    return confirm_page(
         request,
         session,
         title=f"Delete {session}?",
@@ -287,11 +300,11 @@ def delete_session(request: HttpRequest, public_id: str) -> HttpResponse:
     back = reverse("dashboard:delete_confirm", args=[session.public_id])
     listing = reverse("dashboard:session_list")
     try:
-        as_of = _number(request, "as_of")
+        as_of = form_number(request, "as_of")
         with acting(request, "delete", session.public_id, back) as spent:
             operations.delete_session(session, as_of=as_of)
             once.done(spent, listing, f"Deleted {name}.")
     except Refused as refused:
         return refused.response(request)
     messages.success(request, f"Deleted {name}.")
-    return _see(listing)
+    return see_other(listing)

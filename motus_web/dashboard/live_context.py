@@ -1,8 +1,10 @@
 """What the model is sent now, part by part, with a token breakdown.
 
 Built from the memory the library restores, so the page shows exactly
-``restore_from_log(...).get_context()``: the system prompt, the continuation
-summary when there is one, and the messages kept since.
+``restore_from_log(...).get_context()``: the system prompt, the long-term
+memories a background memory placed after it (in the same message, shown as
+their own part), the continuation summary when there is one, and the
+messages kept since.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ SHOWN_TAIL = 200  # latest context messages the page lists in full
 # Breakdown parts, in the order the bar stacks them, with their labels.
 PARTS: dict[str, str] = {
     "system": "System prompt",
+    "memories": "Long-term memories",
     "summary": "Summary",
     "user": "User",
     "assistant": "Assistant text",
@@ -54,8 +57,11 @@ class LiveContext:
 
     @property
     def head(self) -> tuple[Part, ...]:
-        """The system prompt, and the summary when there is one."""
-        return self.parts[: 2 if len(self.parts) > 1 and self.parts[1].kind == "summary" else 1]
+        """The system prompt, the recalled memories and the summary, those there are."""
+        count = 1
+        while count < len(self.parts) and self.parts[count].kind in ("memories", "summary"):
+            count += 1
+        return self.parts[:count]
 
     @property
     def tail(self) -> tuple[Part, ...]:
@@ -91,6 +97,18 @@ def _kind(message: ChatMessage, index: int, has_summary: bool) -> str:
     return "user" if message.role == "user" else "system"
 
 
+def _instructions(memory: CompactionMemory, message: ChatMessage, tokens: int) -> list[Part]:
+    """The instructions' message as two parts: the prompt, then the recalled
+    memories the same message carries (its tokens split between them)."""
+    block = memory.memory_block
+    block_tokens = min(tokens, memory.token_counter.count(block))
+    memories = Part("memories", ChatMessage(role=message.role, content=block), block_tokens, 0)
+    if not memory.system_prompt:
+        return [memories]
+    prompt = ChatMessage(role=message.role, content=memory.system_prompt)
+    return [Part("system", prompt, tokens - block_tokens, 0), memories]
+
+
 def of(
     memory: CompactionMemory,
     seqs: Sequence[int | None] = (),
@@ -113,6 +131,9 @@ def of(
         tokens = logged.get(seq) if seq is not None else None
         if tokens is None:
             tokens = memory.estimate_message_tokens(message)
+        if index == 0 and memory.memory_block:
+            parts.extend(_instructions(memory, message, tokens))
+            continue
         parts.append(Part(_kind(message, index, has_summary), message, tokens, index))
     return LiveContext(
         tuple(parts),

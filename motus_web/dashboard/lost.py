@@ -5,8 +5,10 @@ previous summary, which it folded in too, so an identifier dropped by an
 earlier compaction and carried by its summary is still checked here.
 Identifiers are ``memory.find_identifiers``'; the check leaves out what a
 summary need not carry word for word: amounts (prices in a tool's listing),
-the names of the tools called, and the API's own call ids. A tool call is
-read as its arguments, never its JSON envelope.
+the names of the tools called, the API's own call ids, and the names inside
+source code (a tool result that reads as code, a call's argument that is a
+body of code: only their paths and URLs count, ``memory.compaction.code``).
+A tool call is read as its arguments, never its JSON envelope.
 
 Message text is read by the database as a bounded prefix of its stored JSON
 (``TEXT_LIMIT`` characters of the content and of the tool calls), so no
@@ -17,14 +19,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast, Substr
 
-from memory import Identifier, find_identifiers, kept_in
+from memory import (
+    CODE_KINDS,
+    Identifier,
+    find_identifiers,
+    kept_in,
+    reads_as_code,
+    without_bodies,
+)
 from motus_web.sessions.models import CompactionEvent, Message
 
 from .session_list import preview
@@ -40,6 +49,7 @@ class Text:
     role: str
     text: str
     tools: tuple[str, ...] = ()  # the names of the tools the message called
+    code: bool = False  # source code: only its paths and URLs are checked
 
     @property
     def preview(self) -> str:
@@ -60,8 +70,11 @@ def texts(messages: QuerySet[Message]) -> list[Text]:
     out = []
     for seq, role, start, calls in rows:
         names, arguments = _calls(calls)
-        text = "\n".join(filter(None, [preview(start) or start, *arguments]))
-        out.append(Text(seq, role, text, names))
+        content = preview(start) or start or ""
+        bodiless = [without_bodies(a) for a in arguments]
+        text = "\n".join(filter(None, [content, *bodiless]))
+        code = role == Message.Role.TOOL and reads_as_code(content)
+        out.append(Text(seq, role, text, names, code))
     return out
 
 
@@ -125,15 +138,20 @@ def _checked(text: Text, ignored: set[str]) -> list[Identifier]:
     return [
         ident
         for ident in find_identifiers(text.text)
-        if ident.kind not in NOT_CHECKED and ident.value.casefold() not in ignored
+        if ident.kind not in NOT_CHECKED
+        and ident.value.casefold() not in ignored
+        and (not text.code or ident.kind in CODE_KINDS)
     ]
 
 
 def report(
-    event: CompactionEvent, folded: Sequence[Text], previous_summary: str | None = None
+    event: CompactionEvent,
+    folded: Sequence[Text],
+    previous_summary: str | None = None,
+    summary: str | None = None,
 ) -> Report:
     """Every identifier in ``folded`` and in ``previous_summary``, kept or lost
-    in ``event.summary``."""
+    in ``summary`` (an operator's correction of it), else in ``event.summary``."""
     ignored = {name.casefold() for text in folded for name in text.tools}
     before = list(folded)
     if previous_summary:
@@ -146,7 +164,7 @@ def report(
             first.setdefault(ident, text.seq)
         if text.role == Message.Role.USER:
             by_user.update(found)
-    checked = kept_in(event.summary, first)
+    checked = kept_in(event.summary if summary is None else summary, first)
     return Report(
         tuple(Found(ident, kept, ident in by_user, first[ident]) for ident, kept in checked),
         partial=len(folded) >= FOLDED_LIMIT,
@@ -154,10 +172,13 @@ def report(
 
 
 def lost_user_identifiers(
-    events: Iterable[CompactionEvent], user_texts: Sequence[Text]
+    events: Iterable[CompactionEvent],
+    user_texts: Sequence[Text],
+    corrected: Mapping[int, str] | None = None,
 ) -> dict[int, list[str]]:
     """For each successful compaction (by position), the identifiers from the
-    user messages it folded that its summary does not mention."""
+    user messages it folded that its summary does not mention (the corrected
+    summary, for a position in ``corrected``)."""
     out: dict[int, list[str]] = {}
     for event in events:
         if event.kind != CompactionEvent.Kind.OK or event.summarized_first_seq is None:
@@ -172,7 +193,8 @@ def lost_user_identifiers(
             and m.seq not in kept
         ]
         identifiers = {i: None for m in folded for i in _checked(m, set())}
-        lost = [ident.value for ident, ok in kept_in(event.summary, identifiers) if not ok]
+        summary = (corrected or {}).get(event.position, event.summary)
+        lost = [ident.value for ident, ok in kept_in(summary, identifiers) if not ok]
         if lost:
             out[event.position] = lost
     return out

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from motus_web.sessions import history
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message
 
 
@@ -30,28 +31,37 @@ class Fold:
         return self.first <= seq <= self.last and seq not in self.kept
 
 
-def folds(events: Iterable[CompactionEvent | ContextChange]) -> list[Fold]:
-    """What each event still in force took out of the context, in log order.
+def folds(events: Sequence[CompactionEvent | ContextChange]) -> list[Fold]:
+    """What each event still in force took out of the context, in log order
+    (``events`` in log order).
 
     A reverted compaction folds nothing any more; a reset empties everything
-    before it.
+    before it; a rewind puts back the folds in force at its target and takes
+    out the messages from there up to itself (``history.walk``).
     """
-    active: list[Fold] = []
-    for event in sorted(events, key=lambda row: row.position):
+
+    def apply(active: tuple[Fold, ...], event: CompactionEvent | ContextChange) -> tuple[Fold, ...]:
         if isinstance(event, ContextChange):
             if event.kind == ContextChange.Kind.RESET and event.through_seq is not None:
-                active.append(Fold(0, event.through_seq, event))
+                return (*active, Fold(0, event.through_seq, event))
         elif event.kind == CompactionEvent.Kind.OK and event.summarized_first_seq is not None:
             kept = frozenset(s for s in event.replayed_seqs or () if isinstance(s, int))
             last = event.summarized_last_seq
-            active.append(Fold(event.summarized_first_seq, last or 0, event, kept))
+            return (*active, Fold(event.summarized_first_seq, last or 0, event, kept))
         elif event.kind == CompactionEvent.Kind.REVERT:
             for index in range(len(active) - 1, -1, -1):
                 undone = active[index].event
                 if isinstance(undone, CompactionEvent) and undone.number == event.reverts:
-                    del active[index]
-                    break
-    return active
+                    return active[:index] + active[index + 1 :]
+        return active
+
+    def rewound(active: tuple[Fold, ...], rewind: ContextChange, first: int) -> tuple[Fold, ...]:
+        last = rewind.through_seq if rewind.through_seq is not None else -1
+        return (*active, Fold(first, last, rewind)) if first <= last else active
+
+    none: tuple[Fold, ...] = ()
+    active = history.walk(sorted(events, key=lambda row: row.position), none, apply, rewound)
+    return list(active)
 
 
 def folded_by(seq: int, active: Sequence[Fold]) -> CompactionEvent | ContextChange | None:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import actions, views
+from . import actions, in_place, views
 
 app_name = "dashboard"
 _session = "sessions/<str:public_id>/"
@@ -36,6 +36,30 @@ urlpatterns = [
     ),
     path(f"{_session}fork/<int:seq>/", actions.fork_confirm, name="fork_confirm"),
     path(f"{_session}fork/<int:seq>/do/", actions.fork_session, name="fork_session"),
+    path(f"{_session}rewind/<int:seq>/", in_place.rewind_confirm, name="rewind_confirm"),
+    path(f"{_session}rewind/<int:seq>/do/", in_place.rewind_session, name="rewind_session"),
+    path(
+        f"{_session}rewinds/<int:number>/undo/",
+        in_place.undo_rewind_confirm,
+        name="undo_rewind_confirm",
+    ),
+    path(f"{_session}rewinds/<int:number>/undo/do/", in_place.undo_rewind, name="undo_rewind"),
+    path(
+        f"{_session}compactions/<int:position>/rewind/",
+        in_place.rewind_before_confirm,
+        name="rewind_before_confirm",
+    ),
+    path(
+        f"{_session}compactions/<int:position>/rewind/do/",
+        in_place.rewind_before,
+        name="rewind_before",
+    ),
+    path(
+        f"{_session}compactions/<int:position>/correct/",
+        in_place.correct_summary,
+        name="correct_summary",
+    ),
+    path(f"{_session}compact/", in_place.compact_now, name="compact_now"),
     path(f"{_session}delete/", actions.delete_confirm, name="delete_confirm"),
     path(f"{_session}delete/do/", actions.delete_session, name="delete_session"),
     path("import/", views.import_form, name="import_form"),

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
-from motus_web.sessions import jobs, memories, once, operations
+from motus_web.sessions import history, in_place, jobs, memories, once, operations
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
@@ -99,7 +99,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     page = Paginator(session.messages.order_by("seq"), MESSAGES_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    events = _events(session)
+    events = operations.events_of(session)
     active = timeline.folds(events)
     context: dict[str, object] = {
         "session": session,
@@ -109,6 +109,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
             list(page.object_list), events, active, first_page=page.number == 1
         ),
         "in_context_from": _in_context_from(session, active),
+        "latest_rewind": next((e for e in reversed(events) if history.is_rewind(e)), None),
     }
     if _wants_fragment(request):
         return _render(request, "dashboard/session_detail.html", "timeline", context)
@@ -127,19 +128,12 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         chart=_token_chart(session, compactions),
         compactions=_with_lost_identifiers(session, listed),
         compactions_total=len(compactions),
-        undoable=operations.undoable(compactions)[0],
+        undoable=operations.undoable(events)[0],
+        compact_fields=fields(as_of=session.record_count),
+        compactor=in_place.compactor_name(session),
         undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
-
-
-def _events(session: Session) -> list[CompactionEvent | ContextChange]:
-    """Every event of the session in log order: few, whatever its length."""
-    found: list[CompactionEvent | ContextChange] = [
-        *session.compaction_events.all(),
-        *session.context_changes.all(),
-    ]
-    return sorted(found, key=lambda row: row.position)
 
 
 def _in_context_from(session: Session, active: list[timeline.Fold]) -> int:
@@ -164,7 +158,8 @@ def _with_lost_identifiers(
         seq__gte=min(first for first, _ in ranges),
         seq__lte=max(last for _, last in ranges),
     )
-    flags = lost.lost_user_identifiers(compactions, lost.texts(users))
+    corrected = in_place.corrected_summaries(session, compactions)
+    flags = lost.lost_user_identifiers(compactions, lost.texts(users), corrected)
     return [(event, flags.get(event.position, [])) for event in compactions]
 
 
@@ -206,7 +201,12 @@ def _session_cost(session: Session) -> tuple[costs.Cost | None, int]:
 def _context_change(event: CompactionEvent | ContextChange) -> str:
     """What ``event`` did to the context, in words; ``""`` when it left it alone."""
     if isinstance(event, ContextChange):
-        return "a reset" if event.kind == ContextChange.Kind.RESET else "a system prompt change"
+        return {
+            ContextChange.Kind.RESET: "a reset",
+            ContextChange.Kind.SYSTEM_PROMPT: "a system prompt change",
+            history.REWIND: "a rewind",
+            history.SUMMARY_CORRECTION: "a summary correction",
+        }.get(event.kind, f"a {event.kind} record")
     if event.kind == CompactionEvent.Kind.OK:
         return f"compaction {event.number}" if event.number is not None else "a compaction"
     if event.kind == CompactionEvent.Kind.REVERT:
@@ -328,7 +328,6 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
         reason = "The server could not keep the file to import it. Try again later."
         context = _import_page(request, ImportForm(), upload_error=reason)
         return render(request, "dashboard/import.html", context, status=503)
-    jobs.wake()
     return _see_job(job)
 
 
@@ -343,8 +342,8 @@ def import_job(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """An import job's progress, then what it imported and refused; htmx polls its partial."""
     job = visible_job(request, public_id)
     if not job.finished:
-        jobs.wake()  # a queued job left by a restart runs; a dead runner's job is marked
-    job = jobs.with_live_progress(job)
+        jobs.wake()  # a queued job left by a restart runs
+    job = jobs.with_live_progress(jobs.check_runner(job))
     report = jobs.report_of(job)
     imported = Session.objects.filter(public_id__in=report.imported).order_by("pk")
     context = {
@@ -356,7 +355,7 @@ def import_job(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
         "notice": _import_notice(report, job.file_name)
         if job.status == ImportJob.Status.DONE and not report.problems
         else "",
-        "can_retry": job.status == ImportJob.Status.INTERRUPTED and jobs.spool_path(job).is_file(),
+        "can_retry": jobs.can_retry(job),
         "hidden": fields(as_of=_job_state(job)),
     }
     return _render(request, "dashboard/import_job.html", "job-status", context)
@@ -410,12 +409,10 @@ def import_job_retry(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResp
     try:
         with acting(request, "import-again", str(job.public_id), back) as spent:
             _job_unchanged(ImportJob.objects.select_for_update().get(pk=job.pk), request)
-            retried = jobs.retry(job)
+            jobs.retry(job)
             once.done(spent, back, f"Import of {job.file_name} again")
     except Refused as refused:
         return refused.response(request)
-    if retried:
-        jobs.wake()
     return _see_job(job)
 
 
@@ -573,14 +570,24 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
     event = get_object_or_404(session.compaction_events, position=position)
     compactions = session.compaction_events.filter(kind=CompactionEvent.Kind.OK)
     folded_in = _summary_before(session, event.position)
-    previous_summary = folded_in.summary if folded_in is not None else None
+    previous_summary = None
+    if folded_in is not None:
+        # The text this compaction folded in: the previous summary as corrected by then.
+        earlier = [
+            c for c in in_place.corrections_of(session, folded_in) if c.position < event.position
+        ]
+        previous_summary = earlier[-1].record_extra.get("summary") if earlier else folded_in.summary
     folded, replayed = _compaction_messages(session, event)
     texts = lost.texts(folded)
     only_lost = request.GET.get("show") == "lost"
+    corrections = in_place.corrections_of(session, event) if event.summary is not None else []
+    corrected = corrections[-1].record_extra.get("summary") if corrections else None
     context = {
         "session": session,
         "event": event,
-        "report": lost.report(event, texts, previous_summary),
+        "corrections": corrections,
+        "corrected": corrected,
+        "report": lost.report(event, texts, previous_summary, corrected),
         "only_lost": only_lost,
         "folded_count": len(texts),
         "previous": compactions.filter(position__lt=position).order_by("-position").first(),
@@ -608,6 +615,9 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
             through_seq=event.through_seq,
         ).first()
         if event.model == "offline"
+        else None,
+        correct_fields=fields(target=event.position, as_of=session.record_count)
+        if in_place.in_force(session) == event
         else None,
         later_revert=session.compaction_events.filter(
             kind=CompactionEvent.Kind.REVERT, reverts=event.number, position__gt=event.position

@@ -1,27 +1,32 @@
-"""Import jobs: an uploaded file is kept, then imported outside the request.
+"""Import jobs: an uploaded file is kept, then imported by a task worker.
 
-The upload view calls ``create`` (the file is written to the spool folder,
-then a queued ``ImportJob`` row) and ``wake``; a runner, the web process's own
-thread or ``manage.py run_import_jobs``, claims queued jobs one at a time with
-a conditional update (queued -> running), so two runners never run one job,
-and imports the file with the importer every upload used before. Each session
-is still committed in its own transaction.
+The upload view calls ``create``: the file is saved in the ``motus_imports``
+storage (Django's storage API, so a worker on another machine reads it from
+shared storage), then a queued ``ImportJob`` row is written and ``run_job`` is
+enqueued through Django's Tasks interface (``django-tasks``: the database
+backend of ``django-tasks-db`` by default, RQ by settings). The engine claims,
+hands out and records the task; this module keeps what the pages show: the
+row's progress, refusals, cancel and "import again". The row is claimed once
+more (queued -> running, a conditional update), so a task delivered twice
+runs its job once.
 
 Progress goes to the job row between sessions; while a session is being
 written its transaction is open (on SQLite it holds the database's write
 lock), so this process keeps the latest figures in memory too and its pages
 show those (``with_live_progress``).
 
-Cancelling is cooperative: ``cancel`` sets the job's flag (and, in the runner's
-process, an event), and the import stops at its next checkpoint, after a batch
-or a session. The session being written is rolled back; the committed ones
-stay.
+Cancelling is cooperative: ``cancel`` sets the in-process event first (so the
+import stops at its next checkpoint even while the row waits for SQLite's write
+lock), then the row's flag, which a runner in another process sees at its next
+checkpoint. The session being written is rolled back; the committed ones stay.
 
-On a crash: a crash while the upload is written leaves a ``.part`` file that no
-job names (``interrupt_stale`` removes it after a day); a crash while a job
-runs leaves it ``running`` with a runner that is gone, and the next runner to
-start marks it ``interrupted`` and keeps its file, so that it can be imported
-again (the sessions it committed are then found and skipped).
+On a crash: a crash while the upload is saved leaves a file that no job names
+(``interrupt_stale`` removes such files after a day); a crash while a job runs
+leaves it ``running`` under a runner that is gone: ``interrupt_stale`` (run by
+the job's page and by every task) marks it ``interrupted`` and keeps its file,
+so that it can be imported again (the sessions it committed are then found
+and skipped). A runner is alive only while its heartbeat is fresh and, on its
+own host, its process (pid and start time, so a reused pid does not pass) exists.
 """
 
 from __future__ import annotations
@@ -33,14 +38,20 @@ import threading
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
-from typing import Any, BinaryIO
+from functools import partial
+from typing import Any, BinaryIO, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.files.storage import Storage, storages
 from django.core.files.uploadedfile import UploadedFile
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
+from django_tasks import task, task_backends
+from django_tasks_db import DatabaseBackend
+from django_tasks_db.management.commands.db_worker import Worker
+
+from memory import MotusMemoryError
 
 from .importers import (
     ImportCancelled,
@@ -53,6 +64,12 @@ from .importers import (
     import_stream,
 )
 from .models import ImportJob
+from .operations import (
+    NotALogError,
+    NothingToForkError,
+    TooManyMessagesError,
+    restore_from_file,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,98 +79,158 @@ INTERRUPTED = (
     "are kept; the one it was writing was rolled back. Import it again to finish: "
     "what is already there is skipped."
 )
-_PART_MAX_AGE = 24 * 3600  # seconds a half-written upload is kept before it is removed
+LOST_DATABASE = (
+    "The connection to the database was lost during this import. The sessions it had "
+    "finished are kept; the one it was writing was rolled back. Import it again to "
+    "finish: what is already there is skipped."
+)
+NOT_QUEUED = (
+    "The task queue could not be reached, so the file was not queued for import. "
+    "Import it again when the queue is back."
+)
+RESTORE = "restore"  # ``options["kind"]`` of a job that restores a Motus log
+_LOCKED_RETRY_SECONDS = 0.5
+_ORPHAN_MAX_AGE = timedelta(days=1)  # how long a file no job names is kept
 _TOKEN = uuid.uuid4().hex[:12]  # tells this process from an earlier one with the same pid
 
 _lock = threading.Lock()
-_wakeup = threading.Event()
-_thread: threading.Thread | None = None
+_wakeup = threading.Condition(_lock)
+_pending = 0  # wake-ups the import threads have not yet answered
+_threads: list[threading.Thread] = []
 _cancels: dict[int, threading.Event] = {}  # running here: job pk -> its cancel event
 _live: dict[int, dict[str, int]] = {}  # running here: job pk -> its latest progress
 
 
+def process_start(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``
+    field 22, proc(5)); ``""`` when it does not exist or there is no ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return ""
+    return fields[19].decode()  # fields after "(comm) " start at field 3
+
+
 def worker_id() -> str:
-    """``host:pid:token``: names this process as the runner of a job."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_TOKEN}"
+    """``host:pid:start:token``: names this process as the runner of a job."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{process_start(pid)}:{_TOKEN}"
 
 
-def spool_path(job: ImportJob) -> Path:
-    return Path(settings.MOTUS_IMPORT_SPOOL_DIR) / job.spool_name
+def spool() -> Storage:
+    """Where uploads wait for their job: the ``motus_imports`` storage."""
+    return storages["motus_imports"]
 
 
 # -- creating and steering jobs ------------------------------------------------------
 
 
-def create(upload: UploadedFile, name: str, owner: User, replay_threshold: int | None) -> ImportJob:
-    """Keep ``upload`` in the spool folder and queue a job that imports it.
+def create(
+    upload: UploadedFile,
+    name: str,
+    owner: User,
+    replay_threshold: int | None,
+    *,
+    kind: str = "import",
+    title: str = "",
+) -> ImportJob:
+    """Keep ``upload`` in the spool storage, queue a job that imports it, enqueue its task.
 
-    The file is written under a temporary name, synced, then renamed, so a job
-    never reads half a file. Raises ``OSError`` when the file cannot be
-    written (nothing is left behind then).
+    ``kind`` is ``"import"`` (the importers) or ``RESTORE`` (a Motus log
+    restored into a new session named ``title``). Raises ``OSError`` when the
+    file cannot be kept; nothing is left behind then (a crash mid-save leaves a
+    file that no job names, removed after a day). When the task queue cannot
+    be reached the job is failed with ``NOT_QUEUED`` and its file kept.
     """
-    folder = Path(settings.MOTUS_IMPORT_SPOOL_DIR)
-    folder.mkdir(parents=True, exist_ok=True)
+    storage = spool()
     spool_name = f"{uuid.uuid4().hex}.upload"
-    partial = folder / f".{spool_name}.part"
-    size = 0
     try:
-        with partial.open("xb") as out:
-            for chunk in upload.chunks():
-                out.write(chunk)
-                size += len(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(partial, folder / spool_name)
+        saved = storage.save(spool_name, upload)
     except BaseException:
-        partial.unlink(missing_ok=True)
+        storage.delete(spool_name)
         raise
     try:
-        return ImportJob.objects.create(
+        job = ImportJob.objects.create(
             owner=owner,
             file_name=name,
-            spool_name=spool_name,
-            options={"replay_threshold": replay_threshold},
-            bytes_total=size,
+            spool_name=saved,
+            options={"replay_threshold": replay_threshold, "kind": kind, "title": title},
+            bytes_total=upload.size or storage.size(saved),
         )
     except BaseException:
-        (folder / spool_name).unlink(missing_ok=True)
+        storage.delete(saved)
         raise
+    enqueue(job)
+    return job
+
+
+def enqueue(job: ImportJob) -> None:
+    """Hand ``job`` (queued) to the task backend; this process's import threads
+    look for it once the caller's transaction commits.
+
+    The database backend's task row is written in the caller's transaction
+    (both or neither are kept); another backend's task is sent after the
+    commit, so a worker never looks for a row it cannot see yet. An
+    unreachable queue (Redis down under RQ) leaves the job interrupted with
+    ``NOT_QUEUED``, to be imported again.
+    """
+    if _database_backend():
+        _enqueue(job.pk)
+        transaction.on_commit(wake)
+    else:
+        transaction.on_commit(partial(_enqueue, job.pk))
+
+
+def _enqueue(job_pk: int) -> None:
+    try:
+        run_job.enqueue(job_pk)
+    except Exception:
+        logger.exception("could not enqueue import job %s", job_pk)
+        ImportJob.objects.filter(pk=job_pk, status=Status.QUEUED).update(
+            status=Status.INTERRUPTED, finished_at=timezone.now(), error=NOT_QUEUED
+        )
 
 
 def cancel(job: ImportJob) -> None:
     """Stop ``job``: a queued or interrupted one at once (its file is deleted), a
     running one at its next checkpoint. A finished job is left as it is."""
-    stopped = ImportJob.objects.filter(
-        pk=job.pk, status__in=[Status.QUEUED, Status.INTERRUPTED]
-    ).update(status=Status.CANCELLED, finished_at=timezone.now(), error="")
-    if stopped:
-        spool_path(job).unlink(missing_ok=True)
-        return
-    # The event first: on SQLite the update below waits for the session being
+    # The event first: on SQLite the updates below wait for the session being
     # written to commit, and the event is what makes it stop.
     with _lock:
         event = _cancels.get(job.pk)
     if event is not None:
         event.set()
+    stopped = ImportJob.objects.filter(
+        pk=job.pk, status__in=[Status.QUEUED, Status.INTERRUPTED]
+    ).update(status=Status.CANCELLED, finished_at=timezone.now(), error="")
+    if stopped:
+        spool().delete(job.spool_name)
+        return
     ImportJob.objects.filter(pk=job.pk, status=Status.RUNNING).update(cancel_requested=True)
+
+
+def can_retry(job: ImportJob) -> bool:
+    return job.status == Status.INTERRUPTED and spool().exists(job.spool_name)
 
 
 def retry(job: ImportJob) -> bool:
     """Queue an interrupted job again, from the start of its kept file; whether it was."""
-    if not spool_path(job).is_file():
+    if not spool().exists(job.spool_name):
         return False
-    return bool(
-        ImportJob.objects.filter(pk=job.pk, status=Status.INTERRUPTED).update(
-            status=Status.QUEUED,
-            error="",
-            worker="",
-            cancel_requested=False,
-            started_at=None,
-            heartbeat_at=None,
-            finished_at=None,
-            **_NO_PROGRESS,
-        )
+    requeued = ImportJob.objects.filter(pk=job.pk, status=Status.INTERRUPTED).update(
+        status=Status.QUEUED,
+        error="",
+        worker="",
+        cancel_requested=False,
+        started_at=None,
+        heartbeat_at=None,
+        finished_at=None,
+        **_NO_PROGRESS,
     )
+    if requeued:
+        enqueue(job)
+    return bool(requeued)
 
 
 _NO_PROGRESS: dict[str, Any] = {
@@ -179,57 +256,93 @@ def with_live_progress(job: ImportJob) -> ImportJob:
 # -- running jobs ------------------------------------------------------------------------
 
 
-def wake() -> None:
-    """Have this process's import thread look for queued jobs, starting it if needed.
+@task()
+def run_job(job_pk: int) -> str | None:
+    """The task: claim job ``job_pk`` and run it; its status at the end.
 
-    Does nothing when ``MOTUS_IMPORT_THREAD`` is off (``run_import_jobs`` runs them).
+    A job that is no longer queued (cancelled, or run already by a task
+    delivered before) is left as it is: ``None``.
     """
-    global _thread
-    if not settings.MOTUS_IMPORT_THREAD:
+    interrupt_stale()
+    job = claim(job_pk)
+    if job is None:
+        return None
+    run(job)
+    job.refresh_from_db(fields=["status"])
+    return job.status
+
+
+def claim(job_pk: int) -> ImportJob | None:
+    """Job ``job_pk``, now running under this process; ``None`` unless it was queued."""
+    # Registered first, so that from the claim on this process counts as its runner.
+    with _lock:
+        _cancels[job_pk] = threading.Event()
+    now = timezone.now()
+    taken = ImportJob.objects.filter(pk=job_pk, status=Status.QUEUED).update(
+        status=Status.RUNNING, worker=worker_id(), started_at=now, heartbeat_at=now
+    )
+    if taken:
+        return ImportJob.objects.select_related("owner").get(pk=job_pk)
+    with _lock:
+        _cancels.pop(job_pk, None)
+    return None
+
+
+def wake() -> None:
+    """Have this process's import threads look for queued tasks, starting them if needed.
+
+    Only with the database backend and ``MOTUS_IMPORT_THREADS`` > 0; otherwise
+    ``manage.py db_worker`` (or RQ's worker) runs the tasks.
+    """
+    global _pending
+    wanted = settings.MOTUS_IMPORT_THREADS
+    if not wanted or not _database_backend():
         return
     with _lock:
-        if _thread is None or not _thread.is_alive():
-            _thread = threading.Thread(target=_serve, name="motus-import-jobs", daemon=True)
-            _thread.start()
-    _wakeup.set()
+        _threads[:] = [thread for thread in _threads if thread.is_alive()]
+        while len(_threads) < wanted:
+            name = f"motus-import-{len(_threads) + 1}"
+            thread = threading.Thread(target=_serve, name=name, daemon=True)
+            thread.start()
+            _threads.append(thread)
+        _pending = len(_threads)
+        _wakeup.notify_all()
+
+
+def _database_backend() -> bool:
+    return isinstance(task_backends["default"], DatabaseBackend)
 
 
 def _serve() -> None:
+    """An import thread: when woken, run ready tasks with django-tasks-db's own
+    worker loop (``batch``: until none is ready), then wait for the next wake-up."""
+    global _pending
     while True:
-        _wakeup.wait()
-        _wakeup.clear()
+        with _lock:
+            while not _pending:
+                _wakeup.wait()
+            _pending -= 1
         try:
-            run_queued()
+            Worker(
+                queue_names=["default"],
+                interval=0,
+                batch=True,
+                backend_name="default",
+                startup_delay=False,
+                max_tasks=None,
+                worker_id=f"{threading.current_thread().name}:{worker_id()}"[-64:],
+                excluded_queue_names=[],
+            ).run()
+        except OperationalError:
+            # SQLite's write lock held past the busy timeout: look again shortly.
+            logger.warning("an import thread found the database locked; it looks again")
+            time.sleep(_LOCKED_RETRY_SECONDS)
+            with _lock:
+                _pending += 1
         except Exception:
-            logger.exception("the import thread failed; it looks again at the next upload")
+            logger.exception("an import thread failed; it looks again at the next upload")
         finally:
             connection.close()  # an idle thread holds no database connection
-
-
-def run_queued() -> int:
-    """Run queued jobs, oldest first, until none is left; how many ran.
-
-    Jobs whose runner is gone are marked interrupted first.
-    """
-    interrupt_stale()
-    ran = 0
-    while (job := claim()) is not None:
-        run(job)
-        ran += 1
-    return ran
-
-
-def claim() -> ImportJob | None:
-    """The oldest queued job, now running under this process; ``None`` if none is queued."""
-    queued = ImportJob.objects.filter(status=Status.QUEUED).order_by("created_at", "pk")
-    while (pk := queued.values_list("pk", flat=True).first()) is not None:
-        now = timezone.now()
-        taken = ImportJob.objects.filter(pk=pk, status=Status.QUEUED).update(
-            status=Status.RUNNING, worker=worker_id(), started_at=now, heartbeat_at=now
-        )
-        if taken:
-            return ImportJob.objects.select_related("owner").get(pk=pk)
-    return None
 
 
 def run(job: ImportJob) -> None:
@@ -238,32 +351,58 @@ def run(job: ImportJob) -> None:
     The import's own problems are the report's; anything else (the kept file is
     gone, a bug) fails the job with a message and is logged.
     """
-    cancelled = threading.Event()
     with _lock:
-        _cancels[job.pk] = cancelled
+        cancelled = _cancels.setdefault(job.pk, threading.Event())
+    tracker: _Tracker | None = None
     try:
-        with spool_path(job).open("rb") as stream:
+        with spool().open(job.spool_name, "rb") as kept:
+            stream = cast(BinaryIO, kept)  # a storage's File reads, seeks and tells
             tracker = _Tracker(job.pk, stream, cancelled)
-            options = ImportOptions(
-                owner=job.owner,
-                replay_threshold=job.options.get("replay_threshold"),
-                max_messages=settings.MOTUS_UPLOAD_MAX_MESSAGES,
-                max_plain_bytes=settings.MOTUS_UPLOAD_MAX_PLAIN_BYTES,
-                checkpoint=tracker,
-            )
-            report = import_stream(stream, job.file_name, options)
+            if job.options.get("kind") == RESTORE:
+                report = _restore(job, stream, tracker)
+            else:
+                options = ImportOptions(
+                    owner=job.owner,
+                    replay_threshold=job.options.get("replay_threshold"),
+                    max_messages=settings.MOTUS_UPLOAD_MAX_MESSAGES,
+                    max_plain_bytes=settings.MOTUS_UPLOAD_MAX_PLAIN_BYTES,
+                    checkpoint=tracker,
+                )
+                report = import_stream(stream, job.file_name, options)
         status = Status.CANCELLED if report.cancelled else Status.DONE
-        _finish(job, status, report, tracker.messages_read)
+        _finish(job, status, report, tracker)
     except FileNotFoundError:
-        _finish(job, Status.FAILED, None, 0, "The uploaded file is gone from the server's spool.")
+        _finish(job, Status.FAILED, None, tracker, "The uploaded file is gone from the spool.")
+    except (OperationalError, InterfaceError):
+        # The session being written was rolled back; its file is kept for "import again".
+        logger.exception("import job %s lost the database", job.public_id)
+        connection.close()  # the next query opens a new connection
+        _finish(job, Status.INTERRUPTED, None, tracker, LOST_DATABASE)
     except Exception as error:
         logger.exception("import job %s failed", job.public_id)
         why = f"The import stopped on an error in Motus ({type(error).__name__}); "
-        _finish(job, Status.FAILED, None, 0, why + "the server log has the details.")
+        _finish(job, Status.FAILED, None, tracker, why + "the server log has the details.")
     finally:
         with _lock:
             _cancels.pop(job.pk, None)
             _live.pop(job.pk, None)
+
+
+def _restore(job: ImportJob, stream: BinaryIO, tracker: _Tracker) -> ImportReport:
+    """Restore the Motus log of a ``RESTORE`` job into a new session; its report."""
+    title = job.options.get("title") or f"Restored from {job.file_name}"
+    try:
+        session, problems = restore_from_file(
+            stream, job.owner, title, max_messages=settings.MOTUS_UPLOAD_MAX_MESSAGES
+        )
+    except (MotusMemoryError, NothingToForkError, NotALogError, TooManyMessagesError) as error:
+        return ImportReport(problems=[Problem(job.file_name, "", str(error))])
+    tracker.bytes_read = stream.tell()
+    return ImportReport(
+        imported=[session.public_id],
+        problems=[Problem(job.file_name, "", str(problem)) for problem in problems],
+        messages=session.message_count,
+    )
 
 
 class _Tracker:
@@ -274,11 +413,13 @@ class _Tracker:
         self.stream = stream
         self.cancelled = cancelled
         self.messages_read = 0
+        self.bytes_read = 0
 
     def __call__(self, progress: Progress) -> None:
         self.messages_read = progress.messages_read
+        self.bytes_read = self.stream.tell()
         figures = {
-            "bytes_read": self.stream.tell(),
+            "bytes_read": self.bytes_read,
             "messages_read": progress.messages_read,
             "sessions_imported": len(progress.report.imported),
             "messages_imported": progress.report.messages,
@@ -299,75 +440,101 @@ class _Tracker:
 
 
 def _finish(
-    job: ImportJob, status: str, report: ImportReport | None, messages_read: int, error: str = ""
+    job: ImportJob,
+    status: str,
+    report: ImportReport | None,
+    tracker: _Tracker | None,
+    error: str = "",
 ) -> None:
     now = timezone.now()
     fields: dict[str, Any] = {"status": status, "finished_at": now, "heartbeat_at": now}
     fields["error"] = error
-    if report is not None:
+    if report is not None and tracker is not None:
         fields.update(
             report=report_json(report),
-            messages_read=messages_read,
+            messages_read=tracker.messages_read,
             sessions_imported=len(report.imported),
             messages_imported=report.messages,
             problem_count=len(report.problems),
+            # A job stopped at the message cap read only part of the file.
+            bytes_read=tracker.bytes_read
+            if report.stopped or status != Status.DONE
+            else job.bytes_total,
         )
-        if status == Status.DONE:
-            fields["bytes_read"] = job.bytes_total
     # Only while it is still ours: a runner that took it for dead may have re-queued it.
     mine = ImportJob.objects.filter(pk=job.pk, status=Status.RUNNING, worker=worker_id())
-    if mine.update(**fields):
-        spool_path(job).unlink(missing_ok=True)
+    if mine.update(**fields) and status != Status.INTERRUPTED:
+        spool().delete(job.spool_name)  # an interrupted job keeps it, to import again
 
 
 def interrupt_stale() -> int:
     """Mark interrupted every running job whose runner is gone; how many were.
 
-    A runner on this host is gone when its process is (by pid, or by token
-    when the pid is this process's own); one on another host when it has
-    written nothing for ``MOTUS_IMPORT_STALE_SECONDS``. Also removes
-    half-written uploads older than a day.
+    Also removes uploads older than a day that no job names (a crash between
+    saving the file and writing its job).
     """
-    stale_before = timezone.now() - timedelta(seconds=settings.MOTUS_IMPORT_STALE_SECONDS)
     running = ImportJob.objects.filter(status=Status.RUNNING)
     interrupted = 0
     for pk, worker, heartbeat in running.values_list("pk", "worker", "heartbeat_at"):
-        if _runner_alive(worker, heartbeat is not None and heartbeat >= stale_before):
-            continue
-        interrupted += ImportJob.objects.filter(pk=pk, status=Status.RUNNING, worker=worker).update(
-            status=Status.INTERRUPTED, finished_at=timezone.now(), error=INTERRUPTED
-        )
-    _remove_half_written()
+        if not runner_alive(pk, worker, heartbeat):
+            interrupted += _interrupt(pk, worker)
+    _remove_orphans()
     return interrupted
 
 
-def _runner_alive(worker: str, recent: bool) -> bool:
+def check_runner(job: ImportJob) -> ImportJob:
+    """``job``, marked interrupted first if it is running under a runner that is gone
+    (so a page shown right after a restart says "interrupted", not "running")."""
+    if job.status == Status.RUNNING and not runner_alive(job.pk, job.worker, job.heartbeat_at):
+        _interrupt(job.pk, job.worker)
+        job.refresh_from_db()
+    return job
+
+
+def _interrupt(pk: int, worker: str) -> int:
+    return ImportJob.objects.filter(pk=pk, status=Status.RUNNING, worker=worker).update(
+        status=Status.INTERRUPTED, finished_at=timezone.now(), error=INTERRUPTED
+    )
+
+
+def runner_alive(pk: int, worker: str, heartbeat: Any) -> bool:
+    """Whether the runner ``worker`` (a ``worker_id``) of running job ``pk`` is alive.
+
+    This process: while the job runs here. Another: while its heartbeat is
+    within ``MOTUS_IMPORT_STALE_SECONDS`` and, on this host, its pid names a
+    process that started when the runner's did (a pid reused after a restart
+    names another process).
+    """
     if worker == worker_id():
-        return True
-    parts = worker.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
-        return recent
-    pid = int(parts[1])
-    if pid == os.getpid():
-        return False  # an earlier process with this pid (a restarted container)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with _lock:
+            return pk in _cancels
+    stale_before = timezone.now() - timedelta(seconds=settings.MOTUS_IMPORT_STALE_SECONDS)
+    if heartbeat is None or heartbeat < stale_before:
         return False
-    except PermissionError:
+    host, _, rest = worker.partition(":")
+    if host != socket.gethostname():
         return True
-    return True
+    pid, _, rest = rest.partition(":")
+    started, _, _ = rest.partition(":")
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False  # an earlier process with this pid (a restarted container)
+    return bool(started) and process_start(int(pid)) == started
 
 
-def _remove_half_written() -> None:
-    folder = Path(settings.MOTUS_IMPORT_SPOOL_DIR)
-    if not folder.is_dir():
+def _remove_orphans() -> None:
+    storage = spool()
+    try:
+        _, names = storage.listdir("")
+    except FileNotFoundError:
         return
-    old = time.time() - _PART_MAX_AGE
-    for partial in folder.glob(".*.part"):
+    old = timezone.now() - _ORPHAN_MAX_AGE
+    named = set(ImportJob.objects.filter(spool_name__in=names).values_list("spool_name", flat=True))
+    for name in names:
+        if name in named:
+            continue
         try:
-            if partial.stat().st_mtime < old:
-                partial.unlink()
+            if storage.get_modified_time(name) < old:
+                storage.delete(name)
         except FileNotFoundError:
             pass  # another runner removed it
 

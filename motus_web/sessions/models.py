@@ -445,3 +445,79 @@ class SyncedFile(models.Model):
 
     def __str__(self) -> str:
         return self.path
+
+
+class LongTermMemory(models.Model):
+    """A memory kept across sessions (``memory.background``), its current row.
+
+    The rules (scope, dedupe, versions, purge) are the library's
+    ``VersionedStore``; ``long_term_store.DjangoLongTermStore`` maps them onto
+    these tables. Times are the library's ISO-8601 strings, so a row reads
+    back exactly as the library wrote it. On SQLite an FTS5 table
+    (``dashboard_longtermmemory_fts``, migration 0008) indexes ``text``; on
+    PostgreSQL the search is ``to_tsvector('english', text)`` with a GIN index.
+    """
+
+    public_id = models.CharField(max_length=32, unique=True)
+    scope_key = models.CharField(max_length=300)
+    kind = models.CharField(max_length=16)
+    text = models.TextField()
+    key = models.TextField()  # memory.background.types.dedupe_key(text)
+    status = models.CharField(max_length=16)
+    importance = models.FloatField()
+    created_at = models.CharField(max_length=40)
+    updated_at = models.CharField(max_length=40)
+    version = models.PositiveIntegerField()
+    happened = models.CharField(max_length=200, blank=True)  # "": the library's None
+    superseded_by = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["scope_key", "status"], name="ltm_scope_status"),
+            models.Index(fields=["scope_key", "-updated_at"], name="ltm_scope_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.text[:60]}"
+
+
+class LongTermMemoryVersion(models.Model):
+    """One version of a memory (appended, never changed)."""
+
+    memory = models.ForeignKey(LongTermMemory, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    text = models.TextField()
+    kind = models.CharField(max_length=16)
+    status = models.CharField(max_length=16)
+    importance = models.FloatField()
+    action = models.CharField(max_length=16)
+    actor = models.CharField(max_length=200)
+    reason = models.TextField(blank=True)
+    ts = models.CharField(max_length=40)
+
+    class Meta:
+        ordering = ["memory", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "number"], name="ltm_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} v{self.number} {self.action}"
+
+
+class LongTermMemoryLink(models.Model):
+    """Where a memory was said: a session (its public id) and the seqs of its log."""
+
+    memory = models.ForeignKey(LongTermMemory, on_delete=models.CASCADE, related_name="links")
+    session_id = models.CharField(max_length=SESSION_ID_MAX_LENGTH, blank=True)  # "": none
+    first_seq = models.BigIntegerField(null=True, blank=True)
+    last_seq = models.BigIntegerField(null=True, blank=True)
+    extractor = models.CharField(max_length=200)
+    ts = models.CharField(max_length=40)
+
+    class Meta:
+        ordering = ["memory", "ts", "id"]
+        indexes = [models.Index(fields=["session_id"], name="ltm_link_session")]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} <- {self.session_id or '-'}#{self.first_seq}"

@@ -7,8 +7,9 @@ library; fork and restore create a new session whose first records are the
 library's fork of the restored memory, written through ``DatabaseLogStore``
 with its owner, in one transaction.
 
-Writes to a live session (undo, delete) hold the session's writer lease for
-their transaction (``lease.holding``), so they never land in the middle of a
+Writes to a live session (undo, delete, and the actions of ``in_place``
+through ``writing``) hold the session's writer lease for their transaction
+(``lease.holding``), so they never land in the middle of a
 chat turn: while one streams they are refused with ``SessionBusyError``. They
 also check, under that lease, that the session is as the confirmation saw it
 (``as_of``, its record count then) and raise ``StaleTargetError`` naming
@@ -20,20 +21,29 @@ from __future__ import annotations
 import json
 import tempfile
 import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import orjson
 from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.db.models import Max, Min, QuerySet
 
-from memory import CompactionMemory, CompactionMemoryConfig, JSONLLogStore, LogProblem
+from memory import (
+    ChatClient,
+    CompactionMemory,
+    CompactionMemoryConfig,
+    JSONLLogStore,
+    LogProblem,
+)
 from memory.log import InvalidSessionIdError, records, validate_session_id
 
-from . import lease
+from . import history, lease
 from .log_store import DatabaseLogStore
-from .memories import ContextSize, restore_view
+from .memories import ContextSize, config_of, restore_view
 from .models import CompactionEvent, ContextChange, Message, Session
 from .once import StaleTargetError
 
@@ -51,12 +61,15 @@ def create_session(
     parent_session_id: str | None = None,
     extra: dict[str, Any] | None = None,
     tools: list[dict[str, Any]] | None = None,
+    memory_type: str = CompactionMemory.memory_type,
 ) -> Session:
     """Store a new session owned by ``owner`` whose log holds only its meta
     (the row is inserted with its owner: no moment without one); its memory is
     ``CompactionMemory.restore_from_log`` of it, with ``config``. ``tools``:
     the schemas every turn will send (a chat's), so that its first turn logs
-    no change of them."""
+    no change of them. ``memory_type="background"`` with ``extra={"long_term":
+    {"scope": ...}}`` makes a ``BackgroundMemory`` session (the chat's
+    "remember across chats")."""
     public_id = uuid.uuid4().hex
     stored = {k: v for k, v in config.to_dict().items() if k not in ("session_id", "log_base_path")}
     meta = records.SessionMeta(
@@ -66,7 +79,7 @@ def create_session(
         config=stored,
         parent_session_id=parent_session_id,
         format_version=records.FORMAT_VERSION,
-        memory_type=CompactionMemory.memory_type,
+        memory_type=memory_type,
         model_name=model_name,
         tools=tools or None,
         title=title[:200],
@@ -111,28 +124,41 @@ def changes(session: Session, as_of: int) -> str:
             parts.append(f"compaction {event.reverts} was undone")
         else:
             parts.append(f"a {event.get_kind_display()} was logged")
-    if session.context_changes.filter(position__gte=as_of).exists():
-        parts.append("the context was reset or its system prompt changed")
+    for change in session.context_changes.filter(position__gte=as_of).order_by("position")[:5]:
+        parts.append(_change_words(change))
     return ", ".join(parts) or "records were added"
+
+
+def _change_words(change: ContextChange) -> str:
+    if change.kind == history.REWIND:
+        number = history.rewind_number(change)
+        return f"rewind {number} happened" if number is not None else "a rewind happened"
+    if change.kind == history.SUMMARY_CORRECTION:
+        number = change.record_extra.get("compaction_number")
+        return f"the summary of compaction {number} was corrected"
+    if change.kind == ContextChange.Kind.RESET:
+        return "the context was reset"
+    if change.kind == ContextChange.Kind.SYSTEM_PROMPT:
+        return "its system prompt changed"
+    return f"a {change.kind} record was logged"
 
 
 # -- undo ------------------------------------------------------------------------------
 
 
-def undoable(compactions: list[CompactionEvent]) -> tuple[CompactionEvent | None, str]:
-    """The compaction an undo would revert among ``compactions`` (log order):
-    the one in force, as the library replays them (a compaction is put in
-    force, an undo takes the latest back and puts the one before in force
-    again: any depth); else ``None`` and why not."""
-    in_force: list[CompactionEvent] = []
-    undone = 0
-    for event in compactions:
-        if event.kind == CompactionEvent.Kind.OK:
-            in_force.append(event)
-        elif event.kind == CompactionEvent.Kind.REVERT and in_force:
-            in_force.pop()
-            undone += 1
+def undoable(
+    events: Sequence[CompactionEvent | ContextChange],
+) -> tuple[CompactionEvent | None, str]:
+    """The compaction an undo would revert after ``events`` (log order): the
+    one in force, as the library replays them (``history``: an undo puts the
+    one before in force again, any depth; a rewind puts back what was in
+    force at its target); else ``None`` and why not."""
+    in_force = history.compactions_in_force(events)
     if not in_force:
+        went_back = (history.REWIND, ContextChange.Kind.RESET)
+        if any(isinstance(e, ContextChange) and e.kind in went_back for e in events):
+            return None, "No compaction is in force: a rewind or a reset went back before them."
+        undone = sum(1 for e in events if e.kind == CompactionEvent.Kind.REVERT)
         if undone:
             return None, (
                 f"Every compaction of this session was undone ({undone}): the context holds "
@@ -153,8 +179,13 @@ def _called(event: CompactionEvent) -> str:
     return f"compaction {event.number}" if event.number is not None else "an unnumbered compaction"
 
 
-def compactions_of(session: Session) -> list[CompactionEvent]:
-    return list(session.compaction_events.order_by("position"))
+def events_of(session: Session) -> list[CompactionEvent | ContextChange]:
+    """Every event row of the session in log order: few, whatever its length."""
+    found: list[CompactionEvent | ContextChange] = [
+        *session.compaction_events.all(),
+        *session.context_changes.all(),
+    ]
+    return sorted(found, key=lambda row: row.position)
 
 
 def undo_preview(session: Session) -> ContextSize:
@@ -166,6 +197,47 @@ def undo_preview(session: Session) -> ContextSize:
     return ContextSize.of(memory)
 
 
+@contextmanager
+def writing(
+    session: Session,
+    kind: str,
+    *,
+    as_of: int,
+    check: Callable[[], None] | None = None,
+    client: ChatClient | None = None,
+    compact_model: str | None = None,
+) -> Iterator[CompactionMemory]:
+    """The session's live memory, restored from the database, for one action
+    that appends to its log (``kind``: "undo", "rewind"...), inside one
+    transaction holding the session's writer lease.
+
+    Under the lease, ``check()`` (which raises ``StaleTargetError`` when the
+    action's target is no longer current) runs, then the session must still
+    have ``as_of`` records. What the block's memory logs is flushed to the
+    database before the transaction commits; a crash or an error anywhere in
+    the block rolls back every record, the lease and the caller's token with
+    it, so the log has all of the action or none. ``client`` and
+    ``compact_model`` are what a compaction would use (``None``: the offline
+    summariser).
+    Raises ``SessionBusyError`` while a chat turn writes the session.
+    """
+    with transaction.atomic(), lease.holding(session.pk, kind):
+        if check is not None:
+            check()
+        check_unchanged(session, as_of)
+        config = None
+        if compact_model:
+            config = config_of(
+                session.config, session_id=session.public_id, compact_model_name=compact_model
+            )
+        memory = CompactionMemory.restore_from_log(
+            session.public_id, log_store=DatabaseLogStore(), config=config, client=client
+        )
+        yield memory
+        # The database store is an AsyncLogStore: the memory queues its records for flush().
+        async_to_sync(memory.flush)()
+
+
 def undo_compaction(session: Session, reason: str, *, target: int, as_of: int) -> int:
     """Revert the compaction at log position ``target``, the one in force,
     through the library; returns its number.
@@ -174,19 +246,20 @@ def undo_compaction(session: Session, reason: str, *, target: int, as_of: int) -
     undo would revert, or the session logged anything since it had ``as_of``
     records; ``SessionBusyError`` while a chat turn writes the session.
     """
-    with transaction.atomic(), lease.holding(session.pk, "undo"):
-        event, why = undoable(compactions_of(session))
+    found: list[CompactionEvent] = []
+
+    def check() -> None:
+        event, why = undoable(events_of(session))
         if event is None or event.position != target:
             asked = session.compaction_events.filter(position=target).first()
             name = _called(asked) if asked is not None else "that compaction"
             now = f"{_called(event)} is the latest now" if event else why
             raise StaleTargetError(f"This page was for {name}, but {now}. Nothing was undone.")
-        check_unchanged(session, as_of)
-        memory = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
-        memory.revert_last_compaction(reason, number=event.number)
-        # The database store is an AsyncLogStore: the memory queues the record for flush().
-        async_to_sync(memory.flush)()
-    return event.number or 0
+        found.append(event)
+
+    with writing(session, "undo", as_of=as_of, check=check) as memory:
+        memory.revert_last_compaction(reason, number=found[0].number)
+    return found[0].number or 0
 
 
 # -- fork and restore --------------------------------------------------------------------
@@ -213,12 +286,13 @@ class Cut:
         return ContextSize.of(self.memory)
 
 
-def fork_cut(session: Session, message: Message) -> Cut:
+def fork_cut(session: Session, message: Message, what: str = "fork") -> Cut:
     """The cut of a fork at ``message``, at a unit boundary: after an A or C
     message, or after the last result of a B unit's tool round. Asked inside
     a round, the cut moves to the end of the round; when the log holds no
     result for some call of that round, to before the round, so that the
-    fork's context never has a call without its result."""
+    fork's context never has a call without its result. ``what`` names the
+    action in the sentence that says where the cut moved ("fork", "rewind")."""
     if message.unit != Message.Unit.B:
         stop = message.position + 1
         return Cut(message.seq, message.seq, stop, "", restore_view(session, stop))
@@ -235,14 +309,14 @@ def fork_cut(session: Session, message: Message) -> Cut:
         moved = ""
         if last_seq != message.seq:
             moved = (
-                f"Message #{message.seq} is inside a tool round ({span}): the fork is cut "
+                f"Message #{message.seq} is inside a tool round ({span}): the {what} is cut "
                 f"after #{last_seq}, where the round's results end."
             )
         return Cut(message.seq, last_seq, last_pos + 1, moved, memory)
     before = session.messages.filter(seq__lt=first_seq).order_by("-seq").values_list("seq").first()
     moved = (
         f"Message #{message.seq} is in a tool round ({span}) whose calls do not all have a "
-        "result in the log: the fork is cut before the round"
+        f"result in the log: the {what} is cut before the round"
         + (f", after #{before[0]}." if before else ", before any message.")
     )
     return Cut(
@@ -272,17 +346,36 @@ def restore_preview(session: Session, event: CompactionEvent) -> ContextSize:
 
 
 def restore_from_file(
-    upload: IO[bytes], owner: AbstractBaseUser | None, title: str
+    upload: IO[bytes],
+    owner: AbstractBaseUser | None,
+    title: str,
+    *,
+    max_messages: int | None = None,
 ) -> tuple[Session, list[LogProblem]]:
     """A new session whose context is ``CompactionMemory.restore_from_log`` of
     the uploaded Motus JSONL log, with the problems restore reported (a torn
     last line, say). Raises ``MotusMemoryError`` subclasses for a log the
-    library cannot restore, ``NotALogError`` for a file that is no log."""
+    library cannot restore, ``NotALogError`` for a file that is no log,
+    ``TooManyMessagesError`` for a log of more than ``max_messages`` message
+    records (counted while the file is copied, before anything is restored).
+
+    The log is copied to a temporary folder, which goes whatever happens; the
+    new session is written in one transaction, so a crash leaves none of it.
+    """
     with tempfile.TemporaryDirectory(prefix="motus-restore-") as folder:
         path = Path(folder) / "upload.jsonl"
+        messages = 0
         with path.open("wb") as out:
-            for chunk in iter(lambda: upload.read(1 << 16), b""):
-                out.write(chunk)
+            for line in upload:
+                out.write(line)
+                if max_messages is not None and _is_message(line):
+                    messages += 1
+                    if messages > max_messages:
+                        raise TooManyMessagesError(
+                            f"the log holds more than {max_messages:,} messages, the most "
+                            "one upload may restore; restore it on the server "
+                            "(CompactionMemory.restore_from_log) instead"
+                        )
         log_id = _log_session_id(path)
         path.rename(Path(folder) / f"{log_id}.jsonl")
         source = JSONLLogStore(folder)
@@ -293,21 +386,52 @@ def restore_from_file(
         return session, list(memory.restore_problems)
 
 
+def _is_message(line: bytes) -> bool:
+    """Whether a log line is a ``message`` record (a line that is no JSON is not)."""
+    if b'"message"' not in line:
+        return False  # most lines: no parse
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and record.get("type") == records.MESSAGE
+
+
+class TooManyMessagesError(ValueError):
+    """The uploaded log holds more messages than one upload may restore."""
+
+
 class NotALogError(ValueError):
     """The upload is not a Motus JSONL conversation log."""
 
 
-def _log_session_id(path: Path) -> str:
-    """The session id the log's first line names, else a stand-in.
+def check_log_head(upload: IO[bytes]) -> None:
+    """Raise ``NotALogError`` unless the file's first line (read up to 1 MB, then
+    the file is rewound) is a Motus log's ``session_meta`` record."""
+    _session_meta(upload.readline(1 << 20))
+    upload.seek(0)
 
-    Raises ``NotALogError`` when the first line is not a ``session_meta``
-    record: a chat transcript, another tool's session or a binary file would
-    otherwise restore to nothing and be refused for a reason that misleads.
-    """
+
+def _log_session_id(path: Path) -> str:
+    """The session id the log's first line names, else a stand-in; raises
+    ``NotALogError`` as ``check_log_head``."""
     with path.open("rb") as lines:
-        first = lines.readline(1 << 20).removeprefix(b"\xef\xbb\xbf")
+        meta = _session_meta(lines.readline(1 << 20))
     try:
-        meta = json.loads(first)
+        return validate_session_id(meta.get("session_id"))
+    except InvalidSessionIdError:
+        return "upload"
+
+
+def _session_meta(first: bytes) -> dict[str, Any]:
+    """The ``session_meta`` record of a log's first line.
+
+    Raises ``NotALogError`` when it is none: a chat transcript, another
+    tool's session or a binary file would otherwise restore to nothing and be
+    refused for a reason that misleads.
+    """
+    try:
+        meta = json.loads(first.removeprefix(b"\xef\xbb\xbf"))
     except ValueError:
         meta = None
     if not isinstance(meta, dict) or meta.get("type") != "session_meta":
@@ -316,10 +440,7 @@ def _log_session_id(path: Path) -> str:
             "session_meta record); to bring in a transcript or another tool's session, "
             "use Import instead"
         )
-    try:
-        return validate_session_id(meta.get("session_id"))
-    except InvalidSessionIdError:
-        return "upload"
+    return meta
 
 
 def _save_fork(

@@ -21,7 +21,10 @@
   const stopButton = $("stop");
   const retryButton = $("retry");
   const replayForm = $("replay-controls");
+  const compactForm = $("compact-controls");
   const threshold = Number(root.dataset.threshold) || 0;
+  const maxFrameBytes = Number(root.dataset.maxFrameBytes) || 65536;
+  const STALL_MS = 30000; // a running turn silent this long: ask the store where it is
   let lastPos = Number(root.dataset.lastPos);
   let socket = null;
   let delay = 500;
@@ -29,6 +32,17 @@
   let awaiting = false; // this tab sent a frame and has had neither its turn nor a refusal yet
   let lastSent = null; // the text of this tab's latest send, until its turn ends
   let closedForGood = false;
+  let run = null; // the run (turn, replay, compaction) whose numbered frames this tab follows
+  let sn = 0;
+  let lastFrameAt = Date.now();
+  let compactToken = newToken();
+
+  // A one-time token for the "Compact now" form: a double click sends the same one twice.
+  function newToken() {
+    const bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return "c" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
 
   const fmt = (n) => (n === null || n === undefined ? "?" : Number(n).toLocaleString("en-US"));
   const say = (message) => { status.textContent = message; };
@@ -47,6 +61,8 @@
 
   function updateControls() {
     if (sendButton) sendButton.disabled = busy();
+    const compactButton = $("compact-now");
+    if (compactButton) compactButton.disabled = busy();
     if (retryButton) retryButton.disabled = busy();
     if (stopButton) stopButton.disabled = !turnActive;
     const replayStop = $("replay-stop");
@@ -59,6 +75,7 @@
   // was stored, so the typed message goes back in the box to send again.
   function refused() {
     if (lastSent !== null && text && !text.value) text.value = lastSent;
+    if (lastSent !== null && text) text.focus();
     lastSent = null;
     awaiting = false;
     updateControls();
@@ -121,6 +138,21 @@
 
   const handlers = {
     hello() { say("Connected"); },
+    // The store's word after a resume or a lost frame: what the live frames said may be incomplete.
+    sync(frame) {
+      if (frame.last_pos < lastPos) { location.reload(); return; } // this page shows another log
+      if (!frame.running) {
+        clearLive();
+        notes.replaceChildren();
+        if (turnActive) say("Done (the end of the turn was read from the stored records).");
+        lastSent = null;
+        setRunning(false);
+      } else {
+        answer.textContent = "";
+        setRunning(true);
+        say("The agent is working… (some live text was missed; the stored reply will show it)");
+      }
+    },
     record(frame) {
       if (frame.pos <= lastPos) return; // already shown: a reconnect never duplicates
       lastPos = frame.pos;
@@ -133,13 +165,13 @@
       gauge(frame.context_tokens);
       log.lastElementChild?.scrollIntoView({ block: "nearest" });
     },
-    turn_started() {
+    turn_started(frame) {
       // Errors stay up: a refusal of this tab's send may arrive just before another tab's turn.
       clearLive();
       notes.replaceChildren();
       awaiting = false;
       setRunning(true);
-      say("The agent is working…");
+      say(frame.kind === "compact" ? "Compacting the context…" : "The agent is working…");
     },
     delta(frame) { answer.textContent += frame.text; live.hidden = false; },
     thinking(frame) { thinking.hidden = false; thinking.textContent += frame.text; live.hidden = false; },
@@ -160,7 +192,8 @@
       if (frame.phase === "started") {
         note("Compacting: " + fmt(frame.tokens_before) + " tokens passed the threshold of " + fmt(frame.threshold) + "…", "compacting");
       } else if (frame.phase === "finished") {
-        const p = note("Compaction " + frame.number + ": " + fmt(frame.tokens_before) + " → " + fmt(frame.tokens_after) + " tokens. ", "compacted");
+        const by = frame.model === "offline" ? ", summary written by the offline summariser" : "";
+        const p = note("Compaction " + frame.number + ": " + fmt(frame.tokens_before) + " → " + fmt(frame.tokens_after) + " tokens" + by + ". ", "compacted");
         const a = document.createElement("a");
         a.href = root.dataset.sessionUrl + "#timeline";
         a.textContent = "See it on the session page";
@@ -181,7 +214,13 @@
       setRunning(false);
       answer.textContent = "";
       thinking.hidden = true;
-      if (frame.reason === "interrupted") say("Stopped. The partial answer is kept, marked as interrupted.");
+      if (frame.kind === "compact") {
+        compactToken = newToken();
+        if (frame.reason === "compacted" && $("compact-instructions")) $("compact-instructions").value = "";
+      }
+      if (frame.reason === "compacted") say("Compacted.");
+      else if (frame.reason === "already_done") say("That compaction was already done.");
+      else if (frame.reason === "interrupted") say("Stopped. The partial answer is kept, marked as interrupted.");
       else if (frame.reason === "answer") say("Done.");
       else if (frame.reason === "max_steps") say("The agent stopped after too many steps.");
       else say("The turn failed.");
@@ -205,17 +244,35 @@
     socket = new WebSocket(scheme + "//" + location.host + root.dataset.wsPath);
     socket.addEventListener("open", () => {
       delay = 500;
+      // What the old socket streamed may be cut short: the store's records replace it.
+      clearLive();
+      notes.replaceChildren();
+      run = null;
       send({ type: "resume", last_pos: lastPos });
     });
     socket.addEventListener("message", (event) => {
       const frame = JSON.parse(event.data);
+      lastFrameAt = Date.now();
+      if (frame.sn !== undefined) {
+        const gap = frame.run === run ? frame.sn !== sn + 1 : frame.sn !== 1;
+        run = frame.run;
+        sn = frame.sn;
+        if (gap) send({ type: "resume", last_pos: lastPos }); // the answer's sync sets the state
+      }
       const handle = handlers[frame.type];
       if (handle) handle(frame);
     });
     socket.addEventListener("close", (event) => {
+      root.dataset.socket = "closed " + event.code;
+      if (awaiting) {
+        refused(); // nothing this tab sent was answered: the text goes back in the box
+        if (event.code === 1009) showError({ message: "That message is too big to send (over " + fmt(maxFrameBytes) + " bytes); it is still in the box." });
+      }
       if (event.code === 4401 || event.code === 4404) {
         closedForGood = true;
-        say(event.code === 4401 ? "Log in again to follow this chat." : "This session is not available.");
+        setRunning(false);
+        say(event.code === 4401 ? "You are logged out: log in again to follow this chat." : "This session is not available (deleted, or not yours).");
+        showError({ message: event.code === 4401 ? "The connection was closed because you are no longer logged in." : "This session is no longer available." });
         return;
       }
       // A turn this connection started stops with it (its records come back on resume):
@@ -223,7 +280,7 @@
       awaiting = false;
       setRunning(false);
       if (closedForGood) return;
-      say("Connection lost; reconnecting…");
+      say(event.code === 1013 ? "The server is busy; reconnecting…" : "Connection lost; reconnecting…");
       setTimeout(connect, delay);
       delay = Math.min(delay * 2, 10000);
     });
@@ -232,6 +289,10 @@
   // Send a frame that starts work; false (and an error shown) when the socket is down.
   function start(frame) {
     if (busy()) return false;
+    if (new TextEncoder().encode(JSON.stringify(frame)).length > maxFrameBytes) {
+      showError({ message: "That message is too big to send (over " + fmt(maxFrameBytes) + " bytes); it is still in the box." });
+      return false;
+    }
     if (!send(frame)) {
       showError({ message: "Not connected, so nothing was sent: the message is still in the box; send it once the page has reconnected." });
       return false;
@@ -273,5 +334,21 @@
     });
     $("replay-stop").addEventListener("click", () => send({ type: "stop" }));
   }
+  if (compactForm) {
+    compactForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const frame = { type: "compact", token: compactToken };
+      const instructions = $("compact-instructions").value.trim();
+      if (instructions) frame.instructions = instructions;
+      start(frame);
+    });
+  }
+  // A turn whose end never arrives: ask the store (the answer's sync says whether it runs).
+  setInterval(() => {
+    if (turnActive && Date.now() - lastFrameAt > STALL_MS) {
+      lastFrameAt = Date.now();
+      send({ type: "resume", last_pos: lastPos });
+    }
+  }, 5000);
   connect();
 })();

@@ -111,6 +111,27 @@ def test_two_values_of_one_label_in_one_message_both_stay() -> None:
     assert {e.value for e in ledger.entries} >= {"BA0117", "BA0118"}
 
 
+def test_a_tools_values_are_labelled_by_their_keys_and_never_supersede_each_other() -> None:
+    listing = '[{"flight_number": "HAT136", "origin": "JFK"}, {"flight_number": "HAT208"}]'
+    later = '{"flight_number": "HAT301", "status": "available"}'
+    ledger = Ledger().updated(
+        [
+            (0, ChatMessage.from_dict(result("c1", listing))),
+            (1, ChatMessage.from_dict(result("c2", later))),
+        ]
+    )
+    lines = {entry.line() for entry in ledger.entries}
+    assert {"flight number: HAT136", "flight number: HAT208", "flight number: HAT301"} <= lines
+    assert all(entry.replaces is None for entry in ledger.entries)
+
+
+def test_a_value_on_its_own_line_takes_no_label_from_the_line_before() -> None:
+    log = "0629d16 feat: heartbeat and TTL registry\n9dd68ea fix: pane lookup"
+    ledger = Ledger().updated([(0, ChatMessage.from_dict(result("c1", log, name="Bash")))])
+    [entry] = [e for e in ledger.entries if e.value == "9dd68ea"]
+    assert entry.label == ""
+
+
 def test_instructions_are_carried_and_chat_about_habits_is_not() -> None:
     ledger = Ledger().updated(
         [

@@ -12,10 +12,11 @@ import memory
 import memory.log
 import memory.tokens
 from memory import (
+    BackgroundMemory,
     BaseMemory,
     BasicMemory,
+    CompactionBase,
     CompactionMemory,
-    UnsupportedMemoryTypeError,
     create_memory,
 )
 
@@ -86,12 +87,14 @@ def test_importing_the_library_loads_no_django_and_no_tokenizer() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_the_factory_builds_basic_and_compact_and_refuses_background() -> None:
+def test_the_factory_builds_each_of_the_three_types() -> None:
     assert type(create_memory()) is BasicMemory
     assert type(create_memory("basic")) is BasicMemory
     assert type(create_memory("compact")) is CompactionMemory
-    with pytest.raises(UnsupportedMemoryTypeError, match="not available yet"):
-        create_memory("background")
+    background = create_memory("background", user_id="ann")
+    assert type(background) is BackgroundMemory
+    assert isinstance(background, CompactionBase)
+    assert background.memory_type == "background"
     with pytest.raises(ValueError, match="unknown memory_type"):
         create_memory("vector")
 

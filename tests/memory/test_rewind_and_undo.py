@@ -108,6 +108,31 @@ async def test_a_rewind_to_before_a_compaction_brings_back_what_it_folded() -> N
     assert dicts(restored(store).get_context()) == dicts(memory.get_context())
 
 
+async def test_a_rewind_means_the_compaction_it_could_see_after_a_reset_renumbers(
+    tmp_path: Path,
+) -> None:
+    # reset() numbers compactions from 1 again: a full read of the log must
+    # take the rewind's "before compaction 1" as the one before the rewind,
+    # not the newer compaction 1 after the reset.
+    store = JSONLLogStore(tmp_path)
+    memory = logged_memory(store)
+    await turns(memory, 0, 4)
+    assert memory.compaction_count >= 1
+    memory.rewind(LogPoint("before_compaction", 1))
+    # A compaction that keeps messages only the rewind brought back.
+    memory.record_external_compaction("Earlier turns, summarised.", replayed_seqs=[4, 5])
+    memory.reset()
+    await turns(memory, 4, 4)  # compaction 1 again
+    assert memory.compaction_count >= 1
+    await memory.flush()
+
+    full = CompactionMemory.restore_from_log("s", log_store=store, full_replay=True)
+    fast = restored(store)
+
+    assert full.restore_problems == fast.restore_problems == []
+    assert dicts(full.get_context()) == dicts(fast.get_context()) == dicts(memory.get_context())
+
+
 async def test_a_rewind_inside_a_tool_round_is_refused_naming_the_open_calls() -> None:
     store = InMemoryLogStore()
     memory = logged_memory(store, threshold=10_000)

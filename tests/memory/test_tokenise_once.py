@@ -78,4 +78,37 @@ async def test_a_compaction_counts_its_continuation_once(encoded: Counter[str]) 
     assert memory.compaction_count == 1
     continuation = memory.get_context()[0].text
     assert summary in continuation
-    assert encoded[continuation] == 1
+    # Counted line by line (``TokenCounter.count_lines``): each part once, none twice.
+    parts = {text: n for text, n in encoded.items() if text and text in continuation}
+    assert any(summary in text for text in parts)
+    assert set(parts.values()) == {1}
+    assert sum(map(len, parts)) <= len(continuation)
+
+
+async def test_long_tool_results_are_cut_without_tokenising_them_again(
+    encoded: Counter[str], tmp_path: Path
+) -> None:
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(
+            session_id="long", log_base_path=tmp_path, max_tool_result_tokens=1_000
+        ),
+        model_name=MODEL,
+    )
+    messages: list[ChatMessage] = [ChatMessage.user("Read the three logs, please.")]
+    for i in range(3):
+        call = ToolCall(id=f"call_{i}", name="read_log", arguments=f'{{"part": {i}}}')
+        messages.append(ChatMessage.assistant(None, tool_calls=[call]))
+        lines = (
+            f"{n:05d} INFO part {i}: request {n * 7} served in {n % 97} ms" for n in range(4_000)
+        )
+        messages.append(ChatMessage.tool("\n".join(lines), f"call_{i}"))
+    for message in messages:
+        await memory.add_message(message)
+    results = [m for m in memory.get_context() if m.role == "tool"]
+    assert len(results) == 3
+    assert all("tool result truncated" in m.text for m in results)
+    long_texts = {m.text for m in messages if m.role == "tool"}
+    assert {text: encoded[text] for text in long_texts} == dict.fromkeys(long_texts, 1)
+    # Anything else the encoder saw is short: markers, ids, the few characters at a cut.
+    others = [text for text in encoded if text not in long_texts]
+    assert max(map(len, others)) < 200, max(others, key=len)[:300]

@@ -716,3 +716,24 @@ def test_counters_are_shared_for_the_most_recent_names_only(
     again = TokenCounter.for_model("custom-model-0")
     assert again is not oldest  # forgotten, so made again
     assert again.count("hello world") == oldest.count("hello world")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(
+        st.text(
+            alphabet=st.sampled_from(list("aZ9 .,:'\"-/\t\r\u00e9\u4e2d\u00a0")) | st.characters(),
+            max_size=40,
+        ),
+        max_size=12,
+    ),
+    separator=st.sampled_from(["\n", "\n\n", " \n", "\r\n"]),
+    model=st.sampled_from(["gpt-4o", "gpt-4"]),
+)
+def test_counting_by_lines_is_counting_the_whole_text(
+    lines: list[str], separator: str, model: str
+) -> None:
+    counter = TokenCounter.for_model(model)
+    text = separator.join(lines)
+    assert counter.count_lines(text) == len(counter._encode(text))
+    assert counter.count_lines(text) == len(counter._encode(text))  # from remembered lines

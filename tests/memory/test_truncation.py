@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import random
 import re
 from typing import Any
@@ -13,11 +14,19 @@ from hypothesis import strategies as st
 
 from memory.messages import ChatMessage
 from memory.tokens import TokenCounter
-from memory.tokens.truncation import SHORT_MARKER, Truncation, truncate_tool_result
+from memory.tokens.counter import _is_cut_point
+from memory.tokens.truncation import (
+    SHORT_MARKER,
+    Truncation,
+    truncate_tool_result,
+    truncation_marker,
+)
 
 MARKER = re.compile(
     r"\n\n\[\.\.\. tool result truncated: kept ([\d,]+) of ([\d,]+) tokens \(([\d,]+) bytes\)\]$"
 )
+
+MARKER_TEXT = truncation_marker(2_000, 100_000, 1_000_000)
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +230,50 @@ def test_a_cut_result_always_fits_and_starts_with_the_original(text: str, max_to
             kept = content[: marker.start()]
             break
     assert text.startswith(kept)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list("aZ9 .,:'\"{}[]\n\t\r-_/$\u00e9\u4e2d\U0001f600")),
+        min_size=2,
+        max_size=400,
+    ),
+    model=st.sampled_from(["gpt-4o", "gpt-4"]),
+)
+def test_a_cut_point_splits_the_text_as_its_whole_tokens_do(text: str, model: str) -> None:
+    counter = TokenCounter.for_model(model)
+    ids = counter._encode(text)
+    data = text.encode("utf-8")
+    offset = 0
+    for index, token in enumerate(ids):
+        if index and _is_cut_point(data, offset):
+            head, rest = data[:offset].decode(), data[offset:].decode()
+            assert counter._encode(head) == ids[:index]
+            for ending in (rest[:7] + "\n\n[... truncated]", rest[:1]):
+                assert counter._encode(head + ending) == ids[:index] + counter._encode(ending)
+        offset += len(counter._decode_bytes([token]))
+
+
+def test_a_json_result_is_cut_from_its_own_token_ids(
+    counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = json.dumps(
+        [{"flight": f"HAT{i:03d}", "price": i * 7, "ok": True} for i in range(3_000)]
+    )
+    encoded: list[str] = []
+    real = counter._encode
+
+    def spy(text: str) -> list[int]:
+        encoded.append(text)
+        return real(text)
+
+    monkeypatch.setattr(counter, "_encode", spy)
+    result = truncate_tool_result(tool(original), 2_000, counter)
+    monkeypatch.undo()
+    check(result, original, 2_000, counter)
+    assert result is not None
+    assert result.kept_tokens >= 1_990 - counter.count(MARKER_TEXT)
+    assert encoded.count(original) == 1
+    # Besides the whole text: the markers, and a few characters at the cut with the marker.
+    assert all(len(text) < 200 for text in encoded if text != original), encoded

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.sessions.backends.base import SessionBase
+from django.test import Client
 
 from memory import CompactionMemoryConfig
 from motus_web.chat.providers import ChatModel
@@ -36,10 +41,24 @@ def chat_session(owner: AbstractBaseUser, threshold: int | None = None) -> Sessi
     )
 
 
-async def socket_for(user: Any, public_id: str) -> WebsocketCommunicator:
-    """A connected socket to the session as ``user`` (the auth middleware's job done)."""
-    communicator = WebsocketCommunicator(router, f"/ws/sessions/{public_id}/")
+def log_in(user: Any) -> SessionBase:
+    """A browser session logged in as ``user``, as ``login()`` leaves it (synchronous ORM)."""
+    client = Client()
+    client.force_login(user)
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    return store(client.cookies[settings.SESSION_COOKIE_NAME].value)
+
+
+async def socket_for(
+    user: Any, public_id: str, browser: SessionBase | None = None, app: Any = None
+) -> WebsocketCommunicator:
+    """A connected socket to the session as ``user``, logged in with ``browser`` (a
+    new login by default): the auth middleware's job done."""
+    if browser is None:
+        browser = await database_sync_to_async(log_in)(user)
+    communicator = WebsocketCommunicator(app or router, f"/ws/sessions/{public_id}/")
     communicator.scope["user"] = user
+    communicator.scope["session"] = browser
     connected, _ = await communicator.connect(timeout=5)
     assert connected
     return communicator
@@ -58,11 +77,19 @@ async def frames_until(communicator: WebsocketCommunicator, stop: str) -> list[d
             return frames
 
 
+def bare(frame: dict[str, Any]) -> dict[str, Any]:
+    """A run's frame without its ``run`` and ``sn``."""
+    return {k: v for k, v in frame.items() if k not in ("run", "sn")}
+
+
 def squeeze(frames: list[dict[str, Any]]) -> list[str]:
-    """Frame types in order, a run of deltas as one, records with their role or kind."""
+    """Frame types in order, a run of deltas as one, records with their role or kind;
+    ``sync`` frames (the answer to ``resume``) left out."""
     out: list[str] = []
     for frame in frames:
         name = frame["type"]
+        if name == "sync":
+            continue
         if name == "record":
             name = f"record:{frame.get('role') or frame['kind']}"
         if name == "compaction":
@@ -70,3 +97,9 @@ def squeeze(frames: list[dict[str, Any]]) -> list[str]:
         if not out or out[-1] != name or name != "delta":
             out.append(name)
     return out
+
+
+async def follow(communicator: WebsocketCommunicator, last_pos: int = -1) -> list[dict[str, Any]]:
+    """Send ``resume`` and read its answer: the records after ``last_pos``, then ``sync``."""
+    await communicator.send_json_to({"type": "resume", "last_pos": last_pos})
+    return await frames_until(communicator, "sync")

@@ -10,9 +10,11 @@ from django.contrib.auth.models import AbstractBaseUser, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
+from django_tasks_db.management.commands.db_worker import Worker
+from django_tasks_db.models import DBTaskResult
+from django_tasks_db.utils import exclusive_transaction
 
 from memory import ChatMessage
-from motus_web.sessions import jobs
 from motus_web.sessions.importers.runner import Replayer
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
@@ -113,10 +115,36 @@ def import_upload(
     form = {"file": SimpleUploadedFile(name, data), "threshold": 3000, **fields}
     response = client.post(reverse("dashboard:import_upload"), form)
     assert response.status_code == 303, response.content.decode()
-    assert jobs.run_queued() == 1
+    assert run_tasks() == 1
     page = client.get(response["Location"])
     assert page.status_code == 200
     return page
+
+
+def run_tasks() -> int:
+    """Run the ready tasks as ``manage.py db_worker --batch`` does (its claim and
+    its ``run_task``), in this process and the test's transaction (the worker's
+    own loop closes a connection that is inside one); how many ran an import job."""
+    worker = Worker(
+        queue_names=["default"],
+        interval=0,
+        batch=True,
+        backend_name="default",
+        startup_delay=False,
+        max_tasks=None,
+        worker_id="test",
+        excluded_queue_names=[],
+    )
+    ran = 0
+    while True:
+        with exclusive_transaction():
+            task = DBTaskResult.objects.ready().get_locked()
+            if task is None:
+                return ran
+            task.claim(worker.worker_id)
+        worker.run_task(task)
+        task.refresh_from_db()
+        ran += task.return_value is not None
 
 
 class _Forms(HTMLParser):

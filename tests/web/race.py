@@ -15,7 +15,17 @@ import sys
 import threading
 from pathlib import Path
 
-CONFIRMATIONS = {"undo": "undo_confirm", "fork": "fork_confirm", "delete": "delete_confirm"}
+CONFIRMATIONS = {
+    "undo": "undo_confirm",
+    "fork": "fork_confirm",
+    "delete": "delete_confirm",
+    "rewind": "rewind_confirm",
+}
+# Forms that sit on a page of their own rather than on a confirmation: page, action, fields.
+ON_PAGE = {
+    "correct": ("compaction_detail", "correct_summary", {"summary": "Corrected by a racer."}),
+    "compact": ("session_detail", "compact_now", {"instructions": "keep B3"}),
+}
 
 
 def race(kind: str) -> tuple[list[int], str]:
@@ -29,9 +39,18 @@ def race(kind: str) -> tuple[list[int], str]:
 
     owner = User.objects.create_user(f"racer-{kind}", password="racer-pass-1234")
     session = make_session(owner, turns=6, filler=80, threshold=600)
-    args = [session.public_id, *([3] if kind == "fork" else [])]
-    page = logged_in(owner).get(reverse(f"dashboard:{CONFIRMATIONS[kind]}", args=args))
-    action, form = confirmation_form(page.content.decode())
+    if kind in ON_PAGE:
+        page_name, action_name, typed = ON_PAGE[kind]
+        compaction = session.compaction_events.filter(kind="ok").order_by("-position")[0]
+        args = [session.public_id, *([compaction.position] if kind == "correct" else [])]
+        page = logged_in(owner).get(reverse(f"dashboard:{page_name}", args=args))
+        wanted = reverse(f"dashboard:{action_name}", args=args)
+        action, form = confirmation_form(page.content.decode(), wanted)
+        form.update(typed)
+    else:
+        args = [session.public_id, *([3] if kind in ("fork", "rewind") else [])]
+        page = logged_in(owner).get(reverse(f"dashboard:{CONFIRMATIONS[kind]}", args=args))
+        action, form = confirmation_form(page.content.decode())
     start = threading.Barrier(2)
     statuses: list[int] = []
 
@@ -53,15 +72,22 @@ def race(kind: str) -> tuple[list[int], str]:
 
 
 def outcome(kind: str, public_id: str) -> dict[str, int]:
-    """What the two submissions left: reverts appended, forks made, sessions left."""
-    from motus_web.sessions.models import CompactionEvent, Session
+    """What the two submissions left: reverts appended, forks made, sessions
+    left, rewinds, summary corrections and manual compactions appended."""
+    from motus_web.sessions.models import CompactionEvent, ContextChange, Session
 
+    changes = ContextChange.objects.filter(session__public_id=public_id)
     return {
         "reverts": CompactionEvent.objects.filter(
             session__public_id=public_id, kind=CompactionEvent.Kind.REVERT
         ).count(),
         "forks": Session.objects.filter(parent__public_id=public_id).count(),
         "sessions": Session.objects.filter(public_id=public_id).count(),
+        "rewinds": changes.filter(kind="rewind").count(),
+        "corrections": changes.filter(kind="summary_correction").count(),
+        "manual": CompactionEvent.objects.filter(
+            session__public_id=public_id, trigger="manual"
+        ).count(),
     }
 
 

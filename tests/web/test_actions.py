@@ -20,7 +20,7 @@ from motus_web.sessions import lease
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import ActionToken, CompactionEvent, Message, Session
 
-from .helpers import chat, confirm, confirmation_form, logged_in, make_session
+from .helpers import chat, confirm, confirmation_form, logged_in, make_session, run_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -458,6 +458,8 @@ def test_restore_from_a_log_file_gives_the_librarys_context(owner: User, tmp_pat
     action, form = form_of(client, url("restore_upload_form"))
 
     response = client.post(action, {**form, "file": SimpleUploadedFile("run.jsonl", torn)})
+    assert not Session.objects.exclude(pk=source.pk).exists()  # the request restored nothing
+    assert run_tasks() == 1  # the restore is an import job
     html = client.get(response["Location"]).content.decode()
     again = client.post(action, {**form, "file": SimpleUploadedFile("run.jsonl", torn)})
 
@@ -465,9 +467,27 @@ def test_restore_from_a_log_file_gives_the_librarys_context(owner: User, tmp_pat
     assert context_of(restored.public_id) == expected
     assert restored.parent == source
     assert restored.owner == owner
+    assert "Restore of" in html
     assert "run.jsonl: torn last line" in html  # reported, not silently dropped
+    assert url("session_detail", restored.public_id) in html
     assert again.status_code == 409
-    assert url("session_detail", restored.public_id) in again.content.decode()
+    assert response["Location"] in again.content.decode()
+    assert run_tasks() == 0
+
+
+def test_a_restore_past_the_message_cap_is_refused_by_its_job(owner: User, settings: Any) -> None:
+    source = make_session(owner, turns=8, filler=60, threshold=600)
+    raw = b"".join(logged_in(owner).get(url("export_jsonl", source.public_id)).streaming_content)  # type: ignore[attr-defined]
+    settings.MOTUS_UPLOAD_MAX_MESSAGES = 5
+    client = logged_in(owner)
+    action, form = form_of(client, url("restore_upload_form"))
+
+    response = client.post(action, {**form, "file": SimpleUploadedFile("big.jsonl", raw)})
+    run_tasks()
+
+    html = client.get(response["Location"]).content.decode()
+    assert "big.jsonl: the log holds more than 5 messages" in html
+    assert Session.objects.get() == source  # nothing restored
 
 
 @pytest.mark.parametrize(

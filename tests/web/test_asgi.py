@@ -114,6 +114,12 @@ async def test_a_browser_is_told_in_a_page_what_to_do_with_a_file_too_large() ->
 
     assert start["status"] == 413
     assert (b"content-type", b"text/html; charset=utf-8") in start["headers"]
+    headers = dict(start["headers"])
+    assert b"default-src 'self'" in headers[b"content-security-policy"]
+    assert b"frame-ancestors 'none'" in headers[b"content-security-policy"]
+    assert headers[b"x-content-type-options"] == b"nosniff"
+    assert headers[b"x-frame-options"] == b"DENY"
+    assert headers[b"permissions-policy"].startswith(b"accelerometer=()")
     assert "That file is too large to upload" in body
     assert "import_sessions" in body
     assert 'href="/import/"' in body

@@ -106,7 +106,7 @@ def test_long_unbroken_strings_wrap_instead_of_widening_the_page(
 ) -> None:
     from playwright.sync_api import Page, expect
 
-    settings.MOTUS_IMPORT_THREAD = True  # the live server's process runs the import job
+    settings.MOTUS_IMPORT_THREADS = 2  # the live server's process runs the import job
     assert isinstance(page, Page)
     page.set_viewport_size({"width": width, "height": 900})
     log_in(page, live_server)

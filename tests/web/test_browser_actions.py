@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth.models import User
 from pytest_django.live_server_helper import LiveServer
@@ -137,3 +139,84 @@ def test_the_same_form_sent_from_two_tabs_acts_once_and_the_second_is_told(
     page.screenshot(path=SCREENSHOTS / "actions-already-done.png", full_page=True)
     page.goto(live_server.url)
     expect(page.locator("table.sessions tbody tr")).to_have_count(3)  # the long one, this, a fork
+
+
+def double_submit(page: object, form: str) -> None:
+    """Submit ``form`` (a selector) twice at once, as a double click does, and
+    wait for the one navigation it makes."""
+    from playwright.sync_api import Page
+
+    assert isinstance(page, Page)
+    with page.expect_navigation():
+        page.evaluate(
+            """(selector) => {
+              const form = document.querySelector(selector);
+              form.requestSubmit(); form.requestSubmit();
+            }""",
+            form,
+        )
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_rewind_correct_and_compact_now_read_well_and_a_double_click_sends_once(
+    live_server: LiveServer,
+    compacted: Session,
+    latest: CompactionEvent,
+    browser: object,  # noqa: F811 (the fixture imported above)
+    width: int,
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    page = browser
+    assert isinstance(page, Page)
+    base = f"{live_server.url}/sessions/{compacted.public_id}"
+    page.set_viewport_size({"width": width, "height": 900})
+    log_in(page, live_server)
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+
+    # Correct the summary in force, on its compaction page.
+    page.goto(f"{base}/compactions/{latest.position}/")
+    page.locator("details.correct-summary summary").click()
+    page.locator("#summary-text").fill("Mia rebooks to Seattle; bookings B0 to B14.")
+    page.screenshot(path=SCREENSHOTS / f"actions-correct-form-{width}.png", full_page=True)
+    assert_no_sideways_scroll(page)
+    double_submit(page, "details.correct-summary form")
+    expect(page.locator("#corrected-summary")).to_contain_text("Mia rebooks to Seattle")
+    expect(page.locator("#original-summary")).to_be_visible()
+    page.screenshot(path=SCREENSHOTS / f"actions-corrected-{width}.png", full_page=True)
+    page.locator("section.card.after").screenshot(
+        path=SCREENSHOTS / f"actions-corrected-summary-{width}.png"
+    )
+    assert_no_sideways_scroll(page)
+
+    # Rewind from inside a tool round: the confirmation says where it moved.
+    page.goto(f"{base}/rewind/45/")
+    expect(page.locator("#cut-moved")).to_contain_text("the rewind is cut after #46")
+    expect(page.locator(".result-preview")).to_contain_text("messages in the context")
+    page.screenshot(path=SCREENSHOTS / f"actions-rewind-confirm-{width}.png", full_page=True)
+    assert_no_sideways_scroll(page)
+    double_submit(page, "form[data-once]")
+    expect(page.locator(".notices")).to_contain_text("Rewind 1")
+    page.goto(f"{base}/#m47")  # the first rewound message
+    expect(page.locator("#m47 .inactive-badge")).to_contain_text("inactive: rewound by rewind 1")
+    expect(page.locator("#m46 .inactive-badge")).to_have_count(0)
+    page.locator("#m45").scroll_into_view_if_needed()
+    page.screenshot(path=SCREENSHOTS / f"actions-rewound-{width}.png")
+    assert_no_sideways_scroll(page)
+
+    # Compact now, with instructions.
+    page.goto(f"{base}/")
+    page.locator("details.compact-now summary").click()
+    page.locator("#compact-instructions").fill("keep every booking reference")
+    page.screenshot(path=SCREENSHOTS / f"actions-compact-now-{width}.png")
+    double_submit(page, "details.compact-now form")
+    expect(page.locator("#compaction-instructions")).to_contain_text("keep every booking")
+    assert_no_sideways_scroll(page)
+
+    assert len(posts) == 3  # one per action, whatever the double clicks
+    exported = page.request.get(f"{base}/export.jsonl").text()
+    log = [json.loads(line) for line in exported.splitlines()]
+    added = [r["type"] for r in log if r["type"] in ("summary_correction", "rewind", "compaction")]
+    assert added[-3:] == ["summary_correction", "rewind", "compaction"]
+    assert log[-1]["trigger"] == "manual"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,8 @@ from pytest_django import Settings
 
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.asgi import application, django_asgi_app
+from motus_web.chat.frames import MAX_FRAME_BYTES
+from motus_web.chat.providers import ChatModel
 from motus_web.chat.replay import ReplaySettings, create_replay
 from motus_web.sessions.models import Session
 
@@ -24,6 +28,14 @@ from .helpers import make_session
 from .test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def makefile_ws_max_size() -> int:
+    """The ``--ws-max-size`` that ``make run`` gives uvicorn."""
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    found = re.search(r"--ws-max-size (\d+)", makefile)
+    assert found, "make run sets no --ws-max-size"
+    return int(found.group(1))
 
 
 @pytest.fixture
@@ -45,7 +57,12 @@ def asgi_url() -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", ws="websockets-sansio", access_log=False
+        app,
+        log_level="warning",
+        lifespan="off",
+        ws="websockets-sansio",
+        ws_max_size=makefile_ws_max_size(),  # as `make run` starts it
+        access_log=False,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -85,7 +102,8 @@ def page() -> Iterator[Any]:
     with sync_playwright() as playwright:
         SCREENSHOTS.mkdir(exist_ok=True)
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser.new_page(viewport={"width": 1280, "height": 900})
+        # A context of its own, so a test may open a second tab of the same login.
+        yield browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
         browser.close()
 
 
@@ -248,11 +266,11 @@ def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error
 ) -> None:
     from playwright.sync_api import Page, expect
 
-    from motus_web.chat import consumers
+    from motus_web.chat import limits
 
     # One send at once, then one a minute: the second send of this test is refused.
-    monkeypatch.setattr(consumers, "SEND_BURST", 1)
-    monkeypatch.setattr(consumers, "SENDS_PER_MINUTE", 1)
+    monkeypatch.setattr(limits, "WORK_BURST", 1)
+    monkeypatch.setattr(limits, "WORK_PER_MINUTE", 1)
     assert isinstance(page, Page)
     log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
     expect(page.get_by_role("status")).to_have_text("Connected")
@@ -284,3 +302,144 @@ def test_send_waits_for_the_turn_and_a_refused_message_comes_back_with_its_error
     page.screenshot(path=SCREENSHOTS / "chat-refused.png", full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path=SCREENSHOTS / "chat-refused-390.png", full_page=True)
+
+
+@pytest.fixture
+def echo_model(settings: Settings) -> Iterator[ScriptedServer]:
+    """The README's recipe: the scripted echo at a human pace, the offline summariser."""
+    with ScriptedServer(fallback="echo", pace_s=0.03) as server:
+        settings.MOTUS_CHAT_MODELS = (
+            ChatModel(
+                name="echo",
+                provider="openai",
+                model="gpt-4o",
+                base_url=server.openai_base_url,
+                compact_model="offline",
+            ),
+        )
+        yield server
+
+
+def test_the_readme_recipe_finds_the_chat_streams_compacts_and_closes_on_logout(
+    asgi_url: str, echo_model: ScriptedServer, owner: User, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/")
+    page.locator(".head-actions").get_by_role("link", name="New chat").click()
+    page.get_by_label("Token threshold").fill("600")
+    page.get_by_role("button", name="Start chatting").click()
+    expect(page.get_by_role("status")).to_have_text("Connected")
+
+    topics = ["the weather in Oslo", "booking ZFA04Y", "a trip to Lisbon", "the hotel", "dinner"]
+    for number, topic in enumerate(topics, start=1):
+        page.get_by_label("Message").fill(f"Message {number}: tell me about {topic}.")
+        page.get_by_role("button", name="Send").click()
+        if number == 1:
+            # Streamed: the live box holds part of the echo before the stored reply.
+            expect(page.locator("#live-answer")).to_contain_text("echo: Message 1")
+            page.screenshot(path=SCREENSHOTS / "chat-recipe-streaming.png")
+        expect(page.get_by_role("status")).to_have_text("Done.")
+        if page.locator(".live-note.compacted").count():
+            break
+    note = page.locator(".live-note.compacted")
+    expect(note).to_contain_text("offline summariser")
+    assert number <= 5, "the recipe's threshold compacts within a few messages"
+    expect(page.locator(".event-ok")).to_contain_text("Compaction 1")
+    page.screenshot(path=SCREENSHOTS / "chat-recipe-compacted.png", full_page=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.screenshot(path=SCREENSHOTS / "chat-recipe-390.png", full_page=False)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    other = page.context.new_page()
+    other.goto(f"{asgi_url}/sessions/")
+    other.get_by_role("button", name="Log out").click()
+    expect(page.get_by_role("status")).to_contain_text("You are logged out")
+    expect(page.locator("#chat")).to_have_attribute("data-socket", "closed 4401")
+    expect(page.locator("#chat-error")).to_contain_text("no longer logged in")
+
+
+def test_the_server_refuses_a_frame_over_the_apps_limit_before_reading_it(
+    asgi_url: str, owner: User
+) -> None:
+    from django.conf import settings
+    from django.test import Client
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+    from websockets.typing import Origin
+
+    assert makefile_ws_max_size() == MAX_FRAME_BYTES
+    session = chat_session(owner)
+    client = Client()
+    client.force_login(owner)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    url = asgi_url.replace("http", "ws") + f"/ws/sessions/{session.public_id}/"
+    origin = Origin(asgi_url)
+    with connect(url, origin=origin, additional_headers={"Cookie": cookie}) as ws:
+        assert '"hello"' in str(ws.recv(timeout=5))
+        ws.send("x" * 15_000_000)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009
+
+
+@pytest.fixture
+def long_echo(settings: Settings) -> Iterator[ScriptedServer]:
+    """A reply that streams for about three seconds."""
+    reply = ScriptedReply(text=" ".join(f"b{n:02d}" for n in range(40)), chunk_delay_s=0.15)
+    with ScriptedServer(openai=[reply], api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        yield server
+
+
+def test_a_reconnect_clears_the_live_box_before_it_catches_up(
+    asgi_url: str, long_echo: ScriptedServer, session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, WebSocketRoute, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    watcher = page.context.new_page()
+    routes: list[WebSocketRoute] = []
+
+    def through(route: WebSocketRoute) -> None:
+        routes.append(route)
+        route.connect_to_server()
+
+    watcher.route_web_socket(re.compile(r"/ws/sessions/"), through)
+    watcher.goto(f"{asgi_url}/sessions/{session.public_id}/chat/")
+    expect(watcher.get_by_role("status")).to_have_text("Connected")
+
+    page.get_by_label("Message").fill("Count for me.")
+    page.get_by_role("button", name="Send").click()
+    live = watcher.locator("#live-answer")
+    expect(live).to_contain_text("b05")
+    before = live.inner_text()
+    routes[-1].close(code=1012, reason="the proxy restarted")  # the watcher's socket drops
+    expect(watcher.get_by_role("status")).not_to_have_text("Connected")
+    expect(watcher.locator("#live-answer")).to_contain_text("b3", timeout=10_000)
+    # The resumed text is not spliced onto the old partial text.
+    assert not watcher.locator("#live-answer").inner_text().startswith(before)
+    expect(
+        watcher.locator(".role-assistant, .message").filter(has_text="b39").first
+    ).to_be_visible()
+
+
+def test_a_message_too_big_to_send_is_said_in_the_chat_and_kept_in_the_box(
+    asgi_url: str, server: ScriptedServer, session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+    huge = "\x01" * 19_000  # within the box's 20,000 characters; 114,000 bytes as JSON
+    page.get_by_label("Message").fill(huge)
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#chat-error")).to_contain_text("too big to send")
+    expect(page.get_by_label("Message")).to_have_value(huge)
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    assert not server.requests

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from pytest_django import Settings
 
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.asgi import application
+from motus_web.chat import limits
 from motus_web.chat.consumers import CLOSE_NOT_FOUND, CLOSE_TOO_BIG, CLOSE_UNAUTHENTICATED
 from motus_web.chat.frames import MAX_FRAME_BYTES
 from motus_web.chat.replay import ReplaySettings, create_replay
@@ -22,28 +22,17 @@ from motus_web.sessions.models import Message, Session, WriterLease
 
 from .chat_helpers import (
     FRAME_TIMEOUT_S,
+    bare,
     chat_session,
+    follow,
     frames_until,
     router,
-    scripted_model,
     socket_for,
     squeeze,
 )
 from .helpers import make_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def server(settings: Settings) -> Iterator[ScriptedServer]:
-    with ScriptedServer(api_key="test-key-123") as running:
-        settings.MOTUS_CHAT_MODELS = (scripted_model(running.openai_base_url),)
-        yield running
-
-
-@pytest.fixture
-def session(owner: User) -> Session:
-    return chat_session(owner)
 
 
 def stored(session: Session) -> list[dict[str, Any]]:
@@ -54,7 +43,7 @@ async def test_a_socket_without_a_logged_in_user_is_closed_with_4401(session: Se
     communicator = WebsocketCommunicator(
         application,
         f"/ws/sessions/{session.public_id}/",
-        headers=[(b"origin", b"http://localhost")],
+        headers=[(b"origin", b"http://localhost"), (b"host", b"localhost")],
     )
     connected, _ = await communicator.connect(timeout=10)
     assert connected
@@ -62,14 +51,57 @@ async def test_a_socket_without_a_logged_in_user_is_closed_with_4401(session: Se
     assert closed == {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED}
 
 
-async def test_a_socket_from_a_foreign_origin_is_refused(session: Session) -> None:
+# The security probe's list: the server is http://127.0.0.1:8101.
+@pytest.mark.parametrize(
+    "origin",
+    [
+        b"http://evil.example",
+        b"http://127.0.0.1:9999",  # another port of the same host
+        b"https://127.0.0.1:8101",  # another scheme
+        b"http://127.0.0.1",  # the default port is another port
+        b"http://[::1]:8101",  # an IPv6 literal of the same machine
+        b"null",  # a sandboxed frame, a file: page
+        None,  # no Origin header at all
+        b"http://127.0.0.1:8101/chat/",  # not an origin
+    ],
+)
+async def test_a_socket_from_any_other_origin_is_refused(
+    session: Session, origin: bytes | None, settings: Settings
+) -> None:
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "[::1]", "localhost"]
+    headers = [(b"host", b"127.0.0.1:8101")]
+    if origin is not None:
+        headers.append((b"origin", origin))
     communicator = WebsocketCommunicator(
-        application,
-        f"/ws/sessions/{session.public_id}/",
-        headers=[(b"origin", b"http://evil.example")],
+        application, f"/ws/sessions/{session.public_id}/", headers=headers
     )
     connected, _ = await communicator.connect(timeout=10)
     assert not connected
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "trusted"),
+    [
+        (b"http://127.0.0.1:8101", b"127.0.0.1:8101", []),
+        (b"http://[::1]:8101", b"[::1]:8101", []),
+        (b"http://localhost", b"localhost:80", []),
+        (b"https://motus.example.com", b"127.0.0.1:8101", ["https://motus.example.com"]),
+        (b"https://chat.motus.example.com", b"127.0.0.1:8101", ["https://*.motus.example.com"]),
+    ],
+)
+async def test_the_servers_own_origin_and_trusted_origins_are_let_through(
+    session: Session, origin: bytes, host: bytes, trusted: list[str], settings: Settings
+) -> None:
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "[::1]", "localhost"]
+    settings.CSRF_TRUSTED_ORIGINS = trusted
+    communicator = WebsocketCommunicator(
+        application,
+        f"/ws/sessions/{session.public_id}/",
+        headers=[(b"origin", origin), (b"host", host)],
+    )
+    connected, _ = await communicator.connect(timeout=10)
+    assert connected  # then closed 4401: no one is logged in
+    assert (await communicator.receive_output(timeout=5))["code"] == CLOSE_UNAUTHENTICATED
 
 
 @pytest.mark.parametrize("whose", ["foreign", "unknown"])
@@ -151,7 +183,7 @@ async def test_a_turn_streams_in_order_and_every_message_is_stored_before_it_is_
     assert [r["pos"] for r in records] == [1, 2]
     assert "Hi there" in records[0]["html"]
     assert 'id="m1"' in records[1]["html"]
-    assert frames[-1] == {"type": "finished", "reason": "answer", "steps": 1}
+    assert bare(frames[-1]) == {"type": "finished", "reason": "answer", "steps": 1}
     assert [m["content"] for m in await database_sync_to_async(stored)(session)] == [
         "Hi there",
         "Hello, how can I help you today?",
@@ -205,6 +237,11 @@ async def test_every_tab_of_the_session_sees_the_stream_and_a_reconnect_catches_
     missed = [await back.receive_json_from(timeout=FRAME_TIMEOUT_S) for _ in range(3)]
     assert [f["pos"] for f in missed] == [first_pos + 1, first_pos + 2, first_pos + 3]
     assert [f["role"] for f in missed] == ["assistant", "user", "assistant"]
+    assert await back.receive_json_from(timeout=FRAME_TIMEOUT_S) == {
+        "type": "sync",
+        "last_pos": first_pos + 3,
+        "running": False,
+    }
     assert await back.receive_nothing(timeout=0.3)
     await back.disconnect()
     await writer.disconnect()
@@ -283,7 +320,7 @@ async def test_a_provider_error_is_shown_retryable_and_a_retry_loses_nothing(
 
     await socket.send_json_to({"type": "retry"})
     frames = await frames_until(socket, "finished")
-    assert frames[0] == {"type": "turn_started", "retry": True}
+    assert bare(frames[0]) == {"type": "turn_started", "retry": True}
     assert frames[-1]["reason"] == "answer"
     messages = await database_sync_to_async(stored)(session)
     assert [m["content"] for m in messages] == ["hello", "Now it works."]
@@ -303,14 +340,16 @@ async def test_without_a_configured_model_a_send_says_how_to_configure_one(
     await socket.disconnect()
 
 
-async def test_sends_are_rate_limited_per_connection(
+async def test_sends_are_rate_limited_per_user_across_sockets(
     session: Session, owner: User, settings: Settings
 ) -> None:
     settings.MOTUS_CHAT_MODELS = ()
-    socket = await socket_for(owner, session.public_id)
-    await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
+    sockets = [await socket_for(owner, session.public_id) for _ in range(3)]
+    for socket in sockets:
+        await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
     answers = []
-    for _ in range(6):
+    for index in range(6):
+        socket = sockets[index % 3]
         await socket.send_json_to({"type": "send", "text": "hello"})
         answers.append(await socket.receive_json_from(timeout=FRAME_TIMEOUT_S))
     assert [a["code"] for a in answers] == ["no_model"] * 4 + ["rate_limited"] * 2
@@ -319,18 +358,22 @@ async def test_sends_are_rate_limited_per_connection(
     assert answers[-1]["message"] == (
         "too many messages: send again in 5 s (at most 4 at once, then 12 a minute)"
     )
-    await socket.disconnect()
+    for socket in sockets:
+        await socket.disconnect()
 
 
 def test_the_readme_states_the_rate_limit_the_consumer_applies() -> None:
     from pathlib import Path
 
-    from motus_web.chat.consumers import SEND_BURST, SENDS_PER_MINUTE
-
     readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
     assert (
-        f"Sends, retries and replays are limited per connection to {SEND_BURST} at once, "
-        f"then {SENDS_PER_MINUTE} a minute" in readme
+        f"Sends, retries, replays and compactions are limited per user, across all of "
+        f"their sockets, to {limits.WORK_BURST} at once, then {limits.WORK_PER_MINUTE} a minute"
+        in readme
+    )
+    assert (
+        f"every frame of any kind to {limits.FRAME_BURST} at once, then "
+        f"{limits.FRAMES_PER_MINUTE} a minute" in readme
     )
 
 
@@ -400,13 +443,13 @@ async def test_a_replay_streams_the_original_through_a_fresh_memory_and_compacts
     socket = await socket_for(owner, replay.public_id)
     hello = await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
     assert hello["replay_of"] == original.public_id
-    await socket.send_json_to({"type": "resume", "last_pos": -1})
+    await follow(socket)
     await socket.send_json_to({"type": "send", "text": "hello"})
     assert (await socket.receive_json_from(timeout=FRAME_TIMEOUT_S))["code"] == "replay_only"
     await socket.send_json_to({"type": "replay", "speed": 0})
 
     frames = await frames_until(socket, "replay")
-    assert frames[-1] == {"type": "replay", "phase": "started", "done": 0, "total": 24}
+    assert bare(frames[-1]) == {"type": "replay", "phase": "started", "done": 0, "total": 24}
     while frames[-1].get("phase") != "finished":
         frames += await frames_until(socket, "replay")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -42,8 +43,10 @@ TURNS: list[list[dict[str, Any]]] = [
 ]
 
 
-def compacted_twice(owner: User, summaries: list[str]) -> Session:
-    """A session of TURNS, compacted (by ``compact_fn``) after each turn with ``summaries``."""
+def compacted_twice(
+    owner: User, summaries: list[str], turns: list[list[dict[str, Any]]] = TURNS
+) -> Session:
+    """A session of ``turns``, compacted (by ``compact_fn``) after each turn with ``summaries``."""
     store = InMemoryLogStore()
     written = iter(summaries)
     summarise: Callable[..., str] = lambda *_: next(written)  # noqa: E731
@@ -55,7 +58,7 @@ def compacted_twice(owner: User, summaries: list[str]) -> Session:
     )
 
     async def feed() -> None:
-        for turn in TURNS:
+        for turn in turns:
             for message in turn:
                 await memory.add_message(ChatMessage.from_dict(message))
             await memory.compact()
@@ -148,3 +151,36 @@ def test_the_compaction_requests_own_usage_is_on_its_page_and_not_in_the_gauge(
 
     assert "1,234 in, 56 out (gpt-4o-mini)" in page
     assert "1,234" not in detail
+
+
+def test_the_names_inside_source_code_are_not_counted_but_its_paths_are(owner: User) -> None:
+    source = "const rows = document.querySelectorAll('tr');\nrows.forEach(paint);\n}\n"
+    listing = "".join(f"{n:>6}\u2192{line}\n" for n, line in enumerate(source.splitlines(), 1))
+    edit = {
+        "name": "Edit",
+        "arguments": json.dumps({"file_path": "src/table.js", "new_string": source}),
+    }
+    coding: list[list[dict[str, Any]]] = [
+        [
+            {"role": "user", "content": "Fix the row colours in src/table.js."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": edit}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": listing},
+            {"role": "assistant", "content": "Done."},
+        ],
+        [{"role": "user", "content": "Thanks."}, {"role": "assistant", "content": "Welcome."}],
+    ]
+    session = compacted_twice(owner, ["Fixed the rows.", "Fixed."], coding)
+    first = compactions(session)[0]
+
+    html = logged_in(owner).get(url("compaction_detail", "twice", first.position)).content.decode()
+    listed = html[
+        html.index('id="identifiers"') : html.index("</section>", html.index('id="identifiers"'))
+    ]
+
+    assert "<code>src/table.js</code>" in listed
+    for name in ("querySelectorAll", "forEach"):
+        assert f"<code>{name}</code>" not in listed, name

@@ -14,10 +14,14 @@ from django.db import connection
 from .race import outcome, race
 
 ROOT = Path(__file__).resolve().parents[2]
+NOTHING = {"reverts": 0, "forks": 0, "sessions": 1, "rewinds": 0, "corrections": 0, "manual": 0}
 EXPECTED = {
-    "undo": {"reverts": 1, "forks": 0, "sessions": 1},
-    "fork": {"reverts": 0, "forks": 1, "sessions": 1},
-    "delete": {"reverts": 0, "forks": 0, "sessions": 0},
+    "undo": {**NOTHING, "reverts": 1},
+    "fork": {**NOTHING, "forks": 1},
+    "delete": {**NOTHING, "sessions": 0},
+    "rewind": {**NOTHING, "rewinds": 1},
+    "correct": {**NOTHING, "corrections": 1},
+    "compact": {**NOTHING, "manual": 1},
 }
 
 

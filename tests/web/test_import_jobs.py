@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -15,7 +17,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -31,7 +33,7 @@ from motus_web.sessions.importers import (
 from motus_web.sessions.models import ImportJob, Session
 from motus_web.sessions.signals import records_committed
 
-from .helpers import confirmation_form, logged_in
+from .helpers import confirmation_form, logged_in, run_tasks
 from .test_importers import CHAT, as_json, as_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -121,7 +123,7 @@ def test_the_queued_job_page_polls_with_htmx_and_refreshes_without_it(owner: Use
 def test_a_finished_job_page_stops_polling(owner: User) -> None:
     client = logged_in(owner)
     job = upload(client)
-    jobs.run_queued()
+    run_tasks()
 
     for response in (client.get(job_url(job)), client.get(job_url(job), headers=HTMX)):
         html = response.content.decode()
@@ -177,7 +179,7 @@ def test_the_runner_imports_the_file_records_the_report_and_deletes_the_file(
 ) -> None:
     job = upload(logged_in(owner), data=THREE_RUNS + b"{oops\n")
 
-    assert jobs.run_queued() == 1
+    assert run_tasks() == 1
 
     job.refresh_from_db()
     assert job.status == Status.DONE
@@ -193,14 +195,14 @@ def test_the_runner_imports_the_file_records_the_report_and_deletes_the_file(
     assert (problem.source, problem.location) == ("runs.jsonl", "line 4")
     assert problem.message.startswith("invalid JSON")
     assert spooled(settings) == []
-    assert jobs.run_queued() == 0
+    assert run_tasks() == 0
 
 
 def test_the_refused_sessions_of_a_run_are_listed_with_their_reasons(owner: User) -> None:
     client = logged_in(owner)
     runs = as_jsonl({"messages": CHAT}, {"messages": [{"role": ["user"]}]})
     job = upload(client, "runs.jsonl", runs)
-    jobs.run_queued()
+    run_tasks()
 
     html = client.get(job_url(job)).content.decode()
 
@@ -221,7 +223,7 @@ def test_progress_is_written_between_sessions(owner: User, committed: list[str])
 
     records_committed.connect(look)
     try:
-        jobs.run_queued()
+        run_tasks()
     finally:
         records_committed.disconnect(look)
 
@@ -234,22 +236,26 @@ def test_progress_is_written_between_sessions(owner: User, committed: list[str])
     assert (job.sessions_imported, job.status) == (3, Status.DONE)
 
 
-def test_the_command_runs_the_queued_jobs(owner: User) -> None:
+@pytest.mark.django_db(transaction=True)  # the worker's loop wants autocommit, as in production
+def test_the_database_backends_worker_command_runs_the_queued_jobs(owner: User) -> None:
     job = upload(logged_in(owner))
-    out = io.StringIO()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
-    call_command("run_import_jobs", stdout=out)
+    try:
+        call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
-    assert out.getvalue() == "1 import job run\n"
     job.refresh_from_db()
     assert job.status == Status.DONE
     assert Session.objects.count() == 3
 
 
 def test_two_runners_never_claim_one_job(owner: User) -> None:
-    upload(logged_in(owner))
+    job = upload(logged_in(owner))
 
-    first, second = jobs.claim(), jobs.claim()
+    first, second = jobs.claim(job.pk), jobs.claim(job.pk)
 
     assert first is not None
     assert first.status == Status.RUNNING
@@ -273,7 +279,7 @@ def test_cancel_stops_the_job_between_sessions_and_keeps_what_was_committed(
 
     records_committed.connect(cancel_after_the_first)
     try:
-        jobs.run_queued()
+        run_tasks()
     finally:
         records_committed.disconnect(cancel_after_the_first)
 
@@ -315,7 +321,7 @@ def test_cancelling_a_queued_job_ends_it_at_once(owner: User, settings: Settings
     job.refresh_from_db()
     assert job.status == Status.CANCELLED
     assert spooled(settings) == []
-    assert jobs.run_queued() == 0
+    assert run_tasks() == 0
     assert not Session.objects.exists()
 
 
@@ -337,7 +343,7 @@ def test_an_import_again_form_of_a_job_that_changed_since_is_refused_naming_its_
 ) -> None:
     client = logged_in(owner)
     job = upload(client)
-    running(job, f"{socket.gethostname()}:{dead_pid()}:earlier")
+    running(job, f"{socket.gethostname()}:{dead_pid()}:1:earlier")
     jobs.interrupt_stale()
     page = client.get(job_url(job)).content.decode()
     form_url, hidden = confirmation_form(page, job_url(job, "retry"))
@@ -381,9 +387,9 @@ def test_a_job_left_running_by_a_dead_process_becomes_interrupted_and_can_run_ag
 ) -> None:
     client = logged_in(owner)
     job = upload(client)
-    running(job, f"{socket.gethostname()}:{dead_pid()}:earlier")
+    running(job, f"{socket.gethostname()}:{dead_pid()}:1:earlier")
 
-    assert jobs.run_queued() == 0
+    assert run_tasks() == 0
 
     job.refresh_from_db()
     assert job.status == Status.INTERRUPTED
@@ -394,7 +400,7 @@ def test_a_job_left_running_by_a_dead_process_becomes_interrupted_and_can_run_ag
     assert "Discard the file" in html
 
     assert send(client, job, "retry").status_code == 303
-    assert jobs.run_queued() == 1
+    assert run_tasks() == 1
     job.refresh_from_db()
     assert (job.status, job.sessions_imported, job.error) == (Status.DONE, 3, "")
 
@@ -405,24 +411,102 @@ def test_a_runner_elsewhere_is_dead_only_when_silent_for_the_stale_time(
     settings.MOTUS_IMPORT_STALE_SECONDS = 600
     client = logged_in(owner)
     silent, recent, ours = upload(client), upload(client, "b.json"), upload(client, "c.json")
-    running(silent, "elsewhere:12:token", heartbeat_age=timedelta(seconds=601))
-    running(recent, "elsewhere:12:token", heartbeat_age=timedelta(seconds=30))
-    running(ours, jobs.worker_id(), heartbeat_age=timedelta(days=1))
+    running(silent, "elsewhere:12:34:token", heartbeat_age=timedelta(seconds=601))
+    running(recent, "elsewhere:12:34:token", heartbeat_age=timedelta(seconds=30))
+    # Claimed by this process, which no longer runs it (its thread died).
+    running(ours, jobs.worker_id(), heartbeat_age=timedelta(seconds=1))
 
-    assert jobs.interrupt_stale() == 1
+    assert jobs.interrupt_stale() == 2
 
     statuses = {job.pk: job.status for job in ImportJob.objects.all()}
     assert statuses == {
         silent.pk: Status.INTERRUPTED,
         recent.pk: Status.RUNNING,
-        ours.pk: Status.RUNNING,
+        ours.pk: Status.INTERRUPTED,
     }
+
+
+@pytest.fixture
+def live_process() -> Iterator[int]:
+    """The pid of a process that runs for the test."""
+    child = subprocess.Popen(["sleep", "60"])
+    yield child.pid
+    child.kill()
+    child.wait()
+
+
+def test_a_runner_whose_pid_now_names_another_process_is_dead(
+    owner: User, live_process: int
+) -> None:
+    client = logged_in(owner)
+    reused, same, silent = upload(client), upload(client, "b.json"), upload(client, "c.json")
+    host, start = socket.gethostname(), jobs.process_start(live_process)
+    # The runner of ``reused`` had this pid in an earlier container: another start time.
+    running(reused, f"{host}:{live_process}:{int(start) - 1}:earlier")
+    running(same, f"{host}:{live_process}:{start}:token")
+    running(silent, f"{host}:{live_process}:{start}:token", heartbeat_age=timedelta(days=1))
+
+    assert jobs.interrupt_stale() == 2
+
+    statuses = {job.pk: job.status for job in ImportJob.objects.all()}
+    assert statuses == {
+        reused.pk: Status.INTERRUPTED,
+        same.pk: Status.RUNNING,
+        silent.pk: Status.INTERRUPTED,
+    }
+
+
+def test_the_job_page_right_after_a_restart_says_interrupted(owner: User) -> None:
+    client = logged_in(owner)
+    job = upload(client)
+    running(job, f"{socket.gethostname()}:{dead_pid()}:1:before-the-restart")
+
+    html = client.get(job_url(job)).content.decode()
+
+    assert "Interrupted" in html
+    assert "Importing…" not in html
+    assert "Import again" in html
+    job.refresh_from_db()
+    assert job.status == Status.INTERRUPTED
+
+
+def test_a_job_stopped_at_the_message_cap_does_not_say_it_read_the_whole_file(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_UPLOAD_MAX_MESSAGES = len(CHAT)  # the first run fits, the second does not
+    client = logged_in(owner)
+    many_runs = as_jsonl(*({"messages": CHAT} for _ in range(2000)))  # past the read buffer
+    job = upload(client, data=many_runs)
+
+    assert run_tasks() == 1
+
+    job.refresh_from_db()
+    assert jobs.report_of(job).stopped
+    assert job.status == Status.DONE
+    assert 0 < job.bytes_read < job.bytes_total
+    assert job.percent < 100
+    assert "(100%)" not in client.get(job_url(job)).content.decode()
+
+
+def test_uploads_wait_in_the_configured_storage(owner: User, settings: Settings) -> None:
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "motus_imports": {"BACKEND": "django.core.files.storage.InMemoryStorage"},
+    }
+    job = upload(logged_in(owner))
+
+    assert jobs.spool().exists(job.spool_name)
+    assert spooled(settings) == []  # nothing in the local folder
+    assert run_tasks() == 1
+    job.refresh_from_db()
+    assert (job.status, job.sessions_imported) == (Status.DONE, 3)
+    assert not jobs.spool().exists(job.spool_name)
 
 
 def test_discarding_an_interrupted_job_deletes_its_file(owner: User, settings: Settings) -> None:
     client = logged_in(owner)
     job = upload(client)
-    running(job, f"{socket.gethostname()}:{dead_pid()}:earlier")
+    running(job, f"{socket.gethostname()}:{dead_pid()}:1:earlier")
     jobs.interrupt_stale()
 
     assert send(client, job, "cancel").status_code == 303
@@ -486,7 +570,7 @@ def test_the_import_page_lists_only_your_own_recent_jobs(owner: User, teammate: 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_web_process_thread_runs_an_uploaded_job(owner: User, settings: Settings) -> None:
-    settings.MOTUS_IMPORT_THREAD = True
+    settings.MOTUS_IMPORT_THREADS = 2
     job = upload(logged_in(owner))
 
     assert wait_until_finished(job).status == Status.DONE
@@ -507,3 +591,32 @@ def wait_until_finished(job: ImportJob, patience: float = 120.0) -> ImportJob:
             return job
         time.sleep(0.02)
     pytest.fail(f"the import job is still {job.status} after {patience} seconds")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_slow_job_does_not_hold_the_next(
+    owner: User, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip(
+            "two writing threads need PostgreSQL (DATABASE_URL): SQLite's test database "
+            "is in memory, where a writer cannot wait"
+        )
+    settings.MOTUS_IMPORT_THREADS = 2
+    second_done = threading.Event()
+    checkpoint = jobs._Tracker.__call__
+
+    def slow_first(tracker: Any, progress: Progress) -> None:
+        if tracker.pk == slow.pk and not progress.in_session:
+            second_done.wait(timeout=60)  # held until the other job is done
+        checkpoint(tracker, progress)
+
+    monkeypatch.setattr(jobs._Tracker, "__call__", slow_first)
+    client = logged_in(owner)
+    slow = upload(client, "slow.jsonl")
+    quick = upload(client, "quick.json", as_json(CHAT))
+
+    assert wait_until_finished(quick, patience=30).status == Status.DONE
+    second_done.set()
+    assert wait_until_finished(slow).status == Status.DONE
+    assert Session.objects.filter(owner=owner).count() == 4

@@ -12,11 +12,10 @@ from django.utils.html import escape
 from pytest_django import Settings
 
 from motus_web.dashboard.views import _import_notice
-from motus_web.sessions import jobs
 from motus_web.sessions.importers import ImportReport, Skipped
 from motus_web.sessions.models import ImportJob, Message, Session
 
-from .helpers import import_upload, logged_in, make_session
+from .helpers import import_upload, logged_in, make_session, run_tasks
 from .test_importers import CHAT, as_json, as_jsonl, exported
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +59,7 @@ def test_an_uploaded_transcript_becomes_the_uploaders_session(owner: User) -> No
     job = ImportJob.objects.get()
     assert response["Location"] == reverse("dashboard:import_job", args=[job.public_id])
     assert not Session.objects.exists()  # the request only queued the import
-    assert jobs.run_queued() == 1
+    assert run_tasks() == 1
 
     page = client.get(response["Location"]).content.decode()
     session = Session.objects.get()

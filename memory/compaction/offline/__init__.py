@@ -52,12 +52,13 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from ...messages import ChatMessage
 from . import layout
-from .digest import Choice, choose
+from .digest import Candidates, Choice, candidates, choose
 from .instructions import pinned
 from .scan import ACTIONS, CONVERSATION, REQUESTS, Item, Piece, scan
 
@@ -117,6 +118,23 @@ def offline_summary(
         return _fit_lines(lines, budget, counter)
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What a summary of some messages is chosen from, whatever its budget."""
+
+    items: list[Item]
+    count: int  # the messages summarised, earlier summaries' included
+    date: str | None  # the date in force after the last message
+    header_tokens: int
+    pool: Candidates | None  # None: nothing to quote
+
+
+# The last input prepared and what it gave: the compaction's ledger pass
+# summarises the same messages again with a wider budget (``CompactionBase``).
+# The messages are held with it, so their ids in its key stay theirs.
+_last_prepared: tuple[tuple[object, ...], list[ChatMessage], _Prepared] | None = None
+
+
 def _summary(
     messages: list[ChatMessage],
     budget: int,
@@ -124,6 +142,27 @@ def _summary(
     previous_summary: str | None,
     instructions: str | None,
 ) -> str:
+    global _last_prepared
+    # The messages by identity (they are immutable), the rest by value.
+    key = (counter, previous_summary, instructions, tuple(map(id, messages)))
+    last = _last_prepared
+    if last is not None and last[0] == key:
+        prepared = last[2]
+    else:
+        prepared = _prepare(messages, counter, previous_summary, instructions)
+        _last_prepared = (key, messages, prepared)
+    if prepared.pool is None:
+        return _fit_lines([layout.EMPTY], budget, counter)
+    choice = choose(prepared.pool, budget, prepared.header_tokens)
+    return _fit(prepared.items, choice, prepared.count, prepared.date, budget, counter)
+
+
+def _prepare(
+    messages: list[ChatMessage],
+    counter: _Counter,
+    previous_summary: str | None,
+    instructions: str | None,
+) -> _Prepared:
     previous = layout.parse(previous_summary) if previous_summary else layout.Previous([], 0)
     known = {item.party for item in previous.items if item.section == CONVERSATION}
     scanned = scan(
@@ -137,7 +176,7 @@ def _summary(
     _mark_pins(items, first_new=len(previous.items))
     count = previous.count + len(messages)
     if not any(item.pieces for item in items):
-        return _fit_lines([layout.EMPTY], budget, counter)
+        return _Prepared(items, count, scanned.date, 0, None)
     cache = _counts_for(counter)
 
     def cached_count(text: str) -> int:
@@ -147,8 +186,8 @@ def _summary(
         return tokens
 
     fixed = cached_count(layout.header(count, scanned.date)) + 1
-    choice = choose(items, budget, fixed, cached_count, pinned(items, instructions))
-    return _fit(items, choice, count, scanned.date, budget, counter)
+    pool = candidates(items, cached_count, pinned(items, instructions))
+    return _Prepared(items, count, scanned.date, fixed, pool)
 
 
 def _arrange(items: list[Item]) -> None:
@@ -214,11 +253,12 @@ def _fit(
     by one, and tokens merge in the whole text), choose more once; while it is
     over the budget, drop the pieces chosen last, the least valuable."""
     chosen = choice.chosen
+    count_text = _whole_counter(counter)
     text = _render(items, chosen, count, date)
-    tokens = counter.count(text)
+    tokens = count_text(text)
     if tokens < budget and choice.top_up(tokens):
         text = _render(items, chosen, count, date)
-        tokens = counter.count(text)
+        tokens = count_text(text)
     for _ in range(_FIT_ROUNDS):
         over = tokens - budget
         if over <= 0:
@@ -228,15 +268,24 @@ def _fit(
             _, piece = chosen.pop()
             freed += max(1, len(piece.text) // 5)
         text = _render(items, chosen, count, date)
-        tokens = counter.count(text)
+        tokens = count_text(text)
     return _fit_lines(text.splitlines(), budget, counter)
+
+
+def _whole_counter(counter: _Counter) -> Callable[[str], int]:
+    """How to count a whole summary: by its lines when the counter can
+    (``TokenCounter.count_lines``, the same figure), since renderings differ
+    by a few lines only."""
+    count_lines = getattr(counter, "count_lines", None)
+    return count_lines if callable(count_lines) else counter.count
 
 
 def _fit_lines(lines: list[str], budget: int, counter: _Counter) -> str:
     """The first lines that fit, whole; ``""`` when not even the first one does."""
+    count_text = _whole_counter(counter)
     while lines:
         text = "\n".join(lines)
-        if counter.count(text) <= budget:
+        if count_text(text) <= budget:
             return text
         lines = lines[:-1]
     return ""

@@ -83,6 +83,7 @@ class _Candidate:
     key: str  # the text without spaces: the same clause is often quoted twice
     gains: tuple[tuple[str, float], ...] = ()  # each word's weight in this piece
     gain: float = 0.0  # their sum, before any word was said
+    words: frozenset[str] = frozenset()  # the words of ``gains``
 
 
 @dataclass(slots=True)
@@ -100,35 +101,49 @@ class _State:
     given: dict[str, int] = field(default_factory=dict)  # party -> tokens
 
 
-def choose(
-    items: Sequence[Item],
-    budget: int,
-    fixed: int,
-    count: Callable[[str], int],
-    pinned: Collection[tuple[int, int]] = (),
-) -> Choice:
-    """Choose the pieces to keep, their cost estimated to fit ``budget`` tokens
-    of which ``fixed`` are already taken (the header). ``pinned``: ``(item
-    index, piece index)`` of the pieces the compaction instructions ask for,
-    chosen first. ``Choice.chosen`` lists them as ``(item index, piece)``,
-    most valuable first."""
-    candidates = [
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The pieces of ``items`` that compete, weighed: all ``choose`` needs
+    besides the budget, the same for any budget. ``first``: those the
+    compaction instructions ask for."""
+
+    items: Sequence[Item]
+    first: list[_Candidate]
+    rest: list[_Candidate]
+    shares: dict[str, float]
+    lines: _LineCost
+
+
+def candidates(
+    items: Sequence[Item], count: Callable[[str], int], pinned: Collection[tuple[int, int]] = ()
+) -> Candidates:
+    """The ``Candidates`` of ``items``, their cost counted with ``count``.
+    ``pinned``: ``(item index, piece index)`` of the pieces the compaction
+    instructions ask for, chosen first."""
+    pool = [
         _Candidate(n, piece, count(piece.text) + 1, "".join(piece.text.split()))
         for n, item in enumerate(items)
         for piece in item.pieces
         if not piece.filler
     ]
-    choice = Choice(items, budget, fixed, count, _shares(items))
-    if not candidates:
-        return choice
-    _weigh(items, candidates)
-    candidates = _best_of_each_item(candidates)
+    if pool:
+        _weigh(items, pool)
+        pool = _best_of_each_item(pool)
     pins = set(pinned)
-    first = [c for c in candidates if (c.item, c.piece.index) in pins]
-    rest = [c for c in candidates if (c.item, c.piece.index) not in pins]
-    if first:
-        choice.greedy(first, fair=False)
-    choice.rest = choice.latest(rest)
+    first = [c for c in pool if (c.item, c.piece.index) in pins]
+    rest = [c for c in pool if (c.item, c.piece.index) not in pins]
+    return Candidates(items, first, rest, _shares(items), _LineCost(items, count))
+
+
+def choose(pool: Candidates, budget: int, fixed: int) -> Choice:
+    """Choose the pieces to keep, their cost estimated to fit ``budget`` tokens
+    of which ``fixed`` are already taken (the header); the pinned ones first.
+    ``Choice.chosen`` lists them as ``(item index, piece)``, most valuable
+    first."""
+    choice = Choice(pool.items, budget, fixed, pool.lines, pool.shares)
+    if pool.first:
+        choice.greedy(pool.first, fair=False)
+    choice.rest = choice.latest(pool.rest)
     if choice.rest:
         choice.greedy(choice.rest, fair=True)
     return choice
@@ -142,7 +157,7 @@ class Choice:
         items: Sequence[Item],
         budget: int,
         fixed: int,
-        count: Callable[[str], int],
+        lines: _LineCost,
         shares: dict[str, float],
     ) -> None:
         self.items = items
@@ -150,7 +165,7 @@ class Choice:
         self.fixed = fixed
         self.shares = shares
         self.state = _State(used=fixed)
-        self.lines = _LineCost(items, count)
+        self.lines = lines
         self.chosen: list[tuple[int, Piece]] = []
         self.rest: list[_Candidate] = []  # the candidates after the pinned ones
         self._taken: set[int] = set()  # id() of the chosen candidates
@@ -186,7 +201,7 @@ class Choice:
         state.dates.add((section, date))
         state.sections.add(section)
         state.lines.add((section, speaker, date))
-        state.said.update(word for word, _ in candidate.gains)
+        state.said.update(candidate.words)
         state.texts.add(candidate.key)
         self.chosen.append((candidate.item, candidate.piece))
         self._taken.add(id(candidate))
@@ -196,7 +211,9 @@ class Choice:
         if candidate.key in state.texts:
             return 0.0  # said already, word for word
         said = state.said
-        gain = candidate.gain - (1 - REPEAT) * sum(g for w, g in candidate.gains if w in said)
+        gain = candidate.gain
+        if not said.isdisjoint(candidate.words):  # (else nothing to take off: the same float)
+            gain -= (1 - REPEAT) * sum(g for w, g in candidate.gains if w in said)
         return gain / (candidate.tokens + self.lines.shared(candidate.item, state)) ** COST_POWER
 
     def latest(self, candidates: list[_Candidate]) -> list[_Candidate]:
@@ -367,6 +384,7 @@ def _weigh(items: Sequence[Item], candidates: Sequence[_Candidate]) -> None:
         else:
             candidate.gains = tuple((word, weights[word] * kind * scale) for word, kind in words)
         candidate.gain = sum(g for _, g in candidate.gains)
+        candidate.words = frozenset(word for word, _ in words)
 
 
 class _LineCost:

@@ -52,6 +52,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .scan import (
     ACTIONS,
@@ -92,6 +93,7 @@ _HEADER = re.compile(
 )
 _LINE = re.compile(r"- (?:\[([^\[\]]{1,64})\] )?([^:\n]{1,160}?): (.*)")
 _GAP = " " + ELLIPSIS + " "
+RUNS_CACHE = 16_384  # quoted runs whose split is remembered
 LINE_CHARS = 800  # a line of one speaker's messages goes on to a new line past this
 
 
@@ -251,11 +253,10 @@ def _item_of_line(
     if tail_cut:
         body = body[: -len(ELLIPSIS) - 1]
     structured = role in ("tool", "call") and body[:1] == '"'
-    splitter = clauses if structured else sentences
     pieces: list[Piece] = []
     index = 1 if head_cut else 0
     for run in body.split(_GAP):
-        texts = splitter(run)
+        texts = _run_texts(run, structured)
         pieces.extend(pieces_of(texts, None, structured=structured, names=names, first_index=index))
         index += len(texts) + 1  # and the gap
     if not pieces:
@@ -265,6 +266,13 @@ def _item_of_line(
     return Item(
         section, speaker, date, pieces, size, order, role, structured=structured, party=party
     )
+
+
+@lru_cache(maxsize=RUNS_CACHE)
+def _run_texts(run: str, structured: bool) -> tuple[tuple[str, str], ...]:
+    """The clauses or sentences of a quoted run: every compaction reads the
+    previous summary again, so most runs were split before."""
+    return tuple(clauses(run) if structured else sentences(run))
 
 
 def _role_of(speaker: str) -> str:

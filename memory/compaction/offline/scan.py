@@ -46,6 +46,8 @@ from sentencex import segment
 
 from memory.messages import ChatMessage
 
+from ..code import is_body, is_listing_line, is_prose, is_structured, reads_as_code
+
 SCAN_HEAD = 16_000  # characters read from the start of a message...
 SCAN_TAIL = 4_000  # ...and from its end
 PIECE_MAX_CHARS = 400  # a longer sentence is split at clause commas, then cut
@@ -117,7 +119,6 @@ _CLAUSE = re.compile(r"(?<=[,;])\s+")
 # A string literal (to its closing quote, or to the end when it is cut), or a
 # piece of JSON punctuation that separates clauses.
 _JSON_PUNCTUATION = re.compile(r'"(?:[^"\\]|\\.)*+"?|[{}\[\],\n]', re.DOTALL)
-_JSON_STARTS = frozenset('"{[]}-0123456789tfn')
 _LIST_MARKER = re.compile(r"(?:\d{1,3}|[a-zA-Z])[.)]")
 
 
@@ -299,17 +300,6 @@ def _bounded(text: str) -> list[str]:
     return out
 
 
-def is_structured(text: str) -> bool:
-    """Whether ``text`` reads as JSON (an object or a list), so clauses fit it
-    better: it opens with a bracket and what follows can start a JSON value
-    (``[File: setup.py ...`` or a listing like ``[1/3] Building ...`` cannot)."""
-    head = text.lstrip()[:40]
-    if head[:1] not in ("{", "["):
-        return False
-    rest = head[1:].lstrip()
-    return not rest or rest[0] in _JSON_STARTS
-
-
 def is_error(text: str) -> bool:
     """Whether a tool result reports a failure: it starts with an error word (or
     is a JSON object whose first key is one), or holds a Python traceback or
@@ -453,8 +443,9 @@ def _items_of(
         texts, gap = split(text, structured=structured)
         section = ERRORS if is_error(text) else TOOL_DATA
         speaker = f"tool {name}" if name else "tool"
+        code = section == TOOL_DATA and reads_as_code(text)
         out.append(
-            _item(section, speaker, date, texts, gap, order, role, None, context, structured)
+            _item(section, speaker, date, texts, gap, order, role, None, context, structured, code)
         )
         return out
     if role == "system":
@@ -497,8 +488,9 @@ def _item(
     party: str | None,
     context: _Context,
     structured: bool = False,
+    code: bool = False,
 ) -> Item:
-    pieces = pieces_of(texts, gap, structured=structured, names=context.names)
+    pieces = pieces_of(texts, gap, structured=structured, names=context.names, code=code)
     size = (pieces[-1].index + 1) if pieces else 0
     return Item(
         section, speaker, date, pieces, size, order, role, structured=structured, party=party
@@ -512,15 +504,20 @@ def pieces_of(
     structured: bool,
     names: frozenset[str],
     first_index: int = 0,
+    code: bool = False,
 ) -> list[Piece]:
     """Pieces of ``(lead, text)`` pairs, numbered from ``first_index``; a
     skipped middle (``gap``: the index of the first text after it) leaves a
     hole in the numbers, so it renders as "...". The words of ``names`` (the
-    speakers', ``name_words``) do not count."""
+    speakers', ``name_words``) do not count. The words of source code (``code``:
+    the text's but its prose sentences; a call's argument that is a body of
+    code: that clause) weigh like a JSON key's (``memory.compaction.code``)."""
     pieces: list[Piece] = []
     for i, (lead, text) in enumerate(texts):
         index = first_index + (i if gap is None or i < gap else i + 1)
         words = _content_words(text, structured, names)
+        if (code and not is_prose(text)) or (structured and is_body(text)) or is_listing_line(text):
+            words = tuple((word, weight * KEY_WEIGHT) for word, weight in words)
         pieces.append(Piece(text, index, words, lead, not words and not structured))
     return pieces
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Q, QuerySet
 
 from memory import (
@@ -728,6 +728,10 @@ class Writer:
         except MotusMemoryError as error:
             self._problem(location, f"the memory refused the messages: {error}")
             return None
+        except (OperationalError, InterfaceError):
+            # The database itself failed (its connection dropped, say): the session is
+            # rolled back, and the rest cannot be written either, so the import stops.
+            raise
         except Exception as error:
             # A bug met by one session must not fail the others, nor the page: the
             # session is refused (its transaction rolled back) and the trace logged.

@@ -1,0 +1,249 @@
+"""Operator actions that change a live session in place: rewind to a message
+(and undo a rewind), correct a compaction's summary, compact now.
+
+The same rules as ``actions``: owners and staff only (anyone else gets 404),
+a form that names its target and the session's record count and carries a
+one-time token, a POST done once through storage
+(``motus_web.sessions.in_place``) that answers 303 to the result, and a 409
+page for a second submission, a stale target or a busy session. A rewind
+asks first on a page that states the context it will leave.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.views.decorators.http import require_POST, require_safe
+
+from memory import CompactionError, LogPoint
+from motus_web.sessions import history, in_place, once
+from motus_web.sessions.models import CompactionEvent, Session
+
+from .access import visible_session
+from .actions import confirm_page, form_number, see_other, session_url
+from .exactly_once import Refused, acting
+from .rendering import render
+
+REASON_CHARS = 500
+SUMMARY_CHARS = 200_000
+INSTRUCTION_CHARS = 2_000
+
+
+def _reason(request: HttpRequest, default: str) -> str:
+    return request.POST.get("reason", "").strip()[:REASON_CHARS] or default
+
+
+def _cannot(request: HttpRequest, session: Session, title: str, why: str) -> HttpResponse:
+    context = {"session": session, "title": title, "reason": why}
+    return render(request, "dashboard/cannot.html", context, status=409)
+
+
+# -- rewind to a message -------------------------------------------------------------
+
+
+@require_safe
+@login_required
+def rewind_confirm(request: HttpRequest, public_id: str, seq: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    message = get_object_or_404(session.messages, seq=seq)
+    try:
+        plan = in_place.rewind_plan(session, message)
+    except in_place.CannotRewindError as error:
+        return _cannot(request, session, "No point to rewind to", str(error))
+    return confirm_page(
+        request,
+        session,
+        title=f"Rewind to message #{seq}?",
+        explain=(
+            f"This session continues from the context as it was right after message "
+            f"#{plan.after}: the next message follows it. Everything logged after it stays in "
+            "the log and on this session's page, marked inactive, and the rewind can be undone."
+        ),
+        moved=plan.moved,
+        action=reverse("dashboard:rewind_session", args=[session.public_id, seq]),
+        button=f"Rewind to #{plan.after}",
+        reason=True,
+        size=plan.size,
+        target={"target": plan.after, "as_of": session.record_count},
+    )
+
+
+@require_POST
+@login_required
+def rewind_session(request: HttpRequest, public_id: str, seq: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    get_object_or_404(session.messages, seq=seq)
+    back = reverse("dashboard:rewind_confirm", args=[session.public_id, seq])
+    try:
+        target = form_number(request, "target")
+    except Refused as refused:
+        return refused.response(request)
+    return _rewind(request, session, LogPoint("after_message", target), back)
+
+
+@require_safe
+@login_required
+def rewind_before_confirm(request: HttpRequest, public_id: str, position: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    event = get_object_or_404(session.compaction_events, position=position, kind="ok")
+    return confirm_page(
+        request,
+        session,
+        title=f"Rewind to before compaction {event.number}?",
+        explain=(
+            f"This session continues from the context as it was just before compaction "
+            f"{event.number}, with the messages it folded. Everything logged after it stays "
+            "in the log and on this session's page, marked inactive, and the rewind can be "
+            "undone. (Restore makes a new session from there instead.)"
+        ),
+        action=reverse("dashboard:rewind_before", args=[session.public_id, position]),
+        button=f"Rewind to before compaction {event.number}",
+        reason=True,
+        size=in_place.rewind_preview(session, in_place.before(event)),
+        target={"as_of": session.record_count},
+    )
+
+
+@require_POST
+@login_required
+def rewind_before(request: HttpRequest, public_id: str, position: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    event = get_object_or_404(session.compaction_events, position=position, kind="ok")
+    back = reverse("dashboard:rewind_before_confirm", args=[session.public_id, position])
+    return _rewind(request, session, in_place.before(event), back)
+
+
+def _rewind(request: HttpRequest, session: Session, point: LogPoint, back: str) -> HttpResponse:
+    """Rewind to ``point`` once for the form's token; 303 to the session page."""
+    reason = _reason(request, f"rewound to {point} from the dashboard")
+    try:
+        as_of = form_number(request, "as_of")
+        with acting(request, "rewind", f"{session.public_id} {point}", back) as spent:
+            number = in_place.rewind(session, point, reason, as_of=as_of)
+            done = f"Rewind {number}: the session continues from {point}."
+            once.done(spent, session_url(session), done)
+    except CompactionError as error:
+        return _cannot(request, session, "Not rewound", str(error))
+    except Refused as refused:
+        return refused.response(request)
+    messages.success(request, done)
+    return see_other(session_url(session))
+
+
+@require_safe
+@login_required
+def undo_rewind_confirm(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    latest = in_place.latest_rewind(session)
+    if latest is None or history.rewind_number(latest) != number:
+        why = (
+            f"Rewind {number} is not the session's latest rewind."
+            if latest is not None
+            else "This session has no rewind."
+        )
+        return _cannot(request, session, "No rewind to undo", why)
+    return confirm_page(
+        request,
+        session,
+        title=f"Undo rewind {number}?",
+        explain=(
+            f"The live context goes back to what it was just before rewind {number}: the "
+            "messages it had rewound are in force again. A new rewind record says so; "
+            "nothing is deleted."
+        ),
+        action=reverse("dashboard:undo_rewind", args=[session.public_id, number]),
+        button=f"Undo rewind {number}",
+        reason=True,
+        size=in_place.rewind_preview(session, LogPoint("before_rewind", number)),
+        target={"as_of": session.record_count},
+    )
+
+
+@require_POST
+@login_required
+def undo_rewind(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    back = reverse("dashboard:undo_rewind_confirm", args=[session.public_id, number])
+    reason = _reason(request, f"rewind {number} undone from the dashboard")
+    try:
+        as_of = form_number(request, "as_of")
+        with acting(request, "undo-rewind", f"{session.public_id} rewind{number}", back) as spent:
+            new = in_place.undo_rewind(session, number, reason, as_of=as_of)
+            done = f"Rewind {number} undone (rewind {new} went back to just before it)."
+            once.done(spent, session_url(session), done)
+    except Refused as refused:
+        return refused.response(request)
+    messages.success(request, done)
+    return see_other(session_url(session))
+
+
+# -- correct a compaction's summary --------------------------------------------------
+
+
+@require_POST
+@login_required
+def correct_summary(request: HttpRequest, public_id: str, position: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    get_object_or_404(session.compaction_events, position=position)
+    page = reverse("dashboard:compaction_detail", args=[session.public_id, position])
+    text = request.POST.get("summary", "")
+    if not text.strip() or len(text) > SUMMARY_CHARS:
+        why = (
+            "A corrected summary must not be empty."
+            if not text.strip()
+            else f"A corrected summary holds at most {SUMMARY_CHARS:,} characters."
+        )
+        return Refused(400, "Not corrected", f"{why} Nothing was changed.", page).response(request)
+    reason = _reason(request, "corrected from the dashboard")
+    try:
+        target, as_of = form_number(request, "target"), form_number(request, "as_of")
+        with acting(request, "correct", f"{session.public_id} summary@{target}", page) as spent:
+            event = in_place.correct_summary(session, target, text, reason, as_of=as_of)
+            done = f"The summary of compaction {event.number} was corrected."
+            once.done(spent, page, done)
+    except Refused as refused:
+        return refused.response(request)
+    messages.success(request, done)
+    return see_other(page)
+
+
+# -- compact now ---------------------------------------------------------------------
+
+
+@require_POST
+@login_required
+def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
+    session = visible_session(request, public_id)
+    instructions = request.POST.get("instructions", "").strip()[:INSTRUCTION_CHARS]
+    back = session_url(session)
+    client, compact_model = in_place.compactor_of(session)
+    try:
+        as_of = form_number(request, "as_of")
+        with acting(request, "compact", f"{session.public_id} compact@{as_of}", back) as spent:
+            event = in_place.compact_now(
+                session, instructions, as_of=as_of, client=client, compact_model=compact_model
+            )
+            if event is None:
+                done, where = "Nothing to compact: the context holds too little to fold.", back
+            else:
+                where = reverse(
+                    "dashboard:compaction_detail", args=[session.public_id, event.position]
+                )
+                done = (
+                    f"Compaction {event.number} done."
+                    if event.kind == CompactionEvent.Kind.OK
+                    else "The compaction failed; the context is as it was."
+                )
+            once.done(spent, where, done)
+    except Refused as refused:
+        return refused.response(request)
+    finally:
+        if (aclose := getattr(client, "aclose", None)) is not None:
+            async_to_sync(aclose)()
+    ok = event is not None and event.kind == CompactionEvent.Kind.OK
+    (messages.success if ok else messages.warning)(request, done)
+    return see_other(where)

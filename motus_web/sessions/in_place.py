@@ -1,0 +1,235 @@
+"""Actions that change a live session in place: rewind (and undo a rewind),
+correct a compaction's summary, compact now.
+
+Each is done by the memory library on the session's memory restored from the
+database (``operations.writing``: one transaction, under the session's
+writer lease, after checking that the target is still current and that the
+session logged nothing since the confirmation was made), and appends one
+record (``rewind``, ``summary_correction``, ``compaction``) through
+``DatabaseLogStore``; nothing logged is changed. The chat and every restore
+read those records back, so they see the context the action left. Each has a
+preview that runs the same library call on a memory that writes nowhere
+(``memories.restore_view``), for its confirmation page to state the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+
+from memory import ChatClient, LogPoint
+
+from . import history
+from .memories import ContextSize, restore_view
+from .models import CompactionEvent, ContextChange, Message, Session
+from .once import StaleTargetError
+from .operations import events_of, fork_cut, writing
+
+# -- rewind ------------------------------------------------------------------------------
+
+
+class CannotRewindError(ValueError):
+    """There is no earlier point to rewind to here (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RewindPlan:
+    """Where a rewind asked for at message ``asked`` goes (``point``), and the
+    context it leaves (``size``); ``moved`` says why it is not right after
+    ``asked`` ("" when it is)."""
+
+    asked: int
+    point: LogPoint
+    moved: str
+    size: ContextSize
+
+    @property
+    def after(self) -> int:
+        return self.point.key
+
+
+def rewind_plan(session: Session, message: Message) -> RewindPlan:
+    """A rewind to just after ``message``, moved to a unit boundary as a fork
+    is (``operations.fork_cut``: a point inside a tool round moves to the end
+    of the round). Raises ``CannotRewindError`` when the cut falls before
+    every message (there is no point of the log there to rewind to)."""
+    cut = fork_cut(session, message, what="rewind")
+    if cut.after is None:
+        raise CannotRewindError(f"{cut.moved} There is no earlier point to continue from.")
+    point = LogPoint("after_message", cut.after)
+    return RewindPlan(message.seq, point, cut.moved, rewind_preview(session, point))
+
+
+def before(event: CompactionEvent) -> LogPoint:
+    """The point just before compaction ``event`` (numbers restart after a
+    reset, so its ``through_seq`` narrows it)."""
+    return LogPoint("before_compaction", event.number or 0, event.through_seq)
+
+
+def rewind_preview(session: Session, point: LogPoint) -> ContextSize:
+    """The context a rewind to ``point`` would leave, by the library, writing nothing."""
+    memory = restore_view(session)
+    memory.rewind(point, reason="preview")
+    return ContextSize.of(memory)
+
+
+def rewind(session: Session, point: LogPoint, reason: str, *, as_of: int) -> int:
+    """Continue the session in place from ``point`` (a plan's: the session
+    unchanged since ``as_of`` is what makes it still the plan's): the library
+    appends a ``rewind`` record after which the live context is its restore
+    of the log up to ``point``. Returns the rewind's number. Raises
+    ``StaleTargetError`` when the session logged anything since it had
+    ``as_of`` records, ``CompactionError`` for a point inside a tool round,
+    ``SessionBusyError`` while a chat turn writes it."""
+    with writing(session, "rewind", as_of=as_of) as memory:
+        return memory.rewind(point, reason=reason)
+
+
+def latest_rewind(session: Session) -> ContextChange | None:
+    """The session's newest rewind, the one "undo the rewind" undoes."""
+    return session.context_changes.filter(kind=history.REWIND).order_by("-position").first()
+
+
+def undo_rewind(session: Session, number: int, reason: str, *, as_of: int) -> int:
+    """Undo rewind ``number``, the newest: a new ``rewind`` record back to
+    just before it (the context it had rewound, and what it held then,
+    return). Returns the new rewind's number. Raises ``StaleTargetError``
+    when rewind ``number`` is no longer the newest or the session logged
+    anything since ``as_of``; ``SessionBusyError`` while a turn writes it."""
+
+    def check() -> None:
+        newest = latest_rewind(session)
+        now = history.rewind_number(newest) if newest is not None else None
+        if now != number:
+            raise StaleTargetError(
+                f"This page was for rewind {number}, but rewind {now} is the latest now. "
+                "Nothing was undone."
+            )
+
+    with writing(session, "rewind", as_of=as_of, check=check) as memory:
+        return memory.rewind(LogPoint("before_rewind", number), reason=reason)
+
+
+# -- correcting a summary ----------------------------------------------------------------
+
+
+def in_force(session: Session) -> CompactionEvent | None:
+    """The compaction whose summary heads the live context (``history``)."""
+    found = history.compactions_in_force(events_of(session))
+    return found[-1] if found else None
+
+
+def corrections_of(session: Session, event: CompactionEvent) -> list[ContextChange]:
+    """The corrections of ``event``'s summary, oldest first (the last is in
+    force while ``event`` is)."""
+    later = session.context_changes.filter(
+        kind=history.SUMMARY_CORRECTION, position__gt=event.position
+    ).order_by("position")
+    return [c for c in later if c.record_extra.get("compaction_number") == event.number]
+
+
+def corrected_summaries(session: Session, events: Sequence[CompactionEvent]) -> dict[int, str]:
+    """The summary in use of each of ``events`` that an operator corrected
+    (its latest correction), by the compaction's log position: one query."""
+    found = session.context_changes.filter(kind=history.SUMMARY_CORRECTION).order_by("position")
+    corrections = list(found)
+    out: dict[int, str] = {}
+    for event in events:
+        for change in corrections:
+            text = change.record_extra.get("summary")
+            number = change.record_extra.get("compaction_number")
+            if change.position > event.position and number == event.number and text:
+                out[event.position] = text
+    return out
+
+
+def correct_summary(
+    session: Session, target: int, text: str, reason: str, *, as_of: int
+) -> CompactionEvent:
+    """Replace the summary of the compaction at log position ``target``,
+    the one in force, with an operator's ``text`` (the library's
+    ``correct_summary``: a ``summary_correction`` record; the compaction's
+    own record keeps the original). Returns that compaction. Raises
+    ``StaleTargetError`` when it is not in force any more or the session
+    logged anything since ``as_of``, ``CompactionError`` for an empty text,
+    ``SessionBusyError`` while a chat turn writes the session."""
+    found: list[CompactionEvent] = []
+
+    def check() -> None:
+        event = in_force(session)
+        if event is None or event.position != target:
+            now = (
+                f"compaction {event.number} is the one in force now"
+                if event is not None
+                else "no compaction is in force now"
+            )
+            raise StaleTargetError(
+                f"This page was for the summary at log position {target}, but {now}. "
+                "Nothing was corrected."
+            )
+        found.append(event)
+
+    with writing(session, "correct", as_of=as_of, check=check) as memory:
+        memory.correct_summary(text, reason=reason, number=found[0].number)
+    return found[0]
+
+
+# -- compact now -------------------------------------------------------------------------
+
+
+def _configured(session: Session) -> Any:
+    """The session's own model among the chat's (``MOTUS_CHAT_MODELS``), if configured."""
+    return next((m for m in settings.MOTUS_CHAT_MODELS if m.model == session.model_name), None)
+
+
+def compactor_name(session: Session) -> str | None:
+    """The model that writes the session's summaries; ``None``: the offline summariser."""
+    model = _configured(session)
+    return (model.compact_model or model.model) if model is not None else None
+
+
+def compactor_of(session: Session) -> tuple[ChatClient | None, str | None]:
+    """A client for the model that writes the session's summaries, and its
+    name (``compactor_name``); ``(None, None)`` when the session's model is
+    not configured: the offline summariser. Close a client with
+    ``aclose()`` when done."""
+    model = _configured(session)
+    if model is None:
+        return None, None
+    return model.client(), compactor_name(session)
+
+
+def compact_now(
+    session: Session,
+    instructions: str,
+    *,
+    as_of: int,
+    client: ChatClient | None = None,
+    compact_model: str | None = None,
+) -> CompactionEvent | None:
+    """Compact the session's context now with ``instructions`` (what the
+    summary must keep; ``""``: none), by ``client`` and ``compact_model``
+    (``None``: the offline summariser). Returns the event logged: the
+    compaction, or a failed attempt (the context is then as it was); ``None``
+    when there was nothing to fold. The chat's own control calls this too,
+    with its model's client, from a thread (synchronous ORM).
+
+    The summary request runs inside the action's transaction, under the
+    lease: a turn cannot start meanwhile, and a crash logs nothing. Raises
+    ``StaleTargetError`` when the session logged anything since ``as_of``,
+    ``SessionBusyError`` while a chat turn writes it."""
+    with writing(
+        session, "compact", as_of=as_of, client=client, compact_model=compact_model
+    ) as memory:
+        async_to_sync(memory.compact)(instructions=instructions.strip() or None)
+    return (
+        session.compaction_events.filter(
+            position__gte=as_of, kind__in=[CompactionEvent.Kind.OK, CompactionEvent.Kind.FAILED]
+        )
+        .order_by("-position")
+        .first()
+    )

@@ -1,0 +1,142 @@
+"""A chat that remembers across chats: a background-memory session per scope."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
+from django.urls import reverse
+from pytest_django import Settings
+
+from memory import CompactionMemoryConfig
+from memory.testing.scripted_server import ScriptedReply, ScriptedServer
+from motus_web.chat.tools import new_chat_tool_schemas
+from motus_web.sessions.long_term_store import DjangoLongTermStore, owner_scope
+from motus_web.sessions.models import Session
+from motus_web.sessions.operations import create_session
+
+from .chat_helpers import FRAME_TIMEOUT_S, frames_until, scripted_model, socket_for
+from .helpers import logged_in
+
+
+@pytest.fixture
+def server(settings: Settings) -> Iterator[ScriptedServer]:
+    with ScriptedServer(api_key="test-key-123") as running:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(running.openai_base_url),)
+        yield running
+
+
+def remembering_chat(owner: User, name: str = "") -> Session:
+    config = CompactionMemoryConfig()
+    scope = owner_scope(owner.pk, name)
+    return create_session(
+        owner,
+        config,
+        title="Remembers",
+        model_name="gpt-4o",
+        system_prompt="Be brief.",
+        tools=new_chat_tool_schemas(config),
+        memory_type="background",
+        extra={"long_term": {"scope": scope.to_dict()}},
+    )
+
+
+@pytest.mark.django_db
+def test_remember_across_chats_makes_a_background_session_of_the_owners_scope(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = (scripted_model("http://127.0.0.1:9/v1"),)
+    form = {"title": "Trip", "model": "scripted", "system_prompt": "Be brief."}
+    client = logged_in(owner)
+    response = client.post("/chat/new/", {**form, "remember": "on", "memory_name": "trips"})
+    assert response.status_code == 302
+    session = Session.objects.get(title="Trip")
+    assert session.memory_type == "background"
+    assert session.record_extra["long_term"]["scope"] == {
+        "user_id": f"user-{owner.pk}",
+        "agent_id": "trips",
+    }
+    refused = client.post(
+        "/chat/new/", {**form, "title": "x", "remember": "on", "memory_name": "a b"}
+    )
+    assert refused.status_code == 400
+    plain = client.post("/chat/new/", {**form, "title": "Plain"})
+    assert plain.status_code == 302
+    assert Session.objects.get(title="Plain").memory_type == "compact"
+
+
+def step_of_reply(owner: User, session: Session) -> tuple[dict[str, Any], str]:
+    """The rebuilt request body and the step page of the session's first reply."""
+    reply = session.messages.filter(role="assistant").order_by("seq").first()
+    assert reply is not None
+    client = logged_in(owner)
+    args = [session.public_id, reply.seq]
+    body = json.loads(client.get(reverse("dashboard:step_request", args=args)).content)
+    page = client.get(reverse("dashboard:step_detail", args=args)).content.decode()
+    return body, page
+
+
+def extraction(*memories: dict[str, Any]) -> ScriptedReply:
+    return ScriptedReply(text=json.dumps({"memories": list(memories)}))
+
+
+async def turn(owner: User, session: Session, text: str) -> list[dict[str, Any]]:
+    socket = await socket_for(owner, session.public_id)
+    await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
+    await socket.send_json_to({"type": "resume", "last_pos": -1})
+    await socket.send_json_to({"type": "send", "text": text})
+    frames = await frames_until(socket, "finished")
+    # What the extractor wrote arrives after the reply, as its own record.
+    while not any(f.get("event") == "memory_extraction" for f in frames):
+        frames.append(await socket.receive_json_from(timeout=FRAME_TIMEOUT_S))
+    await socket.disconnect()
+    return frames
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_second_chat_in_the_scope_recalls_what_the_first_learned(
+    owner: User, teammate: User, server: ScriptedServer
+) -> None:
+    first = await database_sync_to_async(remembering_chat)(owner)
+    server.add(
+        "openai",
+        ScriptedReply(text="Noted!"),
+        extraction(
+            {"kind": "fact", "text": "The user's sister Jane lives in Boston.", "action": "add"}
+        ),
+    )
+    frames = await turn(owner, first, "My sister Jane lives in Boston.")
+    finished = next(i for i, f in enumerate(frames) if f["type"] == "finished")
+    written = next(i for i, f in enumerate(frames) if f.get("event") == "memory_extraction")
+    assert finished < written  # the reply did not wait for the extraction
+    assert "sister Jane lives in Boston" in frames[written]["html"]
+
+    second = await database_sync_to_async(remembering_chat)(owner)
+    server.add("openai", ScriptedReply(text="In Boston."), extraction())
+    await turn(owner, second, "Where does my sister live?")
+    asked = server.requests[2].body["messages"][0]["content"]
+    assert "<long_term_memory>" in asked
+    assert "The user's sister Jane lives in Boston." in asked
+    # "What the model saw" at that step is the request sent, memory block included.
+    rebuilt, page = await database_sync_to_async(step_of_reply)(owner, second)
+    assert rebuilt["messages"][0]["content"] == asked
+    assert "Long-term memories" in page
+    assert "The user&#x27;s sister Jane lives in Boston." in page
+
+    # Another user's chat, and another scope of the same user, recall nothing.
+    for other in (
+        await database_sync_to_async(remembering_chat)(teammate),
+        await database_sync_to_async(remembering_chat)(owner, "work"),
+    ):
+        server.add("openai", ScriptedReply(text="I don't know."), extraction())
+        await turn(
+            owner if other.owner_id == owner.pk else teammate, other, "Where does my sister live?"
+        )
+        assert "<long_term_memory>" not in server.requests[-2].body["messages"][0]["content"]
+    store = DjangoLongTermStore()
+    remembered = await database_sync_to_async(store.memories)(owner_scope(owner.pk))
+    assert [m.provenance[0].session_id for m in remembered] == [first.public_id]
