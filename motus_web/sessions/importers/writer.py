@@ -314,6 +314,7 @@ class Writer:
         parent: tuple[str, int | None] | None = None,
         title: str | None = None,
         trunk: str | None = None,
+        lineage: str | None = None,
     ) -> None:
         """Import one conversation (then its subagents and branches) by its own id.
 
@@ -331,7 +332,10 @@ class Writer:
         name = title or parsed.title or first_request(parsed.messages)
         name = name or f"{parsed.source_tool} session"
         counted_as = self._counted_as(parsed)
-        meta_extra = {
+        if lineage is None and parent is not None:
+            lineage = Session.SUBAGENT  # found by its session's own id
+        meta_extra: dict[str, Any] = {Session.LINEAGE: lineage} if lineage else {}
+        meta_extra |= {
             "source_format": parsed.source_format,
             "source_tool": parsed.source_tool,
             "source_created_at": parsed.created_at,
@@ -386,6 +390,7 @@ class Writer:
                 f"{location}, subagent {number}",
                 (session_id, seq_of_call(parsed, call)),
                 child.title or f"{name} · subagent {number}",
+                lineage=Session.SUBAGENT,
             )
         for number, branch in enumerate(parsed.branches, start=1):
             branch_session = dataclasses.replace(
@@ -480,7 +485,12 @@ class Writer:
                 parent = (public_id, seq_at(found.shared)) if branched else parent
                 continue
             try:
-                written = self._write(dataclasses.replace(plan(0, units, parent), key=key))
+                new = dataclasses.replace(plan(0, units, parent), key=key)
+                if branched:
+                    new = dataclasses.replace(
+                        new, meta_extra={**new.meta_extra, Session.LINEAGE: Session.BRANCH}
+                    )
+                written = self._write(new)
             except _Conflict:
                 conflicts += 1
                 if conflicts < _ATTEMPTS:
