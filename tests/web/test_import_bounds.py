@@ -79,3 +79,17 @@ def test_an_upload_of_a_motus_log_past_the_cap_stops_at_the_cap() -> None:
     assert report.stopped
     assert "more than 100 messages" in report.problems[0].message
     assert not Session.objects.exists()
+
+
+def test_a_large_document_with_a_lone_surrogate_is_refused_without_reading_it_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from motus_web.sessions.importers import parsers
+
+    monkeypatch.setattr(parsers, "WHOLE_DOCUMENT_MAX_BYTES", 1_000)
+    data = b'[{"role": "user", "content": "\\ud83d' + b"x" * 5_000 + b'"}]'
+
+    found = list(parsers.parse_json(io.BytesIO(data), "big.json", "big"))
+
+    [problem] = found
+    assert "larger than 1,000 bytes" in str(problem)
