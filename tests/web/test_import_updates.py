@@ -284,3 +284,25 @@ def test_branches_subagents_forks_restores_and_replays_each_have_their_own_tag(
     for kind in ("branch", "subagent", "fork", "replay", "restore"):
         assert f'<span class="tag">{kind}</span>' in page
     assert '<span class="tag">Claude Code 2.1.39</span>' in page  # the source as a tag
+
+
+@pytest.mark.django_db
+def test_a_search_result_shows_the_matching_snippet(owner: User) -> None:
+    from django.urls import reverse
+
+    from .helpers import logged_in
+
+    words = " ".join(f"word{n}" for n in range(100))
+    run(
+        transcript("Start here.", f"{words} the flaky <b>timeout</b> again {words}"),
+        "s.jsonl",
+        owner,
+    )
+
+    page = logged_in(owner).get(reverse("dashboard:session_list"), {"q": "FLAKY"})
+
+    html = page.content.decode()
+    assert "<mark>flaky</mark> &lt;b&gt;timeout&lt;/b&gt; again" in html
+    assert "word99 the " in html  # what comes just before the match
+    shown = html.split('<div class="snippet muted">')[1].split("</div>")[0]
+    assert "word50 " not in shown  # only a window of the message around the match
