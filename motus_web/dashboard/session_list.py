@@ -187,7 +187,8 @@ def snippet(stored: object, query: str) -> tuple[str, str, str]:
     if at < 0:
         return "", "", ""
     end = at + len(query)
-    return "…" + text[:at].lstrip('"[{ '), text[at:end], text[end:] + "…"
+    # The JSON's own quotes and brackets at the window's ends are not the message's.
+    return "…" + text[:at].lstrip('"[{ '), text[at:end], text[end:].rstrip('"]} ') + "…"
 
 
 def unescape_json(fragment: str) -> str:
