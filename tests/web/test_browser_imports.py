@@ -51,3 +51,33 @@ def test_imported_sessions_on_the_list_and_the_gauge_of_one(
     page.goto(f"{live_server.url}/sessions/{imported.public_id}/")
     expect(page.locator("#gauge-source")).to_contain_text("compacted itself at 167,094 tokens")
     page.locator(".gauge").screenshot(path=str(SHOTS / "imports-gauge.png"))
+
+
+@pytest.fixture
+def updated_job(owner: User) -> str:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from motus_web.sessions import jobs
+
+    from .helpers import run_tasks
+
+    import_stream(io.BytesIO(transcript("q1", "a1")), "s.jsonl", ImportOptions(owner=owner))
+    grown = transcript("q1", "a1", "q2", "a2") + b'{"type": "user", "cut'
+    job = jobs.create(SimpleUploadedFile("s.jsonl", grown), "s.jsonl", owner, None)
+    run_tasks()
+    return str(job.public_id)
+
+
+def test_the_job_page_of_an_update_lists_it_and_the_damaged_lines(
+    updated_job: str,
+    live_server: LiveServer,
+    page: object,  # noqa: F811
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in(page, live_server)
+    page.goto(f"{live_server.url}/import/jobs/{updated_job}/")
+    expect(page.locator("ul.updated")).to_contain_text("+2 messages")
+    expect(page.locator(".warnings")).to_contain_text("line 5")
+    page.screenshot(path=str(SHOTS / "imports-job.png"), full_page=True)

@@ -189,8 +189,13 @@ def _found(
             yield _problem(formats.unrecognised(name)) if unknown else found
     else:
         stream.seek(0)
-        for index, item in enumerate(formats.parse(stream, name, subagents), start=1):
-            yield _problem(item) if isinstance(item, FormatProblem) else AgentSession(index, item)
+        index = 0  # sessions only: the warnings before one do not shift its number
+        for item in formats.parse(stream, name, subagents):
+            if isinstance(item, FormatProblem):
+                yield _problem(item)
+            else:
+                index += 1
+                yield AgentSession(index, item)
 
 
 def _problem(problem: FormatProblem) -> Problem:
