@@ -117,6 +117,12 @@ def run(size: int, threshold: int, runs: int, claude_code: Path | None) -> None:
         ),
         "fork confirmation": reverse("dashboard:fork_confirm", args=["long", size // 2]),
         "undo confirmation": reverse("dashboard:undo_confirm", args=["long"]),
+        "rewind confirmation (middle)": reverse(
+            "dashboard:rewind_confirm", args=["long", size // 2]
+        ),
+        "rewind to before the latest compaction": reverse(
+            "dashboard:rewind_before_confirm", args=["long", last.position if last else 0]
+        ),
     }
     for label, seq in (("start", 100), ("middle", size // 2), ("end", size - 100)):
         reply = reply_near(seq)

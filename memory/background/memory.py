@@ -423,15 +423,21 @@ class BackgroundMemory(CompactionMemory):
         memory._position = memory._state.extracted_through
         return memory
 
+    def _fork_options(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "scope": self.scope,
+            "extractor": self._extractor,
+            "extract_model_name": self._extract_model_name,
+            "recall_budget_tokens": self.recall_budget_tokens,
+            "extraction_timeout_s": self.extraction_timeout_s,
+            "said_on": self.said_on,
+        }
+
     def fork(self, *, session_id: str | None = None) -> Self:
         """``CompactionMemory.fork`` in the same store and scope, carrying the
         block in force (logged as the fork's first ``memory_recall``)."""
         child = super().fork(session_id=session_id)
-        child.store, child.scope = self.store, self.scope
-        child._extractor, child._extract_model_name = self._extractor, self._extract_model_name
-        child.recall_budget_tokens = self.recall_budget_tokens
-        child.extraction_timeout_s = self.extraction_timeout_s
-        child.said_on = self.said_on
         # The parent extracts what it said; the fork starts after it.
         child._state.extracted_through = child._position = child._state.next_seq - 1
         block = self._state.memory_block

@@ -433,6 +433,11 @@ class CompactionMemory(CompactionBase):
         )
         return memory
 
+    def _fork_options(self) -> dict[str, Any]:
+        """What a subclass's constructor needs besides these to make a fork
+        (known before the fork's first record, its ``session_meta``)."""
+        return {}
+
     def fork(self, *, session_id: str | None = None) -> Self:
         """A new session that starts from this context and points at this one.
 
@@ -455,6 +460,7 @@ class CompactionMemory(CompactionBase):
             parent_session_id=self.session_id,
             parent_seq=self.next_seq - 1,
             enable_memory_tools=self._enable_memory_tools,
+            **self._fork_options(),
         )
         child._compact_model_name = self._compact_model_name
         child.calibration = self.calibration

@@ -18,6 +18,7 @@ from .counter import (
     TruncatedText,
     count_tokens,
 )
+from .encodings import encoding_for_model
 from .images import anthropic_image_tokens, image_size, openai_image_tokens
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "TruncatedText",
     "anthropic_image_tokens",
     "count_tokens",
+    "encoding_for_model",
     "image_size",
     "openai_image_tokens",
 ]

@@ -43,7 +43,7 @@ from memory import (
 )
 from motus_web.dashboard.wording import grouped
 from motus_web.sessions.log_store import DatabaseLogStore
-from motus_web.sessions.long_term_store import DjangoLongTermStore
+from motus_web.sessions.memories import restore_from
 from motus_web.sessions.models import Session
 
 from .providers import ChatModel
@@ -68,21 +68,8 @@ def restore_memory(session: Session, model: ChatModel, client: ChatClient) -> Co
             "compact_model_name": model.compact_model or model.model,
         }
     )
-    if session.memory_type == BackgroundMemory.memory_type:
-        return BackgroundMemory.restore_from_log(
-            session.public_id,
-            store=DjangoLongTermStore(),
-            log_store=DatabaseLogStore(),
-            config=config,
-            client=client,
-            model_name=model.model,
-        )
-    return CompactionMemory.restore_from_log(
-        session.public_id,
-        log_store=DatabaseLogStore(),
-        config=config,
-        client=client,
-        model_name=model.model,
+    return restore_from(
+        session, DatabaseLogStore(), config=config, client=client, model_name=model.model
     )
 
 

@@ -11,7 +11,6 @@ asks first on a page that states the context it will leave.
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -37,9 +36,13 @@ def _reason(request: HttpRequest, default: str) -> str:
     return request.POST.get("reason", "").strip()[:REASON_CHARS] or default
 
 
-def _cannot(request: HttpRequest, session: Session, title: str, why: str) -> HttpResponse:
+def _cannot(
+    request: HttpRequest, session: Session, title: str, why: str, status: int = 404
+) -> HttpResponse:
+    """A styled page saying why there is nothing to do: 404 for a page asked
+    for (as "nothing to undo" is), 409 for a POST the library refused."""
     context = {"session": session, "title": title, "reason": why}
-    return render(request, "dashboard/cannot.html", context, status=409)
+    return render(request, "dashboard/cannot.html", context, status=status)
 
 
 # -- rewind to a message -------------------------------------------------------------
@@ -127,7 +130,7 @@ def _rewind(request: HttpRequest, session: Session, point: LogPoint, back: str) 
             done = f"Rewind {number}: the session continues from {point}."
             once.done(spent, session_url(session), done)
     except CompactionError as error:
-        return _cannot(request, session, "Not rewound", str(error))
+        return _cannot(request, session, "Not rewound", str(error), status=409)
     except Refused as refused:
         return refused.response(request)
     messages.success(request, done)
@@ -220,13 +223,10 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
     instructions = request.POST.get("instructions", "").strip()[:INSTRUCTION_CHARS]
     back = session_url(session)
-    client, compact_model = in_place.compactor_of(session)
     try:
         as_of = form_number(request, "as_of")
         with acting(request, "compact", f"{session.public_id} compact@{as_of}", back) as spent:
-            event = in_place.compact_now(
-                session, instructions, as_of=as_of, client=client, compact_model=compact_model
-            )
+            event = in_place.compact_now(session, instructions, as_of=as_of)
             if event is None:
                 done, where = "Nothing to compact: the context holds too little to fold.", back
             else:
@@ -241,9 +241,6 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
             once.done(spent, where, done)
     except Refused as refused:
         return refused.response(request)
-    finally:
-        if (aclose := getattr(client, "aclose", None)) is not None:
-            async_to_sync(aclose)()
     ok = event is not None and event.kind == CompactionEvent.Kind.OK
     (messages.success if ok else messages.warning)(request, done)
     return see_other(where)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import actions, in_place, views
+from . import actions, in_place, long_term, views
 
 app_name = "dashboard"
 _session = "sessions/<str:public_id>/"
@@ -67,6 +67,24 @@ urlpatterns = [
     path("import/jobs/<uuid:public_id>/", views.import_job, name="import_job"),
     path("import/jobs/<uuid:public_id>/cancel/", views.import_job_cancel, name="import_job_cancel"),
     path("import/jobs/<uuid:public_id>/retry/", views.import_job_retry, name="import_job_retry"),
+    path("memories/", long_term.memory_scopes, name="memory_scopes"),
+    # A named scope first: "named" is not a memory id (ids are hexadecimal).
+    path(
+        "memories/<str:user_id>/named/<str:agent_id>/",
+        long_term.memory_scope,
+        name="memory_scope_named",
+    ),
+    path(
+        "memories/<str:user_id>/named/<str:agent_id>/<str:memory_id>/<str:action>/",
+        long_term.memory_action,
+        name="memory_action_named",
+    ),
+    path("memories/<str:user_id>/", long_term.memory_scope, name="memory_scope"),
+    path(
+        "memories/<str:user_id>/<str:memory_id>/<str:action>/",
+        long_term.memory_action,
+        name="memory_action",
+    ),
     path("restore/", actions.restore_upload_form, name="restore_upload_form"),
     path("restore/upload/", actions.restore_upload, name="restore_upload"),
 ]

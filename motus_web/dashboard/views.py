@@ -126,7 +126,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         cost=_session_cost(session),
         price_data=costs.PRICE_DATA,
         chart=_token_chart(session, compactions),
-        compactions=_with_lost_identifiers(session, listed),
+        compactions=_with_lost_identifiers(session, listed, events),
         compactions_total=len(compactions),
         undoable=operations.undoable(events)[0],
         compact_fields=fields(as_of=session.record_count),
@@ -142,10 +142,13 @@ def _in_context_from(session: Session, active: list[timeline.Fold]) -> int:
 
 
 def _with_lost_identifiers(
-    session: Session, compactions: list[CompactionEvent]
+    session: Session,
+    compactions: list[CompactionEvent],
+    events: list[CompactionEvent | ContextChange],
 ) -> list[tuple[CompactionEvent, list[str]]]:
     """Each compaction with the identifiers from user messages its summary lost
-    (reading only the user messages those compactions folded)."""
+    (reading only the user messages those compactions folded), checked against
+    the corrected summary where ``events`` hold a correction."""
     ranges = [
         (e.summarized_first_seq, e.summarized_last_seq)
         for e in compactions
@@ -158,7 +161,7 @@ def _with_lost_identifiers(
         seq__gte=min(first for first, _ in ranges),
         seq__lte=max(last for _, last in ranges),
     )
-    corrected = in_place.corrected_summaries(session, compactions)
+    corrected = in_place.corrected_summaries(events, compactions)
     flags = lost.lost_user_identifiers(compactions, lost.texts(users), corrected)
     return [(event, flags.get(event.position, [])) for event in compactions]
 

@@ -21,7 +21,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from memory import ChatClient, LogPoint
+from memory import ChatClient, CompactionMemory, LogPoint
 
 from . import history
 from .memories import ContextSize, restore_view
@@ -123,26 +123,35 @@ def in_force(session: Session) -> CompactionEvent | None:
     return found[-1] if found else None
 
 
+def _corrects(change: ContextChange, event: CompactionEvent) -> bool:
+    """Whether ``change`` (a ``summary_correction`` row) corrects ``event``'s summary."""
+    number = change.record_extra.get("compaction_number")
+    return change.position > event.position and number == event.number
+
+
 def corrections_of(session: Session, event: CompactionEvent) -> list[ContextChange]:
     """The corrections of ``event``'s summary, oldest first (the last is in
     force while ``event`` is)."""
     later = session.context_changes.filter(
         kind=history.SUMMARY_CORRECTION, position__gt=event.position
     ).order_by("position")
-    return [c for c in later if c.record_extra.get("compaction_number") == event.number]
+    return [change for change in later if _corrects(change, event)]
 
 
-def corrected_summaries(session: Session, events: Sequence[CompactionEvent]) -> dict[int, str]:
-    """The summary in use of each of ``events`` that an operator corrected
-    (its latest correction), by the compaction's log position: one query."""
-    found = session.context_changes.filter(kind=history.SUMMARY_CORRECTION).order_by("position")
-    corrections = list(found)
+def corrected_summaries(
+    events: Sequence[CompactionEvent | ContextChange], compactions: Sequence[CompactionEvent]
+) -> dict[int, str]:
+    """The summary in use of each of ``compactions`` that an operator
+    corrected (its latest correction among ``events``, the session's event
+    rows in log order), by the compaction's log position."""
+    corrections = [
+        e for e in events if isinstance(e, ContextChange) and e.kind == history.SUMMARY_CORRECTION
+    ]
     out: dict[int, str] = {}
-    for event in events:
+    for event in compactions:
         for change in corrections:
             text = change.record_extra.get("summary")
-            number = change.record_extra.get("compaction_number")
-            if change.position > event.position and number == event.number and text:
+            if _corrects(change, event) and isinstance(text, str):
                 out[event.position] = text
     return out
 
@@ -192,40 +201,29 @@ def compactor_name(session: Session) -> str | None:
     return (model.compact_model or model.model) if model is not None else None
 
 
-def compactor_of(session: Session) -> tuple[ChatClient | None, str | None]:
-    """A client for the model that writes the session's summaries, and its
-    name (``compactor_name``); ``(None, None)`` when the session's model is
-    not configured: the offline summariser. Close a client with
-    ``aclose()`` when done."""
-    model = _configured(session)
-    if model is None:
-        return None, None
-    return model.client(), compactor_name(session)
-
-
 def compact_now(
-    session: Session,
-    instructions: str,
-    *,
-    as_of: int,
-    client: ChatClient | None = None,
-    compact_model: str | None = None,
+    session: Session, instructions: str, *, as_of: int, model: Any = None
 ) -> CompactionEvent | None:
     """Compact the session's context now with ``instructions`` (what the
-    summary must keep; ``""``: none), by ``client`` and ``compact_model``
-    (``None``: the offline summariser). Returns the event logged: the
+    summary must keep; ``""``: none). ``model`` is a configured chat model
+    (``motus_web.chat.providers.ChatModel``: its client and summary model
+    write the summary); ``None``: the session's own model when it is
+    configured, else the offline summariser. Returns the event logged: the
     compaction, or a failed attempt (the context is then as it was); ``None``
     when there was nothing to fold. The chat's own control calls this too,
-    with its model's client, from a thread (synchronous ORM).
+    from a thread (synchronous ORM).
 
     The summary request runs inside the action's transaction, under the
     lease: a turn cannot start meanwhile, and a crash logs nothing. Raises
     ``StaleTargetError`` when the session logged anything since ``as_of``,
     ``SessionBusyError`` while a chat turn writes it."""
+    model = model if model is not None else _configured(session)
+    client = model.client() if model is not None else None
+    summary_model = (model.compact_model or model.model) if model is not None else None
     with writing(
-        session, "compact", as_of=as_of, client=client, compact_model=compact_model
+        session, "compact", as_of=as_of, client=client, compact_model=summary_model
     ) as memory:
-        async_to_sync(memory.compact)(instructions=instructions.strip() or None)
+        async_to_sync(_compact)(memory, instructions.strip() or None, client)
     return (
         session.compaction_events.filter(
             position__gte=as_of, kind__in=[CompactionEvent.Kind.OK, CompactionEvent.Kind.FAILED]
@@ -233,3 +231,14 @@ def compact_now(
         .order_by("-position")
         .first()
     )
+
+
+async def _compact(
+    memory: CompactionMemory, instructions: str | None, client: ChatClient | None
+) -> None:
+    # One event loop for the request and the client's close: its connections belong to it.
+    try:
+        await memory.compact(instructions=instructions)
+    finally:
+        if (aclose := getattr(client, "aclose", None)) is not None:
+            await aclose()

@@ -24,11 +24,20 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
-from django.db import connection, transaction
+from django.db import close_old_connections, connection, transaction
 
-from memory.background.scoring import query_terms
-from memory.background.store import Filters, Row, VersionedStore
-from memory.background.types import Kind, Provenance, Purged, Scope, Status, Version
+from memory.background import (
+    Filters,
+    Kind,
+    Provenance,
+    Purged,
+    Row,
+    Scope,
+    Status,
+    Version,
+    VersionedStore,
+    query_terms,
+)
 
 from .models import LongTermMemory, LongTermMemoryLink, LongTermMemoryVersion
 
@@ -43,9 +52,19 @@ def _off_the_loop(method: Callable[..., T]) -> Callable[..., T]:
             asyncio.get_running_loop()
         except RuntimeError:
             return method(self, *args, **kwargs)
-        return _DB_THREAD.submit(method, self, *args, **kwargs).result()
+        return _DB_THREAD.submit(_with_fresh_connection, method, self, *args, **kwargs).result()
 
     return run
+
+
+def _with_fresh_connection(method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    # As channels' database_sync_to_async does: the thread's connection is closed
+    # when it is too old (CONN_MAX_AGE) or broken, before and after.
+    close_old_connections()
+    try:
+        return method(*args, **kwargs)
+    finally:
+        close_old_connections()
 
 
 class DjangoLongTermStore(VersionedStore):

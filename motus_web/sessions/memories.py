@@ -14,15 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory import (
+    BackgroundMemory,
     CompactionMemory,
     CompactionMemoryConfig,
     ConfigurationError,
     InMemoryLogStore,
     LogProblem,
+    LogStore,
 )
 from memory.log import LogRecord
 
 from .log_store import DatabaseLogStore
+from .long_term_store import DjangoLongTermStore
 from .models import Session
 
 # Fields of a logged config that name where a memory ran, not how it compacts.
@@ -55,7 +58,19 @@ def threshold_of(session: Session) -> int | None:
 
 def restore(session: Session) -> CompactionMemory:
     """The session's memory as the library restores it from the database log."""
-    return CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
+    return restore_from(session, DatabaseLogStore())
+
+
+def restore_from(session: Session, log_store: LogStore, **options: Any) -> CompactionMemory:
+    """``restore_from_log`` of the session's type: a ``BackgroundMemory`` over
+    the dashboard's long-term store for a session made with "remember across
+    chats" (so a fork or a restore of it remembers too), else a
+    ``CompactionMemory``; ``options`` go to it (config, client, model_name)."""
+    if session.memory_type == BackgroundMemory.memory_type:
+        return BackgroundMemory.restore_from_log(
+            session.public_id, log_store=log_store, store=DjangoLongTermStore(), **options
+        )
+    return CompactionMemory.restore_from_log(session.public_id, log_store=log_store, **options)
 
 
 class DatabaseView(InMemoryLogStore):
@@ -102,8 +117,7 @@ class DatabaseView(InMemoryLogStore):
 def restore_view(session: Session, stop: int | None = None) -> CompactionMemory:
     """The memory restored from the first ``stop`` records of the session's log
     (all of them without ``stop``), writing nowhere: see ``DatabaseView``."""
-    store = DatabaseView(session.public_id, stop)
-    return CompactionMemory.restore_from_log(session.public_id, log_store=store)
+    return restore_from(session, DatabaseView(session.public_id, stop))
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ from memory.log import InvalidSessionIdError, records, validate_session_id
 
 from . import history, lease
 from .log_store import DatabaseLogStore
-from .memories import ContextSize, config_of, restore_view
+from .memories import ContextSize, config_of, restore_from, restore_view
 from .models import CompactionEvent, ContextChange, Message, Session
 from .once import StaleTargetError
 
@@ -230,9 +230,7 @@ def writing(
             config = config_of(
                 session.config, session_id=session.public_id, compact_model_name=compact_model
             )
-        memory = CompactionMemory.restore_from_log(
-            session.public_id, log_store=DatabaseLogStore(), config=config, client=client
-        )
+        memory = restore_from(session, DatabaseLogStore(), config=config, client=client)
         yield memory
         # The database store is an AsyncLogStore: the memory queues its records for flush().
         async_to_sync(memory.flush)()

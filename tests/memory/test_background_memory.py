@@ -244,6 +244,7 @@ async def test_a_fork_keeps_the_block_the_store_and_the_scope() -> None:
     assert (child.store, child.scope) == (store, ANN)
     restored = BackgroundMemory.restore_from_log(child.session_id, log_store=log, store=store)
     assert restored.get_context() == second.get_context()
+    assert restored.scope == ANN  # from the fork's own session_meta
 
 
 async def test_the_agent_can_remember_recall_and_forget() -> None:

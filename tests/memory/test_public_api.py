@@ -9,6 +9,7 @@ import types
 import pytest
 
 import memory
+import memory.background
 import memory.log
 import memory.tokens
 from memory import (
@@ -39,7 +40,9 @@ def test_the_public_names_are_exactly_those_listed() -> None:
     assert all(hasattr(memory, name) for name in memory.__all__)
 
 
-@pytest.mark.parametrize("package", [memory, memory.log, memory.tokens], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "package", [memory, memory.log, memory.tokens, memory.background], ids=lambda m: m.__name__
+)
 def test_all_lists_exactly_the_public_names_of_each_package(package: types.ModuleType) -> None:
     # Submodules are reached by name; every other public name is in __all__ (as httpx checks).
     public = {
@@ -124,7 +127,14 @@ def test_the_web_app_imports_only_the_librarys_public_packages() -> None:
     import ast
     from pathlib import Path
 
-    public = {"memory", "memory.log", "memory.tokens", "memory.clients", "memory.agent"}
+    public = {
+        "memory",
+        "memory.log",
+        "memory.tokens",
+        "memory.clients",
+        "memory.agent",
+        "memory.background",
+    }
     web = Path(__file__).resolve().parents[2] / "motus_web"
     private = sorted(
         f"{path.relative_to(web.parent)}: {node.module}"

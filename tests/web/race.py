@@ -20,6 +20,7 @@ CONFIRMATIONS = {
     "fork": "fork_confirm",
     "delete": "delete_confirm",
     "rewind": "rewind_confirm",
+    "undo-rewind": "undo_rewind_confirm",
 }
 # Forms that sit on a page of their own rather than on a confirmation: page, action, fields.
 ON_PAGE = {
@@ -48,7 +49,13 @@ def race(kind: str) -> tuple[list[int], str]:
         action, form = confirmation_form(page.content.decode(), wanted)
         form.update(typed)
     else:
-        args = [session.public_id, *([3] if kind in ("fork", "rewind") else [])]
+        if kind == "undo-rewind":
+            from memory import LogPoint
+            from motus_web.sessions import in_place
+
+            in_place.rewind(session, LogPoint("after_message", 7), "", as_of=session.record_count)
+        number = {"fork": [3], "rewind": [3], "undo-rewind": [1]}.get(kind, [])
+        args = [session.public_id, *number]
         page = logged_in(owner).get(reverse(f"dashboard:{CONFIRMATIONS[kind]}", args=args))
         action, form = confirmation_form(page.content.decode())
     start = threading.Barrier(2)

@@ -179,7 +179,9 @@ def test_rewind_correct_and_compact_now_read_well_and_a_double_click_sends_once(
     page.goto(f"{base}/compactions/{latest.position}/")
     page.locator("details.correct-summary summary").click()
     page.locator("#summary-text").fill("Mia rebooks to Seattle; bookings B0 to B14.")
-    page.screenshot(path=SCREENSHOTS / f"actions-correct-form-{width}.png", full_page=True)
+    page.locator("details.correct-summary").screenshot(
+        path=SCREENSHOTS / f"actions-correct-form-{width}.png"
+    )
     assert_no_sideways_scroll(page)
     double_submit(page, "details.correct-summary form")
     expect(page.locator("#corrected-summary")).to_contain_text("Mia rebooks to Seattle")

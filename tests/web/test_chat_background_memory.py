@@ -12,9 +12,10 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from pytest_django import Settings
 
-from memory import CompactionMemoryConfig
+from memory import BackgroundMemory, CompactionMemoryConfig
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.chat.tools import new_chat_tool_schemas
+from motus_web.sessions import memories, operations
 from motus_web.sessions.long_term_store import DjangoLongTermStore, owner_scope
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
@@ -80,6 +81,23 @@ def step_of_reply(owner: User, session: Session) -> tuple[dict[str, Any], str]:
     return body, page
 
 
+def forked(owner: User, session: Session) -> tuple[str, dict[str, Any]]:
+    """Fork ``session`` at its first reply as the dashboard does; the child's
+    block and scope as its restored memory has them."""
+    reply = session.messages.filter(role="assistant").order_by("seq").first()
+    assert reply is not None
+    child = operations.fork(operations.fork_cut(session, reply), session, owner, "Fork")
+    assert child.memory_type == "background"
+    memory = memories.restore(child)
+    assert isinstance(memory, BackgroundMemory)
+    return memory.memory_block, memory.scope.to_dict()
+
+
+def session_pages(owner: User, *sessions: Session) -> list[str]:
+    client = logged_in(owner)
+    return [client.get(f"/sessions/{s.public_id}/").content.decode() for s in sessions]
+
+
 def extraction(*memories: dict[str, Any]) -> ScriptedReply:
     return ScriptedReply(text=json.dumps({"memories": list(memories)}))
 
@@ -137,6 +155,15 @@ async def test_a_second_chat_in_the_scope_recalls_what_the_first_learned(
             owner if other.owner_id == owner.pk else teammate, other, "Where does my sister live?"
         )
         assert "<long_term_memory>" not in server.requests[-2].body["messages"][0]["content"]
+    # A fork of it, from the dashboard, is a remembering session of the same scope.
+    child_block, child_meta = await database_sync_to_async(forked)(owner, second)
+    assert "The user's sister Jane lives in Boston." in child_block
+    assert child_meta == {"user_id": f"user-{owner.pk}"}
+    # The session pages show, per reply, what was placed and what was written.
+    first_page, second_page = await database_sync_to_async(session_pages)(owner, first, second)
+    assert "Long-term memory written" in first_page
+    assert "The user&#x27;s sister Jane lives in Boston." in first_page
+    assert "Long-term memories placed" in second_page
     store = DjangoLongTermStore()
     remembered = await database_sync_to_async(store.memories)(owner_scope(owner.pk))
     assert [m.provenance[0].session_id for m in remembered] == [first.public_id]

@@ -20,6 +20,7 @@ EXPECTED = {
     "fork": {**NOTHING, "forks": 1},
     "delete": {**NOTHING, "sessions": 0},
     "rewind": {**NOTHING, "rewinds": 1},
+    "undo-rewind": {**NOTHING, "rewinds": 2},  # the rewind undone, and its undo
     "correct": {**NOTHING, "corrections": 1},
     "compact": {**NOTHING, "manual": 1},
 }

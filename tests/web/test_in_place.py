@@ -779,3 +779,42 @@ def test_the_session_pages_lost_identifier_flag_reads_the_corrected_summary(
 
     after = client.get(url("session_detail", compacted.public_id)).content.decode()
     assert before.count(flag) < after.count(flag)
+
+
+def test_compact_now_uses_the_sessions_own_model_when_it_is_configured(
+    long_plain: Session, settings: Any
+) -> None:
+    from memory.testing.scripted_server import ScriptedReply, ScriptedServer
+
+    from .chat_helpers import scripted_model
+
+    client = owner_client(long_plain)
+    with ScriptedServer(api_key="test-key-123") as server:
+        settings.MOTUS_CHAT_MODELS = (scripted_model(server.openai_base_url),)
+        server.add("openai", ScriptedReply(text="Bookings B0 to B7, each to its city."))
+        action, form = compact_form(client, long_plain)
+
+        response = client.post(action, {**form, "instructions": "keep every booking"})
+
+        sent = [r.body for r in server.requests_for("openai")]
+    assert response.status_code == 303
+    assert len(sent) == 1
+    assert sent[0]["model"] == "gpt-4o"
+    assert "keep every booking" in str(sent[0]["messages"])  # the instructions reach the model
+    record = log_of(long_plain.public_id)[-1]
+    assert record["type"] == "compaction"
+    assert record["model"] == "gpt-4o"
+    assert record["instructions"] == "keep every booking"
+    assert "Bookings B0 to B7, each to its city." in record["summary"]
+    assert_restore_equals_live(long_plain)
+
+
+def test_undo_rewind_without_a_rewind_is_a_styled_page_that_says_so(long_plain: Session) -> None:
+    page = owner_client(long_plain).get(url("undo_rewind_confirm", long_plain.public_id, 1))
+
+    assert page.status_code == 404
+    html = page.content.decode()
+    assert "No rewind to undo" in html
+    assert "This session has no rewind." in html
+    assert url("session_detail", long_plain.public_id) in html
+    assert 'class="topbar"' in html

@@ -34,7 +34,7 @@ from memory import (
     upgrade_records,
 )
 from memory.log import InvalidSessionIdError, LogRecord, records, validate_session_id
-from memory.tokens.encodings import encoding_for_model
+from memory.tokens import encoding_for_model
 
 from ..log_store import DatabaseLogStore
 from ..models import Session

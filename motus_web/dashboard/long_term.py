@@ -1,0 +1,218 @@
+"""The Memories pages: what a background memory remembers, per scope, and corrections.
+
+A scope's page lists its memories (search, and filters by kind, status,
+source session and date), each with its provenance (links to the messages it
+came from) and its history, and lets the owner or staff edit, forget or
+restore one. Those three are operator actions with the same exactly-once
+rules as the others (``exactly_once``): each form carries a one-time token
+and the memory's version as the page showed it, so a second submission does
+nothing (409, linking to the result) and a memory changed since (by the agent,
+the extractor or another tab) is not changed blindly (409, naming what
+changed). Each action and its token are one transaction: a crash mid-way
+leaves neither, and the form may be sent again. Only the scope's owner and
+staff see it; anyone else gets 404, as for a session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST, require_safe
+
+from memory import ConfigurationError, LongTermMemoryError, Scope
+from memory.background import KINDS, STATUSES, Filters
+from motus_web.sessions import once
+from motus_web.sessions.long_term_store import DjangoLongTermStore, owner_of
+from motus_web.sessions.models import LongTermMemory, Session
+
+from .exactly_once import Refused, acting, fields
+from .rendering import render
+
+PAGE = 100
+ACTIONS = ("edit", "forget", "restore")
+EDIT_MAX_CHARS = 2_000
+
+
+def _scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Scope:
+    """The scope named by the URL, when the user may see it (its owner or
+    staff); 404 otherwise, whether it exists or not."""
+    try:
+        scope = Scope(user_id=user_id, agent_id=agent_id or None)
+    except ConfigurationError:
+        raise Http404("No such memory scope.") from None
+    user = request.user
+    if not (user.is_staff or (user.is_authenticated and owner_of(scope) == user.pk)):
+        raise Http404("No such memory scope.")
+    return scope
+
+
+def action_url(scope: Scope, memory_id: str, action: str) -> str:
+    if scope.agent_id:
+        args = [scope.user_id, scope.agent_id, memory_id, action]
+        return reverse("dashboard:memory_action_named", args=args)
+    return reverse("dashboard:memory_action", args=[scope.user_id, memory_id, action])
+
+
+def scope_url(scope: Scope) -> str:
+    if scope.agent_id:
+        return reverse("dashboard:memory_scope_named", args=[scope.user_id, scope.agent_id])
+    return reverse("dashboard:memory_scope", args=[scope.user_id])
+
+
+@require_safe
+@login_required
+def memory_scopes(request: HttpRequest) -> HttpResponse:
+    """The scopes the user may see, with how many memories each holds."""
+    rows = LongTermMemory.objects.all()
+    if not request.user.is_staff:
+        rows = rows.filter(scope_key__startswith=f"user=user-{request.user.pk};")
+    counts: dict[str, int] = {}
+    for key in rows.filter(status="active").values_list("scope_key", flat=True):
+        counts[key] = counts.get(key, 0) + 1
+    for key in rows.values_list("scope_key", flat=True).distinct():
+        counts.setdefault(key, 0)
+    owners = {u.pk: u for u in get_user_model().objects.filter(pk__in=_owner_pks(counts))}
+    scopes = []
+    for key, active in sorted(counts.items()):
+        scope = Scope.from_key(key)
+        pk = owner_of(scope)
+        scopes.append(
+            {
+                "scope": scope,
+                "url": scope_url(scope),
+                "active": active,
+                "owner": owners.get(pk) if pk is not None else None,
+            }
+        )
+    return render(request, "dashboard/memory_scopes.html", {"scopes": scopes})
+
+
+def _owner_pks(keys: dict[str, int]) -> set[int]:
+    return {pk for key in keys if (pk := owner_of(Scope.from_key(key))) is not None}
+
+
+def _filters(request: HttpRequest) -> Filters:
+    get = request.GET
+    kind, status = get.get("kind") or None, get.get("status", "active") or None
+    if kind not in (None, *KINDS) or status not in (None, *STATUSES):
+        raise BadRequest("unknown kind or status")
+    return Filters(
+        status=status,
+        kind=kind,
+        session_id=get.get("session") or None,
+        since=get.get("since") or None,
+        until=get.get("until") or None,
+        query=get.get("q") or None,
+    )
+
+
+@require_safe
+@login_required
+def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> HttpResponse:
+    """One scope's memories, filtered, each with its provenance and history."""
+    scope = _scope(request, user_id, agent_id)
+    store = DjangoLongTermStore()
+    filters = _filters(request)
+    found = store.memories(scope, filters, limit=PAGE)
+    sessions = {
+        s.public_id: s
+        for s in Session.objects.filter(
+            public_id__in={p.session_id for m in found for p in m.provenance if p.session_id}
+        )
+    }
+    rows = [
+        {
+            "memory": memory,
+            "history": store.history(scope, memory.id),
+            "links": [
+                {"link": p, "session": sessions.get(p.session_id or "")} for p in memory.provenance
+            ],
+            "hidden": fields(version=memory.version),
+            "urls": {action: action_url(scope, memory.id, action) for action in ACTIONS},
+        }
+        for memory in found
+    ]
+    context: dict[str, Any] = {
+        "scope": scope,
+        "scope_url": scope_url(scope),
+        "rows": rows,
+        "filters": filters,
+        "kinds": KINDS,
+        "statuses": STATUSES,
+        "counts": {s: store.count(scope, status=s) for s in STATUSES},
+        "page": PAGE,
+    }
+    return render(request, "dashboard/memory_scope.html", context)
+
+
+@require_POST
+@login_required
+def memory_action(
+    request: HttpRequest, user_id: str, memory_id: str, action: str, agent_id: str = ""
+) -> HttpResponse:
+    """Edit, forget or restore one memory, once (see the module docstring)."""
+    scope = _scope(request, user_id, agent_id)
+    if action not in ACTIONS:
+        raise Http404("No such action.")
+    back = scope_url(scope)
+    store = DjangoLongTermStore()
+    actor = f"operator:{request.user.get_username()}"
+    reason = request.POST.get("reason", "").strip()[:500] or f"{action} from the dashboard"
+    try:
+        version = _version(request)
+        with acting(request, f"memory_{action}", f"{scope.key} {memory_id}", back) as spent:
+            current = _current(store, scope, memory_id, version)
+            if action == "edit":
+                text = request.POST.get("text", "").strip()
+                if not text or len(text) > EDIT_MAX_CHARS:
+                    raise Refused(
+                        400,
+                        "Not saved",
+                        f"A memory is 1 to {EDIT_MAX_CHARS:,} characters. Nothing was changed.",
+                        back,
+                    )
+                store.update(scope, current.id, text=text, actor=actor, reason=reason)
+                done = f"Memory {current.id} edited (version {current.version + 1})."
+            elif action == "forget":
+                store.forget(scope, current.id, actor=actor, reason=reason)
+                done = f"Memory {current.id} forgotten; its history keeps it."
+            else:
+                store.restore(scope, current.id, actor=actor, reason=reason)
+                done = f"Memory {current.id} restored."
+            once.done(spent, back, done)
+    except Refused as refused:
+        return refused.response(request)
+    except LongTermMemoryError as error:
+        return Refused(409, "Not done", f"{error}. Nothing was changed.", back).response(request)
+    messages.success(request, done)
+    return HttpResponseRedirect(back, status=303)
+
+
+def _version(request: HttpRequest) -> int:
+    try:
+        return int(request.POST.get("version", ""))
+    except ValueError:
+        raise Refused(
+            400, "This form cannot be sent", "It does not say which version it is for.", ""
+        ) from None
+
+
+def _current(store: DjangoLongTermStore, scope: Scope, memory_id: str, version: int) -> Any:
+    """The memory, when it is still the version the form showed."""
+    try:
+        current = store.get(scope, memory_id)
+    except LongTermMemoryError:
+        raise Http404("No such memory.") from None
+    if current.version != version:
+        last = store.history(scope, memory_id)[-1]
+        raise once.StaleTargetError(
+            f"Memory {memory_id} changed since this page was opened: it is at version "
+            f"{current.version} ({last.action} by {last.actor}), not {version}. Nothing was done."
+        )
+    return current
