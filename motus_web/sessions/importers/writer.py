@@ -25,6 +25,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import Q, QuerySet
 
 from memory import (
+    ChatMessage,
     ConfigurationError,
     LogCorruptError,
     LogError,
@@ -43,7 +44,15 @@ from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fing
 from .formats import ParsedSession
 from .formats._io import PlainTooLarge, kind
 from .formats.times import last_activity
-from .identity import Relation, branch_key, conversation_key, fingerprints, relation
+from .identity import (
+    FingerprintChain,
+    Relation,
+    branch_key,
+    conversation_key,
+    fingerprints,
+    relation,
+)
+from .ingest import batched, chat_message
 from .runner import Replayer
 from .sources import AgentSession, Found, MotusLog, Problem, Refused, Transcript, clip
 
@@ -79,6 +88,7 @@ class Skipped:
         return self.location
 
 
+TRANSCRIPT_FORMAT = "openai-chat"  # the source format of chat messages without an id
 # What counts a session whose file names no model: a current model of the tool's
 # provider (Claude.ai and Claude Code exports are Claude's, not gpt-4o's).
 ESTIMATE_MODELS = {
@@ -254,25 +264,63 @@ class Writer:
 
     def _transcript(self, transcript: Transcript) -> None:
         """Import chat messages that carry no id of their own: the file's name and the
-        run's place in it stand for one (a renamed file imports anew)."""
-        cap = self.options.max_messages
-        try:
-            # Held whole to compare with what is stored; one past the cap is enough
-            # for ``agent_batches`` to refuse it, counting as it goes.
-            messages = list(itertools.islice(transcript.messages, None if cap is None else cap + 1))
-        except Refused as error:
-            self._problem(error.location, str(error))
-            return
+        run's place in it stand for one (a renamed file imports anew).
+
+        A conversation not stored yet is streamed (a big list of messages is
+        never held whole) and fingerprinted as it goes; one stored before is
+        read whole to be compared (``_agent_session``).
+        """
         parsed = ParsedSession(
-            source_format="openai-chat",
+            source_format=TRANSCRIPT_FORMAT,
             source_tool="OpenAI chat messages",
             original_id=f"{self.name}#{transcript.index}",
             title=transcript.title,
             created_at=None,
             system_prompt=None,
-            messages=messages,
+            messages=[],
         )
-        self._agent_session(parsed, str(transcript.index), transcript.location)
+        own = str(parsed.original_id)
+        key = conversation_key(self._owner_pk(), TRANSCRIPT_FORMAT, own)
+        if self._stored(key) is not None:
+            cap = self.options.max_messages
+            try:
+                # One past the cap is enough for ``agent_batches`` to refuse it.
+                held = list(itertools.islice(transcript.messages, None if cap is None else cap + 1))
+            except Refused as error:
+                self._problem(error.location, str(error))
+                return
+            whole = dataclasses.replace(parsed, messages=held)
+            self._agent_session(whole, str(transcript.index), transcript.location)
+            return
+        where = f"{transcript.location}, " if transcript.location else ""
+        chain = FingerprintChain()
+
+        def messages() -> Iterator[ChatMessage]:
+            for number, raw in enumerate(transcript.messages, start=1):
+                location = f"{where}message {number}"
+                self._count(location)
+                chain.add(raw)
+                yield chat_message(raw, location)
+
+        def batches(session_id: str) -> Iterator[list[LogRecord]]:
+            replayer = self._replayer(session_id, model=self._counted_as(parsed))
+            try:
+                for batch in batched(messages()):
+                    yield replayer.add(batch)
+            finally:
+                replayer.close()
+
+        meta = self._source_meta(parsed, self._counted_as(parsed), None)
+        # ``chain.units`` is complete when the plan's session is claimed, after its batches.
+        plan = _Plan(key, transcript.location, transcript.title, meta, own, batches, chain.units)
+        try:
+            written = self._write(plan)
+        except _Conflict:
+            # The stream is read: another import of the same file stored it meanwhile.
+            self._problem(transcript.location, _RACE)
+            return
+        if written is not None:
+            self.report.outcomes.append(Outcome(transcript.location, written[0], "new", written[1]))
 
     def _counted_as(self, parsed: ParsedSession) -> str:
         """The model that counts a session's tokens: the file's own, else the options',
@@ -334,20 +382,7 @@ class Writer:
         counted_as = self._counted_as(parsed)
         if lineage is None and parent is not None:
             lineage = Session.SUBAGENT  # found by its session's own id
-        meta_extra: dict[str, Any] = {Session.LINEAGE: lineage} if lineage else {}
-        meta_extra |= {
-            "source_format": parsed.source_format,
-            "source_tool": parsed.source_tool,
-            "source_created_at": parsed.created_at,
-            "source_extra": parsed.extra,
-            "token_count": {
-                "model": counted_as,
-                "named_in_file": parsed.model is not None,
-                # Approximate when the file names no model or the model's own
-                # tokenizer is not public (Claude, Gemini: counted with cl100k_base).
-                "approximate": parsed.model is None or encoding_for_model(counted_as).approximate,
-            },
-        }
+        meta_extra = self._source_meta(parsed, counted_as, lineage)
         original = own or ""
         original = original if len(original) <= 128 else ""
         activity = last_activity(parsed.messages)
@@ -409,6 +444,24 @@ class Writer:
                 title=f"{name} · branch {number}",
                 trunk=key,
             )
+
+    @staticmethod
+    def _source_meta(parsed: ParsedSession, counted_as: str, lineage: str | None) -> dict[str, Any]:
+        """What an imported session's session_meta says of its source, in its extra."""
+        meta: dict[str, Any] = {Session.LINEAGE: lineage} if lineage else {}
+        return meta | {
+            "source_format": parsed.source_format,
+            "source_tool": parsed.source_tool,
+            "source_created_at": parsed.created_at,
+            "source_extra": parsed.extra,
+            "token_count": {
+                "model": counted_as,
+                "named_in_file": parsed.model is not None,
+                # Approximate when the file names no model or the model's own
+                # tokenizer is not public (Claude, Gemini: counted with cl100k_base).
+                "approximate": parsed.model is None or encoding_for_model(counted_as).approximate,
+            },
+        }
 
     def _owner_pk(self) -> object:
         return self.options.owner.pk if self.options.owner is not None else None
