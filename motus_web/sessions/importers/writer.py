@@ -35,7 +35,7 @@ from memory import (
     upgrade_records,
 )
 from memory.log import InvalidSessionIdError, LogRecord, records, validate_session_id
-from memory.tokens import encoding_for_model
+from memory.tokens import TokenCounter
 
 from ..log_store import DatabaseLogStore
 from ..models import Session
@@ -449,6 +449,8 @@ class Writer:
     def _source_meta(parsed: ParsedSession, counted_as: str, lineage: str | None) -> dict[str, Any]:
         """What an imported session's session_meta says of its source, in its extra."""
         meta: dict[str, Any] = {Session.LINEAGE: lineage} if lineage else {}
+        # The shared counter: an encoding made anew here would cost tens of MB.
+        approximate = parsed.model is None or TokenCounter.for_model(counted_as).approximate
         return meta | {
             "source_format": parsed.source_format,
             "source_tool": parsed.source_tool,
@@ -459,7 +461,7 @@ class Writer:
                 "named_in_file": parsed.model is not None,
                 # Approximate when the file names no model or the model's own
                 # tokenizer is not public (Claude, Gemini: counted with cl100k_base).
-                "approximate": parsed.model is None or encoding_for_model(counted_as).approximate,
+                "approximate": approximate,
             },
         }
 
