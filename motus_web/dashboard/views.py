@@ -116,7 +116,12 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     compactions = [e for e in events if isinstance(e, CompactionEvent)]
     listed = compactions[-COMPACTIONS_LISTED:]
     context.update(
-        gauge=charts.gauge(session.context_tokens, session.config, session.model_name),
+        gauge=charts.gauge(
+            session.context_tokens,
+            session.config,
+            session.model_name,
+            charts.file_limits(session.record_extra),
+        ),
         provider=_provider_reading(session, events),
         cost=_session_cost(session),
         price_data=costs.PRICE_DATA,
