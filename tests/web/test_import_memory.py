@@ -2,9 +2,10 @@
 
 Each import runs in a fresh interpreter that reports its peak resident memory
 (``ru_maxrss``); the bound is on what a message adds (half the messages
-against all of them), so the constant may grow with what an import loads. The default run imports 50,000 messages; with
-``MOTUS_SLOW_TESTS=1`` the 1,000,000-message file of issue 8 (16 MB, figures in
-the README) is imported too.
+against all of them), so the constant may grow with what an import loads.
+The default run imports 50,000 messages; with ``MOTUS_SLOW_TESTS=1`` the
+1,000,000-message file of issue 8 (16 MB, figures in the README) is imported
+too.
 """
 
 from __future__ import annotations
