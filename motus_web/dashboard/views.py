@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
@@ -20,6 +21,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.functional import cached_property
 from django.utils.translation import ngettext
 from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
@@ -33,7 +35,7 @@ from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 from motus_web.sessions.once import StaleTargetError
 
-from . import charts, comparison, costs, live_context, lost, steps, timeline, trace
+from . import chart_points, charts, comparison, costs, live_context, lost, steps, timeline, trace
 from . import session_list as listing
 from .access import visible_job, visible_parent, visible_session
 from .exactly_once import Refused, acting, fields, spent_before, stale
@@ -92,11 +94,26 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     return _render(request, "dashboard/session_list.html", "session-table", context)
 
 
+class _CountedPaginator(Paginator):
+    """A paginator over a session's messages that takes their count from the
+    session's own total (kept by the log store in the same transaction as the
+    rows) instead of counting every row."""
+
+    def __init__(self, object_list: QuerySet[Message], per_page: int, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self.known_count = count
+
+    @cached_property
+    def count(self) -> int:
+        return self.known_count
+
+
 @require_safe
 @login_required
 def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
-    page = Paginator(session.messages.order_by("seq"), MESSAGES_PER_PAGE).get_page(
+    messages = session.messages.order_by("seq")
+    page = _CountedPaginator(messages, MESSAGES_PER_PAGE, session.message_count).get_page(
         request.GET.get("page")
     )
     events = operations.events_of(session)
@@ -213,7 +230,9 @@ def _context_change(event: CompactionEvent | ContextChange) -> str:
 
 
 def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts.TokenChart:
-    points = list(session.messages.order_by("seq").values_list("seq", "context_tokens"))
+    """The chart from a bounded number of points and at most ``chart_points.MARKERS``
+    of the compaction events (spread over the session; the trace has them all)."""
+    marked = [event for event in compactions if event.trigger != CompactionEvent.Trigger.FORK]
     marks = [
         charts.EventMark(
             key=event.position,
@@ -223,11 +242,11 @@ def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts
             tokens_after=_size_after(event),
             label=_event_label(event),
         )
-        for event in compactions
-        if event.trigger != CompactionEvent.Trigger.FORK
+        for event in chart_points.spread(marked)
     ]
     threshold = memories.threshold_of(session)
-    return charts.token_chart(points, marks, threshold)
+    chart = charts.token_chart(chart_points.points(session, compactions), marks, threshold)
+    return dataclasses.replace(chart, events_total=len(marked))
 
 
 def _size_after(event: CompactionEvent) -> int | None:
