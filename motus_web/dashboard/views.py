@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -116,7 +116,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     page = _CountedPaginator(messages, MESSAGES_PER_PAGE, session.message_count).get_page(
         request.GET.get("page")
     )
-    events = operations.events_of(session)
+    events = _page_events(session, list(page.object_list), first_page=page.number == 1)
     active = timeline.folds(events)
     context: dict[str, object] = {
         "session": session,
@@ -146,6 +146,37 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
+
+
+# The columns most of a compaction row's bytes are in (its summary, its record's
+# checkpoint): read only for the compactions the page shows.
+_HEAVY = ("summary", "record_extra")
+
+
+def _page_events(
+    session: Session, messages: list[Message], *, first_page: bool
+) -> list[CompactionEvent | ContextChange]:
+    """Every event row of the session in log order (``operations.events_of``),
+    the plain compactions without their summaries and checkpoints except
+    those the page shows: the latest ``COMPACTIONS_LISTED`` and those among
+    (or, on page 1, before) its messages. Three queries."""
+    ok = CompactionEvent.Kind.OK
+    compactions = session.compaction_events
+    narrow = list(compactions.filter(kind=ok).defer(*_HEAVY).order_by("position"))
+    high = messages[-1].seq if messages else -1
+    low = -1 if first_page or not messages else messages[0].seq
+    shown = {event.pk for event in narrow[-COMPACTIONS_LISTED:]} | {
+        event.pk
+        for event in narrow
+        if event.through_seq is not None and low <= event.through_seq <= high
+    }
+    full = {event.pk: event for event in compactions.filter(Q(pk__in=shown) | ~Q(kind=ok))}
+    found: list[CompactionEvent | ContextChange] = [
+        *(full.pop(event.pk, event) for event in narrow),
+        *full.values(),
+        *session.context_changes.all(),
+    ]
+    return sorted(found, key=lambda row: row.position)
 
 
 def _in_context_from(session: Session, active: list[timeline.Fold]) -> int:
