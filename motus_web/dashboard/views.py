@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -28,14 +28,26 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
-from motus_web.sessions import history, in_place, jobs, memories, once, operations
+from motus_web.sessions import history, in_place, jobs, memories, once
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 from motus_web.sessions.once import StaleTargetError
 
-from . import chart_points, charts, comparison, costs, live_context, lost, steps, timeline, trace
+from . import (
+    chart_points,
+    charts,
+    comparison,
+    context_now,
+    costs,
+    live_context,
+    lost,
+    page_events,
+    steps,
+    timeline,
+    trace,
+)
 from . import session_list as listing
 from .access import visible_job, visible_parent, visible_session
 from .exactly_once import Refused, acting, fields, spent_before, stale
@@ -116,72 +128,32 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     page = _CountedPaginator(messages, MESSAGES_PER_PAGE, session.message_count).get_page(
         request.GET.get("page")
     )
-    events = _page_events(session, list(page.object_list), first_page=page.number == 1)
-    active = timeline.folds(events)
+    shown = list(page.object_list)
+    found = page_events.of(session, shown, first_page=page.number == 1, listed=COMPACTIONS_LISTED)
     context: dict[str, object] = {
         "session": session,
         "parent": visible_parent(request, session),
         "page": page,
-        "timeline": timeline.group(
-            list(page.object_list), events, active, first_page=page.number == 1
-        ),
-        "in_context_from": _in_context_from(session, active),
-        "latest_rewind": next((e for e in reversed(events) if history.is_rewind(e)), None),
+        "timeline": timeline.group(shown, found.shown, found.active, first_page=page.number == 1),
+        "in_context_from": found.in_context_from,
+        "latest_rewind": next((e for e in reversed(found.shown) if history.is_rewind(e)), None),
     }
     if _wants_fragment(request):
         return _render(request, "dashboard/session_detail.html", "timeline", context)
-    compactions = [e for e in events if isinstance(e, CompactionEvent)]
-    listed = compactions[-COMPACTIONS_LISTED:]
     context.update(
         gauge=charts.gauge(session.context_tokens, session.config, session.model_name),
-        provider=_provider_reading(session, events),
+        provider=_provider_reading(session, found.compactions, found.shown),
         cost=_session_cost(session),
         price_data=costs.PRICE_DATA,
-        chart=_token_chart(session, compactions),
-        compactions=_with_lost_identifiers(session, listed, events),
-        compactions_total=len(compactions),
-        undoable=operations.undoable(events)[0],
+        chart=_token_chart(session, found.compactions),
+        compactions=_with_lost_identifiers(session, found.listed, found.shown),
+        compactions_total=len(found.compactions),
+        undoable=found.undoable,
         compact_fields=fields(as_of=session.record_count),
         compactor=in_place.compactor_name(session),
-        undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
+        undone=found.undone,
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
-
-
-# The columns most of a compaction row's bytes are in (its summary, its record's
-# checkpoint): read only for the compactions the page shows.
-_HEAVY = ("summary", "record_extra")
-
-
-def _page_events(
-    session: Session, messages: list[Message], *, first_page: bool
-) -> list[CompactionEvent | ContextChange]:
-    """Every event row of the session in log order (``operations.events_of``),
-    the plain compactions without their summaries and checkpoints except
-    those the page shows: the latest ``COMPACTIONS_LISTED`` and those among
-    (or, on page 1, before) its messages. Three queries."""
-    ok = CompactionEvent.Kind.OK
-    compactions = session.compaction_events
-    narrow = list(compactions.filter(kind=ok).defer(*_HEAVY).order_by("position"))
-    high = messages[-1].seq if messages else -1
-    low = -1 if first_page or not messages else messages[0].seq
-    shown = {event.pk for event in narrow[-COMPACTIONS_LISTED:]} | {
-        event.pk
-        for event in narrow
-        if event.through_seq is not None and low <= event.through_seq <= high
-    }
-    full = {event.pk: event for event in compactions.filter(Q(pk__in=shown) | ~Q(kind=ok))}
-    found: list[CompactionEvent | ContextChange] = [
-        *(full.pop(event.pk, event) for event in narrow),
-        *full.values(),
-        *session.context_changes.all(),
-    ]
-    return sorted(found, key=lambda row: row.position)
-
-
-def _in_context_from(session: Session, active: list[timeline.Fold]) -> int:
-    """The first seq after which nothing is folded (for the page's note)."""
-    return max((fold.last for fold in active), default=-1) + 1
 
 
 def _with_lost_identifiers(
@@ -210,11 +182,15 @@ def _with_lost_identifiers(
 
 
 def _provider_reading(
-    session: Session, events: list[CompactionEvent | ContextChange]
+    session: Session,
+    compactions: list[CompactionEvent],
+    shown: list[CompactionEvent | ContextChange],
 ) -> charts.ProviderReading | None:
     """The provider's count of the latest request it reported, beside the
     estimate of that request: the context before the reply it produced, so
-    its logged context size less the reply's own tokens."""
+    its logged context size less the reply's own tokens. ``compactions`` are
+    every compaction row, ``shown`` the page's events (every context change
+    among them when there is one)."""
     row = (
         session.messages.filter(provider_tokens__isnull=False)
         .order_by("-seq")
@@ -224,7 +200,10 @@ def _provider_reading(
     if row is None or row.provider_tokens is None:
         return None
     since = ""
-    for event in events:
+    changes: list[CompactionEvent | ContextChange] = [
+        e for e in shown if isinstance(e, ContextChange)
+    ]
+    for event in sorted([*compactions, *changes], key=lambda e: e.position):
         if event.position > row.position:
             since = _context_change(event) or since
     return charts.ProviderReading(
@@ -493,7 +472,7 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     """The exact context the library restores for the session, part by part."""
     session = visible_session(request, public_id)
-    now = steps.request_of(session, memories.restore(session))
+    now = context_now.request_now(session)
     context = {
         "session": session,
         "live": now.live,
