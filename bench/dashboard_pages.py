@@ -97,8 +97,8 @@ def repeated(
 
     Each repeat shifts seqs and compaction numbers past the one before; its
     first compaction folds from where the previous repeat's last one stopped.
-    Without ``compactions``, only the messages, their context growing by each
-    message's tokens, under a threshold none reaches."""
+    Without ``compactions``, only the messages, their logged context size
+    growing by each message's tokens, under a threshold none reaches."""
     meta = copy.deepcopy(block[0])
     meta["session_id"] = session_id
     if not compactions:
@@ -107,7 +107,10 @@ def repeated(
     body = block[1:]
     per_block = sum(1 for record in body if record["type"] == "message")
     numbers = sum(1 for record in body if record["type"] == "compaction")
-    context, folded_to, written = 0, -1, 0
+    first_message = next(record for record in body if record["type"] == "message")
+    # The instructions and the reply's priming, which every logged context size includes.
+    context = first_message["context_tokens"] - first_message["tokens"]
+    folded_to, written = -1, 0
     for repeat in range(-(-size // per_block)):
         shift = repeat * per_block
         first = True

@@ -11,8 +11,10 @@ starts at a user message, so no tool result is parted from its call), and
 the database adds up the tokens the log states for the messages before, by
 part kind. The memory's estimate of a request is the sum of those same
 logged counts (``memory.state``: instructions, tool schemas, messages,
-priming), so the page's figures are those of the whole restore; the tests
-compare the two.
+priming), so the page's figures are those of the whole restore (the tests
+compare the two) as long as every message logged entered the context as it
+is: when the sum differs from the context size the log states after its last
+message, the page falls back to the whole restore.
 """
 
 from __future__ import annotations
@@ -58,7 +60,13 @@ def request_now(session: Session) -> steps.Request:
     seqs = tuple(memory.get_session_state().seqs)
     known = [seq for seq in seqs if seq is not None]
     logged = dict(session.messages.filter(seq__in=known).values_list("seq", "tokens"))
-    return steps.Request(memory, live_context.of(memory, seqs, logged, tokens, count), seqs)
+    live = live_context.of(memory, seqs, logged, tokens, count)
+    if live.estimate != session.context_tokens:
+        # The log's own size of the context after its last message disagrees: the
+        # memory left a message out or added one (an abandoned call's placeholder
+        # result). Only the whole restore says which.
+        return steps.request_of(session, memories.restore(session))
+    return steps.Request(memory, live, seqs)
 
 
 def _tail_start(session: Session) -> int | None:

@@ -64,3 +64,16 @@ def test_a_session_with_a_compaction_is_restored_whole(owner: User) -> None:
     assert session.compaction_count > 0
 
     assert context_now.request_now(session).live.earlier == 0
+
+
+@pytest.mark.usefixtures("counted_early")
+def test_a_count_the_log_does_not_bear_out_falls_back_to_the_whole_restore(owner: User) -> None:
+    session = make_session(owner, turns=40)
+    whole = steps.request_of(session, memories.restore(session)).live
+    # As if a message had not entered the context as logged (an abandoned call's placeholder).
+    session.context_tokens += 1
+
+    live = context_now.request_now(session).live
+
+    assert live.earlier == 0
+    assert live.estimate == whole.estimate
