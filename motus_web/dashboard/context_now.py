@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 
 from memory import LogProblem
 from motus_web.sessions import memories, rows
@@ -40,21 +40,18 @@ def request_now(session: Session) -> steps.Request:
     start = _tail_start(session)
     if start is None:
         return steps.request_of(session, memories.restore(session))
-    earlier = session.messages.filter(seq__lt=start)
-    calls = Q(tool_calls__isnull=False) & ~Q(tool_calls=[])
-    counted = earlier.values("role").annotate(
-        all_tokens=Sum("tokens"), calling=Sum("tokens", filter=calls), messages=Count("pk")
+    # An assistant message that calls tools opens a B unit, and only such a one
+    # (``memory.units``): the unit tells the part without reading the calls.
+    counted = (
+        session.messages.filter(seq__lt=start)
+        .values("role", "unit")
+        .annotate(all_tokens=Sum("tokens"), messages=Count("pk"))
     )
     tokens: dict[str, int] = {}
     count = 0
     for row in counted:
-        calling = row["calling"] or 0
-        for kind, figure in (
-            (live_context.kind_of(row["role"], True), calling),
-            (live_context.kind_of(row["role"], False), row["all_tokens"] - calling),
-        ):
-            if figure:
-                tokens[kind] = tokens.get(kind, 0) + figure
+        kind = live_context.kind_of(row["role"], row["unit"] == Message.Unit.B)
+        tokens[kind] = tokens.get(kind, 0) + row["all_tokens"]
         count += row["messages"]
     memory = memories.restore_from(session, _Tail(session, start))
     seqs = tuple(memory.get_session_state().seqs)

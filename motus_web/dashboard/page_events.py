@@ -71,7 +71,8 @@ def of(session: Session, messages: list[Message], *, first_page: bool, listed: i
     }
     full = {e.pk: e for e in session.compaction_events.filter(pk__in=wanted)}
     shown: list[Event] = sorted(full.values(), key=lambda row: row.position)
-    folds = timeline.folds([e for e in shown if e.pk in {f.pk for f in folding}])
+    folding_keys = {e.pk for e in folding}
+    folds = timeline.folds([e for e in shown if e.pk in folding_keys])
     latest = [full[e.pk] for e in ok[-1:]]
     return PageEvents(
         shown=shown,
