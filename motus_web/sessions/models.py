@@ -185,6 +185,11 @@ class Message(LogRecord):
                 name="message_provider_reported",
                 condition=models.Q(provider_tokens__isnull=False),
             ),
+            # The context page's tokens by part of a long context that never compacted
+            # (``dashboard.context_now``), read from the index alone.
+            models.Index(
+                fields=["session", "role", "unit", "seq", "tokens"], name="message_part_tokens"
+            ),
         ]
 
     def __str__(self) -> str:
