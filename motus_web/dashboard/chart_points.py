@@ -60,9 +60,8 @@ def _tokens(point: tuple[int, int]) -> int:
 
 
 def spread(items: Sequence[T], limit: int = MARKERS) -> list[T]:
-    """At most ``limit`` of ``items``, evenly spread over them, the last included."""
+    """At most ``limit`` (>= 2) of ``items``, evenly spread, the first and the last included."""
     if len(items) <= limit:
         return list(items)
-    step = len(items) / limit
-    picked = {min(len(items) - 1, math.floor(index * step)) for index in range(limit - 1)}
-    return [items[index] for index in sorted({*picked, len(items) - 1})]
+    last = len(items) - 1
+    return [items[round(index * last / (limit - 1))] for index in range(limit)]
