@@ -236,14 +236,6 @@ def ratio(a: int, b: int) -> str:
 
 
 @register.filter
-def preview_text(stored: object) -> str:
-    """The readable start of a first message's stored JSON (see ``session_list.preview``)."""
-    from ..session_list import preview
-
-    return preview(stored)
-
-
-@register.filter
 def gauge_of(session: Any) -> Any:
     """The context gauge of a session row (``charts.Gauge``)."""
     from ..charts import gauge
