@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from pytest_django import Settings
 
-from memory.testing.scripted_server import ScriptedReply, ScriptedServer
+from memory.testing.scripted_server import Api, ScriptedReply, ScriptedServer
 from motus_web.chat import providers
 from motus_web.chat.providers import ChatModel
 from motus_web.sessions.models import Message, Session
@@ -32,9 +32,9 @@ TIMEOUT_S = 0.5
 @pytest.fixture(params=["openai", "anthropic"])
 def strict_server(
     request: pytest.FixtureRequest, settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[ScriptedServer, str]]:
+) -> Iterator[tuple[ScriptedServer, Api]]:
     """A strict scripted server as the chat's only model, through either API."""
-    api = request.param
+    api: Api = request.param
     monkeypatch.setattr(providers, "REQUEST_TIMEOUT_S", TIMEOUT_S)
     with ScriptedServer(api_key="test-key-123", strict=True) as running:
         base = running.openai_base_url if api == "openai" else running.anthropic_base_url
@@ -69,7 +69,7 @@ async def a_turn(owner: User, session: Session, text: str) -> list[dict[str, Any
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 async def test_a_failing_model_is_retried_boundedly_then_the_chat_says_so_and_goes_on(
-    owner: User, strict_server: tuple[ScriptedServer, str], fault: str
+    owner: User, strict_server: tuple[ScriptedServer, Api], fault: str
 ) -> None:
     server, api = strict_server
     replies, wording = FAULTS[fault]
@@ -95,7 +95,7 @@ async def test_a_failing_model_is_retried_boundedly_then_the_chat_says_so_and_go
 
 
 async def test_a_stream_closed_mid_way_is_an_error_and_the_context_stays_valid(
-    owner: User, strict_server: tuple[ScriptedServer, str]
+    owner: User, strict_server: tuple[ScriptedServer, Api]
 ) -> None:
     server, api = strict_server
     server.add(api, ScriptedReply(text="The answer is forty " * 10, cut_after=4))
