@@ -9,6 +9,7 @@ Redis is back a new socket catches up and streams again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
@@ -26,7 +27,7 @@ from pytest_django import Settings
 
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.chat.consumers import CLOSE_TRY_AGAIN
-from motus_web.sessions.models import Message, Session
+from motus_web.sessions.models import Message, Session, WriterLease
 
 from .chat_helpers import FRAME_TIMEOUT_S, chat_session, follow, frames_until, socket_for
 from .helpers import logged_in
@@ -100,6 +101,14 @@ def stored(session: Session) -> list[tuple[str, Any]]:
     return list(rows.values_list("role", "content"))
 
 
+async def free_of_writers(session: Session, patience: float = 30.0) -> None:
+    deadline = time.monotonic() + patience
+    held = WriterLease.objects.filter(session=session).exists
+    while await database_sync_to_async(held)():
+        assert time.monotonic() < deadline, "the stopped turn still holds the session's lease"
+        await asyncio.sleep(0.1)
+
+
 def pages_answer(owner: User, session: Session) -> list[int]:
     client = logged_in(owner)
     pages = [
@@ -160,6 +169,7 @@ async def test_with_redis_gone_mid_turn_the_chat_says_so_keeps_what_it_stored_an
     viewer = await socket_for(owner, session.public_id)
     await viewer.receive_json_from(timeout=FRAME_TIMEOUT_S)
     await follow(viewer)
+    await free_of_writers(session)  # the stopped turn has written its end and given its lease back
     await back.send_json_to({"type": "send", "text": "Are you there?"})
     seen = await frames_until(viewer, "finished")
     run = seen[-1]["run"]  # (a frame the first turn published during the outage may come late)
