@@ -182,10 +182,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _REDIS_URL = env_url("REDIS_URL", frozenset({"redis", "rediss", "unix"}))
 if _REDIS_URL:
+    # Every channel-layer command (a socket joining its groups, a frame's group_send)
+    # holds a pooled connection while it runs, and redis-py's pool (100 by default)
+    # refuses past its size rather than wait: with 200 chats connecting at once on one
+    # process, commands failed with "Too many connections".
+    _REDIS_CONNECTIONS = env_int("MOTUS_REDIS_MAX_CONNECTIONS", default=1000, minimum=10)
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [_REDIS_URL]},
+            "CONFIG": {"hosts": [{"address": _REDIS_URL, "max_connections": _REDIS_CONNECTIONS}]},
         }
     }
 else:
