@@ -190,7 +190,21 @@ if _REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": _REDIS_URL, "max_connections": _REDIS_CONNECTIONS}]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": _REDIS_URL,
+                        "max_connections": _REDIS_CONNECTIONS,
+                        # channels-redis waits for a socket's next message with BZPOPMIN
+                        # 5 s at a time; redis-py 8 reads with a 5 s timeout by default,
+                        # so an idle socket's wait raced it and failed as a timeout (three
+                        # in a row closed the socket 1013). Reads get longer than a wait;
+                        # an unreachable Redis is still found at connect, within 5 s.
+                        "socket_timeout": 15,
+                        "socket_connect_timeout": 5,
+                    }
+                ]
+            },
         }
     }
 else:

@@ -40,3 +40,21 @@ async def test_more_sockets_joining_at_once_than_redis_py_s_default_pool_all_get
         assert [message["n"] for message in got] == list(batch)
     await layer.flush()
     channel_layers.backends.clear()
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis: set REDIS_URL")
+async def test_a_socket_idle_for_longer_than_a_blocking_read_still_gets_its_next_message() -> None:
+    # channels-redis waits with BZPOPMIN for 5 s at a time; redis-py 8 reads with a
+    # 5 s socket timeout by default, so an empty wait raced it and failed as a timeout.
+    channel_layers.backends.clear()
+    layer = get_channel_layer()
+    assert layer is not None
+    name = await layer.new_channel()
+    waiting = asyncio.create_task(layer.receive(name))
+
+    await asyncio.sleep(3 * layer.brpop_timeout + 1)  # type: ignore[attr-defined]
+    await layer.send(name, {"type": "chat.frame", "n": 7})
+
+    assert (await asyncio.wait_for(waiting, timeout=10))["n"] == 7
+    await layer.flush()
+    channel_layers.backends.clear()
