@@ -52,7 +52,7 @@ async def test_a_socket_idle_for_longer_than_a_blocking_read_still_gets_its_next
     name = await layer.new_channel()
     waiting = asyncio.create_task(layer.receive(name))
 
-    await asyncio.sleep(3 * layer.brpop_timeout + 1)  # type: ignore[attr-defined]
+    await asyncio.sleep(3 * layer.brpop_timeout + 1)
     await layer.send(name, {"type": "chat.frame", "n": 7})
 
     assert (await asyncio.wait_for(waiting, timeout=10))["n"] == 7
