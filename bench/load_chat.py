@@ -7,9 +7,12 @@ chat model, then for each worker count starts uvicorn (two workers need
 ``REDIS_URL``: without it the second refuses to start) and runs
 ``--sessions`` chat sessions at once, each its own user's, each sending
 ``--messages`` messages one after the other over its socket, as a browser
-does. Prints: messages sent against messages persisted (user messages in the
+does (after 5 s of silence it sends ``resume``, as the page does, and a
+``sync`` saying the writer is gone ends the turn). Prints: messages sent
+against messages persisted (user messages in the
 database; they must be equal) and answers persisted; errors (a socket that
-failed, an error frame, a turn that did not end with an answer); the added
+failed, an error frame, a turn that did not end with an answer) and the
+turns whose end frame was dropped (ended by the resume); the added
 latency of each streamed delta, p50/p95 (from the model server sending the
 piece that ends it to the browser's socket receiving it: the chat's
 batching, the channel layer, the server's queueing); the server's peak
@@ -43,6 +46,7 @@ from load_pages import REPO, server
 from memory.testing.scripted_server import ScriptedServer
 
 PIECE = 8  # characters per streamed event of the scripted echo
+SILENCE_S = 5.0  # a socket silent this long asks the store, as the page's stall check does
 
 
 def main() -> None:
@@ -129,6 +133,7 @@ def run(
     peak.start()
     received: dict[str, list[tuple[float, int]]] = {}  # message text -> (time, characters so far)
     errors: list[str] = []
+    lost_ends = [0]  # turns whose end came from a resume, their last frames dropped
     sent = 0
 
     async def chat(public_id: str, cookie: str, n: int) -> None:
@@ -140,19 +145,31 @@ def run(
                 await ws.send(json.dumps({"type": "resume", "last_pos": -1}))
                 while json.loads(await ws.recv())["type"] != "sync":
                     pass
+                last_pos = -1
                 for m in range(messages):
                     text = f"session {n} message {m}: where is my bag?"
                     await ws.send(json.dumps({"type": "send", "text": text}))
                     sent += 1
                     arrivals = received.setdefault(text, [])
-                    characters = 0
+                    characters, answered = 0, False
                     while True:
-                        frame = json.loads(await asyncio.wait_for(ws.recv(), 300))
-                        if frame["type"] == "delta":
+                        try:
+                            raw = await asyncio.wait_for(ws.recv(), SILENCE_S)
+                        except TimeoutError:  # as the page's stall check: ask the store
+                            await ws.send(json.dumps({"type": "resume", "last_pos": last_pos}))
+                            continue
+                        frame = json.loads(raw)
+                        if frame["type"] == "record":
+                            last_pos = max(last_pos, frame["pos"])
+                            answered = answered or frame.get("role") == "assistant"
+                        elif frame["type"] == "delta":
                             characters += len(frame["text"])
                             arrivals.append((time.monotonic(), characters))
                         elif frame["type"] == "error":
                             errors.append(frame.get("code", "error"))
+                        elif frame["type"] == "sync" and answered and not frame["running"]:
+                            lost_ends[0] += 1  # the turn ended; its end frame was dropped
+                            break
                         elif frame["type"] == "finished":
                             if frame["reason"] != "answer":
                                 errors.append(f"finished: {frame['reason']}")
@@ -173,7 +190,7 @@ def run(
     p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))] if ms else float("nan")
     print(
         f"{workers} worker{'s' if workers > 1 else ''}: sent {sent}, persisted {persisted} "
-        f"(answers {answers}), errors {len(errors)}"
+        f"(answers {answers}), errors {len(errors)}, turns ended by a resume {lost_ends[0]}"
         + (f" ({', '.join(sorted(set(errors)))})" if errors else "")
         + f"; added latency per delta p50 {statistics.median(ms) if ms else float('nan'):.0f} ms, "
         f"p95 {p95:.0f} ms ({len(ms)} deltas); peak server memory {peak.most / 2**20:.0f} MB; "
