@@ -93,6 +93,7 @@ class CompactRun:
                     "phase": "started",
                     "tokens_before": memory.estimate_context_tokens(),
                     "threshold": memory.token_threshold,
+                    "manual": True,
                     "instructions": instructions or "",
                 }
             )

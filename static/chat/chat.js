@@ -189,7 +189,10 @@
       li.textContent = frame.name + " → " + frame.content.slice(0, 300);
     },
     compaction(frame) {
-      if (frame.phase === "started") {
+      if (frame.phase === "started" && frame.manual) {
+        const keeping = frame.instructions ? ", keeping " + frame.instructions : "";
+        note("Compacting now, as asked" + keeping + " (" + fmt(frame.tokens_before) + " tokens)…", "compacting");
+      } else if (frame.phase === "started") {
         note("Compacting: " + fmt(frame.tokens_before) + " tokens passed the threshold of " + fmt(frame.threshold) + "…", "compacting");
       } else if (frame.phase === "finished") {
         const by = frame.model === "offline" ? ", summary written by the offline summariser" : "";
