@@ -134,6 +134,7 @@ def run(
     received: dict[str, list[tuple[float, int]]] = {}  # message text -> (time, characters so far)
     errors: list[str] = []
     lost_ends = [0]  # turns whose end came from a resume, their last frames dropped
+    busy = [0]  # sends refused while the previous turn held the lease, sent again
     sent = 0
 
     async def chat(public_id: str, cookie: str, n: int) -> None:
@@ -165,6 +166,12 @@ def run(
                         elif frame["type"] == "delta":
                             characters += len(frame["text"])
                             arrivals.append((time.monotonic(), characters))
+                        elif frame["type"] == "error" and frame.get("code") == "busy":
+                            # The last turn still holds the lease (it ends after its end
+                            # frame): send again, as a person would. Not stored, not counted.
+                            busy[0] += 1
+                            await asyncio.sleep(0.5)
+                            await ws.send(json.dumps({"type": "send", "text": text}))
                         elif frame["type"] == "error":
                             errors.append(frame.get("code", "error"))
                         elif frame["type"] == "sync" and answered and not frame["running"]:
@@ -190,7 +197,8 @@ def run(
     p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))] if ms else float("nan")
     print(
         f"{workers} worker{'s' if workers > 1 else ''}: sent {sent}, persisted {persisted} "
-        f"(answers {answers}), errors {len(errors)}, turns ended by a resume {lost_ends[0]}"
+        f"(answers {answers}), errors {len(errors)}, turns ended by a resume {lost_ends[0]}, "
+        f"sends refused busy and sent again {busy[0]}"
         + (f" ({', '.join(sorted(set(errors)))})" if errors else "")
         + f"; added latency per delta p50 {statistics.median(ms) if ms else float('nan'):.0f} ms, "
         f"p95 {p95:.0f} ms ({len(ms)} deltas); peak server memory {peak.most / 2**20:.0f} MB; "

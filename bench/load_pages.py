@@ -133,7 +133,11 @@ class server:
 
     def __exit__(self, *exc: object) -> None:
         self.process.terminate()
-        self.process.wait(timeout=30)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a worker stuck in its shutdown: end it
+            self.process.kill()
+            self.process.wait()
 
 
 def log_in(base: str) -> httpx.Cookies:
