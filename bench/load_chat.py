@@ -152,7 +152,7 @@ def run(
                     await ws.send(json.dumps({"type": "send", "text": text}))
                     sent += 1
                     arrivals = received.setdefault(text, [])
-                    characters, answered = 0, False
+                    characters, asked_at, run = 0, None, None
                     while True:
                         try:
                             raw = await asyncio.wait_for(ws.recv(), SILENCE_S)
@@ -160,26 +160,35 @@ def run(
                             await ws.send(json.dumps({"type": "resume", "last_pos": last_pos}))
                             continue
                         frame = json.loads(raw)
-                        if frame["type"] == "record":
+                        kind = frame["type"]
+                        if kind == "turn_started" and run is None:
+                            run = frame.get("run")
+                        if kind == "record":
                             last_pos = max(last_pos, frame["pos"])
-                            answered = answered or frame.get("role") == "assistant"
-                        elif frame["type"] == "delta":
+                            if frame.get("role") == "user" and text in frame.get("html", ""):
+                                asked_at = frame["pos"]  # this message is stored
+                        elif kind == "delta" and run is not None and frame.get("run") == run:
                             characters += len(frame["text"])
                             arrivals.append((time.monotonic(), characters))
-                        elif frame["type"] == "error" and frame.get("code") == "busy":
+                        elif kind == "error" and frame.get("code") == "busy":
                             # The last turn still holds the lease (it ends after its end
                             # frame): send again, as a person would. Not stored, not counted.
                             busy[0] += 1
                             await asyncio.sleep(0.5)
                             await ws.send(json.dumps({"type": "send", "text": text}))
-                        elif frame["type"] == "error":
+                        elif kind == "error":
                             errors.append(frame.get("code", "error"))
-                        elif frame["type"] == "sync" and answered and not frame["running"]:
-                            lost_ends[0] += 1  # the turn ended; its end frame was dropped
-                            break
-                        elif frame["type"] == "finished":
+                        elif kind == "finished" and run is not None and frame.get("run") == run:
                             if frame["reason"] != "answer":
                                 errors.append(f"finished: {frame['reason']}")
+                            break
+                        elif (
+                            kind == "sync"
+                            and not frame["running"]
+                            and asked_at is not None
+                            and last_pos > asked_at  # its answer stored, the writer gone
+                        ):
+                            lost_ends[0] += 1  # its end frame was dropped
                             break
         except Exception as error:  # a failed socket counts as an error, the run goes on
             errors.append(type(error).__name__)
