@@ -178,6 +178,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         DATABASES["default"]["OPTIONS"] = {"pool": _pool, **DATABASES["default"].get("OPTIONS", {})}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
+    # The tests' database is a file too: Django's default, in memory with a shared
+    # cache, locks whole tables ("database table is locked", at once, whatever the
+    # busy timeout) when a test's server thread reads while an import thread writes.
+    VAR_DIR.mkdir(exist_ok=True)
+    DATABASES["default"].setdefault("TEST", {}).setdefault("NAME", str(VAR_DIR / "test.sqlite3"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _REDIS_URL = env_url("REDIS_URL", frozenset({"redis", "rediss", "unix"}))
