@@ -2,12 +2,15 @@
 
 One run, one generated agent workload (``memory_bench.session``: units A/B/C,
 1-3 parallel calls, tool results of 50-3,000 tokens), the same stub
-``compact_fn`` for every compacting memory, so no summariser is timed. Prints
-the mean cost per message of:
+``compact_fn`` for every compacting memory, so no summariser is timed. Every
+variant, the reference's too, takes the workload ``BATCH`` messages at a
+time, in turns, so that the shared machine's drifting speed falls on all of
+them alike. Prints the mean cost per message of:
 
 - the floor: tiktoken's raw encode of the same texts;
-- ``BasicMemory``; ``CompactionMemory`` without a log, with a JSONL log, and
-  with compaction on (threshold 8,000);
+- ``BasicMemory``, also with tool results cut to ``CUT`` tokens;
+  ``CompactionMemory`` without a log, with a JSONL log, and with compaction
+  on (threshold 8,000);
 - ``get_session_state().to_dict()`` with every message in context (ms: the
   first call, then the median of five more);
 - ``restore_from_log`` (from checkpoints, and replaying everything) against a
@@ -41,7 +44,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,23 +72,62 @@ def stub(messages: list[Any], system_prompt: str) -> str:
     return "The user asked about flights; the agent searched and answered."
 
 
-async def per_message(add: Callable[[Any], Awaitable[Any]], messages: list[Any]) -> float:
-    started = time.perf_counter()
-    for message in messages:
-        await add(message)
-    return (time.perf_counter() - started) / len(messages) * 1e6
+# A variant of the workload: its label, how it takes a batch of messages, the
+# messages in its own type, and how many of them it runs.
+Variant = tuple[str, Callable[[Sequence[Any]], None], list[Any], int]
+BATCH = 200  # messages per turn: every variant runs a batch, then the next one
 
 
-def floor_us(messages: list[dict[str, Any]]) -> float:
+def feeder(add: Callable[[Any], Awaitable[Any]]) -> Callable[[Sequence[Any]], None]:
+    """A function that adds a batch of messages with ``add`` on its own event loop."""
+    loop = asyncio.new_event_loop()
+
+    def feed(batch: Sequence[Any]) -> None:
+        async def run() -> None:
+            for message in batch:
+                await add(message)
+
+        loop.run_until_complete(run())
+
+    return feed
+
+
+def floor_variant(messages: list[dict[str, Any]]) -> Variant:
+    """tiktoken's own encode of each message's texts (content and call arguments)."""
     encode = load_bundled_encoding(encoding_for_model(MODEL).encoding_name).encode_ordinary
-    texts = [m["content"] for m in messages if isinstance(m.get("content"), str)]
-    texts += [c["function"]["arguments"] for m in messages for c in m.get("tool_calls") or ()]
-    started = time.perf_counter()
-    for text in texts:
-        encode(text)
-    return (time.perf_counter() - started) / len(messages) * 1e6
+
+    def feed(batch: Sequence[dict[str, Any]]) -> None:
+        for m in batch:
+            if isinstance(m.get("content"), str):
+                encode(m["content"])
+            for call in m.get("tool_calls") or ():
+                encode(call["function"]["arguments"])
+
+    return FLOOR, feed, messages, len(messages)
 
 
+def interleaved(variants: Sequence[Variant]) -> dict[str, float]:
+    """Mean µs per message of each variant, run batch by batch in turns, so a
+    drift of the shared machine's speed (and the garbage one variant leaves
+    the next) falls on all of them alike."""
+    spent = dict.fromkeys((label for label, *_ in variants), 0.0)
+    counted = dict.fromkeys(spent, 0)
+    longest = max(limit for *_, limit in variants)
+    for turn, start in enumerate(range(0, longest, BATCH)):
+        # Each turn starts with the next variant: none always follows the same one.
+        shift = turn % len(variants)
+        for label, feed, messages, limit in [*variants[shift:], *variants[:shift]]:
+            if start >= limit:
+                continue
+            batch = messages[start : min(start + BATCH, limit)]
+            began = time.perf_counter()
+            feed(batch)
+            spent[label] += time.perf_counter() - began
+            counted[label] += len(batch)
+    return {label: spent[label] / counted[label] * 1e6 for label in spent}
+
+
+FLOOR = "floor, tiktoken encode of the same texts"
 STATE = "get_session_state().to_dict() (ms)"
 
 
@@ -103,12 +145,16 @@ CUT = 1_000  # the tool-result limit of the truncation rows, in tokens
 CUT_LABEL = f"BasicMemory, tool results cut to {CUT:,} tokens"
 
 
-def ours(messages: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
+def ours(messages: list[dict[str, Any]], folder: Path) -> tuple[list[Variant], Any]:
+    """Our variants, and the compaction-off memory whose state is measured after."""
     typed = [ChatMessage.from_dict(m) for m in messages]
-    out: dict[str, Any] = {}
-    out["BasicMemory"] = asyncio.run(per_message(BasicMemory(model_name=MODEL).add_message, typed))
+    n = len(typed)
+    out: list[Variant] = [
+        ("BasicMemory", feeder(BasicMemory(model_name=MODEL).add_message), typed, n),
+    ]
     cut = BasicMemory(model_name=MODEL, max_tool_result_tokens=CUT)
-    out[CUT_LABEL] = asyncio.run(per_message(cut.add_message, typed))
+    out.append((CUT_LABEL, feeder(cut.add_message), typed, n))
+    state_memory = None
     for label, threshold, log in (
         ("CompactionMemory, compaction off, no log", NO_COMPACTION, None),
         ("CompactionMemory, compaction off, JSONL log", NO_COMPACTION, folder / "off"),
@@ -119,11 +165,9 @@ def ours(messages: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
             model_name=MODEL,
             compact_fn=stub,
         )
-        out[label] = asyncio.run(per_message(memory.add_message, typed))
-        if threshold == NO_COMPACTION:
-            state_memory = memory
-    out[STATE] = state_ms(state_memory)
-    return out
+        out.append((label, feeder(memory.add_message), typed, n))
+        state_memory = state_memory or memory
+    return out, state_memory
 
 
 def offline_tiktoken_cache(folder: Path) -> None:
@@ -159,35 +203,51 @@ def load_reference(wheel: Path, folder: Path) -> Any:
     return motus
 
 
-def reference(motus: Any, messages: list[dict[str, Any]], few: int, folder: Path) -> dict[str, Any]:
-    RefBasic = motus.memory.basic_memory.BasicMemory
-    RefCompaction = motus.memory.compaction_memory.CompactionMemory
-    RefConfig = motus.memory.config.CompactionMemoryConfig
+def reference(
+    motus: Any, messages: list[dict[str, Any]], few: int, folder: Path
+) -> tuple[list[Variant], Any]:
+    """The reference's variants (labelled ``reference: ...``), and a memory
+    holding every message for the state figure."""
+    basic = motus.memory.basic_memory.BasicMemory
+    compaction = motus.memory.compaction_memory.CompactionMemory
+    config = motus.memory.config.CompactionMemoryConfig
     typed = [motus.models.ChatMessage(**m) for m in messages]
-    out: dict[str, Any] = {}
-    out["BasicMemory"] = asyncio.run(per_message(RefBasic(model_name=MODEL).add_message, typed))
-    cut = RefBasic(model_name=MODEL, max_tool_result_tokens=CUT)
-    out[CUT_LABEL] = asyncio.run(per_message(cut.add_message, typed))
-    off = RefCompaction(
-        config=RefConfig(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
+    n = len(typed)
+    off = compaction(
+        config=config(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
     )
-    out[f"CompactionMemory, compaction off, no log ({few} messages)"] = asyncio.run(
-        per_message(off.add_message, typed[:few])
-    )
-    on = RefCompaction(
-        config=RefConfig(token_threshold=8_000, log_base_path=str(folder / "ref-on")),
+    on = compaction(
+        config=config(token_threshold=8_000, log_base_path=str(folder / "ref-on")),
         model_name=MODEL,
         compact_fn=stub,
     )
-    out["CompactionMemory, compaction on (8,000), JSONL log"] = asyncio.run(
-        per_message(on.add_message, typed)
-    )
-    state_memory = RefCompaction(
-        config=RefConfig(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
+    out: list[Variant] = [
+        ("reference: BasicMemory", feeder(basic(model_name=MODEL).add_message), typed, n),
+        (
+            f"reference: {CUT_LABEL}",
+            feeder(basic(model_name=MODEL, max_tool_result_tokens=CUT).add_message),
+            typed,
+            n,
+        ),
+        # It re-tokenises the whole context on every add: the first ``few`` messages only.
+        (
+            "reference: CompactionMemory, compaction off, no log",
+            feeder(off.add_message),
+            typed,
+            few,
+        ),
+        (
+            "reference: CompactionMemory, compaction on (8,000), JSONL log",
+            feeder(on.add_message),
+            typed,
+            n,
+        ),
+    ]
+    state_memory = compaction(
+        config=config(token_threshold=NO_COMPACTION), model_name=MODEL, compact_fn=stub
     )
     state_memory._messages = list(typed)  # the context a long compaction-off run would hold
-    out[STATE] = state_ms(state_memory)
-    return out
+    return out, state_memory
 
 
 def restore_figures(size: int, folder: Path) -> tuple[float, float, float]:
@@ -269,10 +329,6 @@ def cold_start(runs: int) -> list[float]:
     return [statistics.median(f[i] for f in figures) for i in range(3)]
 
 
-def _same(a: str, b: str) -> bool:
-    return a.split(" (")[0] == b.split(" (")[0]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=8_000)
@@ -280,46 +336,49 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, help="lithosai-motus 0.4.3 wheel")
     parser.add_argument("--reference-messages", type=int, default=1_000)
     parser.add_argument("--cold-runs", type=int, default=9)
-    parser.add_argument("--rounds", type=int, default=3, help="measurements in turns")
     args = parser.parse_args()
     messages = session(args.messages, seed=3)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         motus = load_reference(args.reference, folder) if args.reference else None
-        # In turns, round after round: the machine's speed drifts, the ratios
-        # within a round hold.
-        floors, mine, theirs = [], [], []
-        for n in range(args.rounds):
-            floors.append(floor_us(messages))
-            mine.append(ours(messages, folder / f"ours-{n}"))
-            if motus is not None:
-                theirs.append(
-                    reference(motus, messages, args.reference_messages, folder / f"ref-{n}")
-                )
+        variants, state_memory = ours(messages, folder)
+        variants.insert(0, floor_variant(messages))
+        ref_state = None
+        if motus is not None:
+            theirs, ref_state = reference(motus, messages, args.reference_messages, folder)
+            variants += theirs
+        # Each side's encoders built and code warm before anything is timed.
+        warm_up = [ChatMessage.from_dict(m) for m in messages[:50]]
+        feeder(BasicMemory(model_name=MODEL).add_message)(warm_up)
+        if motus is not None:
+            reference_warm_up = [motus.models.ChatMessage(**m) for m in messages[:50]]
+            basic = motus.memory.basic_memory.BasicMemory(model_name=MODEL)
+            feeder(basic.add_message)(reference_warm_up)
+        cost = interleaved(variants)
+        floor = cost.pop(FLOOR)
         print(
-            f"{len(messages):,} messages; mean µs per message (lower is better), "
-            f"median of {args.rounds} rounds; ratios are medians of each round's own"
+            f"{len(messages):,} messages; mean µs per message (lower is better), every "
+            f"variant run {BATCH} messages at a time in turns"
         )
-        print(f"  floor, tiktoken encode of the same texts: {statistics.median(floors):10.0f}")
-        for label in mine[0]:
-            if label == STATE:
+        print(f"  {FLOOR}: {floor:8.0f}")
+        for label, value in cost.items():
+            if label.startswith("reference: "):
                 continue
-            value = statistics.median(r[label] for r in mine)
-            floor = statistics.median(r[label] / f for r, f in zip(mine, floors, strict=True))
-            line = f"  {label:<52} {value:8.0f} ({floor:4.2f}x the floor)"
-            key = next((k for k in (theirs[0] if theirs else {}) if _same(k, label)), None)
-            if key is not None:
-                ref = statistics.median(r[key] for r in theirs)
-                ratio = statistics.median(
-                    t[key] / o[label] for t, o in zip(theirs, mine, strict=True)
+            line = f"  {label:<52} {value:8.0f} ({value / floor:4.2f}x the floor)"
+            ref = cost.get(f"reference: {label}")
+            if ref is not None:
+                few = "" if label != "CompactionMemory, compaction off, no log" else "*"
+                line += (
+                    f"  reference{few} {ref:8.0f} ({ref / floor:4.2f}x)"
+                    f"  reference/ours {ref / value:6.2f}x"
                 )
-                ref_floor = statistics.median(
-                    t[key] / f for t, f in zip(theirs, floors, strict=True)
-                )
-                line += f"  reference {ref:8.0f} ({ref_floor:4.2f}x)  reference/ours {ratio:6.2f}x"
             print(line)
-        print(f"  {STATE}, first call / median of 5 more (last round):")
-        rows = [("ours", mine[-1][STATE])] + ([("reference", theirs[-1][STATE])] if theirs else [])
+        if motus is not None:
+            print(f"  * the reference's first {args.reference_messages:,} messages only")
+        print(f"  {STATE}, first call / median of 5 more:")
+        rows = [("ours", state_ms(state_memory))]
+        if ref_state is not None:
+            rows.append(("reference", state_ms(ref_state)))
         for who, (first, median) in rows:
             print(f"    {who:<10} {first:6.1f} / {median:6.1f}")
         for size in args.restore_sizes:

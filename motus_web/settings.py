@@ -234,6 +234,10 @@ MOTUS_UPLOAD_MAX_BYTES = env_int("MOTUS_UPLOAD_MAX_BYTES", default=20 * 1024 * 1
 # Any request body over this is refused with 413 before it is read (motus_web/body_limit.py):
 # the largest upload plus room for the multipart envelope and the form's other fields.
 MOTUS_REQUEST_MAX_BYTES = MOTUS_UPLOAD_MAX_BYTES + 64 * 1024
+# A compressed upload may expand to this many times the upload limit (gzip of
+# repetitive JSON reaches 100x and more: a 3 MB file of 1.2 GB); past it the job stops.
+MOTUS_UPLOAD_MAX_PLAIN_RATIO = env_int("MOTUS_UPLOAD_MAX_PLAIN_RATIO", default=10, minimum=1)
+MOTUS_UPLOAD_MAX_PLAIN_BYTES = MOTUS_UPLOAD_MAX_BYTES * MOTUS_UPLOAD_MAX_PLAIN_RATIO
 # The most messages one upload may hold (its import job stops there); bigger files
 # go through `import_sessions` on the server.
 MOTUS_UPLOAD_MAX_MESSAGES = env_int("MOTUS_UPLOAD_MAX_MESSAGES", default=50_000, minimum=1)

@@ -132,6 +132,9 @@ class CompactionBase(BaseMemory):
         self._on_compact = on_compact
         self._compact_model_name = self.config.compact_model_name
         self._compaction_timeout_s = compaction_timeout_s
+        # The compact_fn's adapter, kept: reading its signature every
+        # compaction would cost more than a stub's whole compaction.
+        self._function_summariser: FunctionSummariser | None = None
         self._consecutive_failures = 0
         self._floor_warned = False
 
@@ -153,7 +156,11 @@ class CompactionBase(BaseMemory):
         """Who writes the next summary (see the class docstring)."""
         timeout = self._compaction_timeout_s
         if self._compact_fn is not None:
-            return FunctionSummariser(self._compact_fn, timeout_s=timeout)
+            adapter = self._function_summariser
+            fn = self._compact_fn
+            if adapter is None or adapter.fn is not fn or adapter.timeout_s != timeout:
+                adapter = self._function_summariser = FunctionSummariser(fn, timeout_s=timeout)
+            return adapter
         model = self._compact_model_name or self.model_name
         if model == OFFLINE:  # compact_model_name="offline": no model writes summaries
             return OfflineSummariser()

@@ -117,9 +117,12 @@ class Recorder:
         order. Flushes from concurrent tasks (a background extraction beside a
         turn) take turns, so no record is written twice; cancelling a flush
         never leaves a record half-known: see the module docstring."""
-        if self._flushing is None:
-            self._flushing = asyncio.Lock()
-        async with self._flushing:
+        lock = self._flushing
+        if not (self._unwritten or self._unheard) and (lock is None or not lock.locked()):
+            return  # nothing queued and no flush under way: what the lock would find
+        if lock is None:
+            lock = self._flushing = asyncio.Lock()
+        async with lock:
             await self._write_queued()
             heard, self._unheard = self._unheard, []
             for record in heard:

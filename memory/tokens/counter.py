@@ -26,6 +26,11 @@ What is exact and what is an estimate
   0.1% for repeated characters, within 1% for varied letters (tested).
 - ``truncate`` keeps the first ``max_tokens`` tokens of that same count, so
   ``count(truncate(text, n)) <= n`` always holds.
+- ``cut_ids`` cuts a text from the token ids ``counted`` kept, at a point
+  where the cl100k/o200k patterns always end a piece (``_is_cut_point``), so
+  the kept text's count is the number of ids before it, without tokenising
+  it again; ``count_lines`` is ``count`` summed over the parts between such
+  points at line breaks, each part remembered (a summary rendered again).
 - ``message_tokens`` and ``context_tokens`` follow the OpenAI cookbook "How to
   count tokens with tiktoken" (3 tokens per message, 1 more with ``name``, 3
   to prime the reply). The overhead of a tool call is an estimate; images
@@ -95,7 +100,9 @@ _LINE_CACHE_CHARS = 8_000_000
 _ALNUM_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 # After a line break that follows a visible character: o200k's punctuation
 # pieces take a "/" after their line breaks, so it is left out.
-_LINE_START_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F)) - {"/"}
+_VISIBLE_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
+_LINE_START_CHARS = _VISIBLE_CHARS - {"/"}
+_GAP = " ... "  # how a summary joins the runs it quotes
 
 # Runs at least this long of one character class are counted in chunks (see above).
 LONG_RUN_CHARS = 4096
@@ -211,13 +218,15 @@ def _is_cut_point(data: bytes, offset: int) -> bool:
 
 
 def _line_cuts(text: str) -> list[int]:
-    """Offsets next to the line breaks of ``text`` where the cl100k/o200k
-    patterns always end a piece, whatever is around (see ``_is_cut_point``):
-    after a line break between a visible character and an ASCII one other
-    than a space or "/" (a punctuation piece ends with its line breaks, a
-    line break alone is a piece), or else before a line break that follows
-    an ASCII letter or digit. The tokens of ``text`` are then those of its
-    parts between these offsets, one after the other."""
+    """Offsets next to the line breaks of ``text``, and before each " ... "
+    that joins quoted runs, where the cl100k/o200k patterns always end a
+    piece, whatever is around (see ``_is_cut_point``): after a line break
+    between a visible character and an ASCII one other than a space or "/"
+    (a punctuation piece ends with its line breaks, a line break alone is a
+    piece), or else before a line break that follows an ASCII letter or
+    digit; before the space of " ... " after a visible ASCII character. The
+    tokens of ``text`` are then those of its parts between these offsets, one
+    after the other."""
     cuts = []
     find = text.find
     last = len(text) - 1
@@ -229,7 +238,14 @@ def _line_cuts(text: str) -> list[int]:
         elif before in _ALNUM_CHARS:
             cuts.append(i)
         i = find("\n", i + 1)
-    return cuts
+    i = find(_GAP, 1)
+    if i < 0:
+        return cuts
+    while i > 0:
+        if text[i - 1] in _VISIBLE_CHARS:
+            cuts.append(i)
+        i = find(_GAP, i + 1)
+    return sorted(cuts)
 
 
 def _utf8_prefix_chars(text: str, nbytes: int) -> int:

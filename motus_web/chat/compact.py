@@ -91,9 +91,9 @@ class CompactRun:
                 {
                     "type": "compaction",
                     "phase": "started",
-                    "trigger": "manual",  # asked for, not the threshold passed
                     "tokens_before": memory.estimate_context_tokens(),
                     "threshold": memory.token_threshold,
+                    "manual": True,  # asked for, not the threshold passed
                     "instructions": instructions or "",
                 }
             )

@@ -27,6 +27,9 @@ group message arriving:
 - a run whose end never arrives is noticed by the stall check, which reads
   the lease every ``STALL_S`` seconds while a run is live and re-syncs once
   it is gone;
+- a numbered record frame this socket already sent (a catch-up read it first)
+  goes on as ``{"type": "seen", "run", "sn"}``, so the page's numbering stays
+  whole and it can check for gaps too;
 - ``resume`` (the browser's ``last_pos``) answers the records after it and a
   ``sync`` frame, and reads the store at most once per new record position.
 
@@ -433,8 +436,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         elif kind == "record" and frame["pos"] > self.cursor + 1:
             await self.catch_up()  # a record announced but not seen: read it from the store
         if kind == "record":
-            self.cursor = max(self.cursor, frame["pos"])
-        # Every frame goes on, numbered as published: the page drops a record it has.
+            if frame["pos"] <= self.cursor:
+                # Sent already (by a catch-up): only its number goes on, so the
+                # page's numbering stays whole.
+                frame = {"type": "seen", "run": run, "sn": sn}
+            self.cursor = max(self.cursor, frame.get("pos", self.cursor))
         await self.send_json(frame)
         if ends:
             await self.catch_up()

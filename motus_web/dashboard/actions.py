@@ -46,7 +46,8 @@ def confirm_page(
     target: dict[str, object] | None = None,
     **context: object,
 ) -> HttpResponse:
-    page = {"session": session, "size": size, "hidden": fields(**(target or {})), **context}
+    hidden = fields(request, state=session.record_count, **(target or {}))
+    page = {"session": session, "size": size, "hidden": hidden, **context}
     return render(request, "dashboard/confirm.html", page)
 
 
@@ -217,7 +218,7 @@ def _name(event: CompactionEvent) -> str:
 
 
 def _restore_page(request: HttpRequest, form: RestoreForm, status: int = 200) -> HttpResponse:
-    context = {"form": form, "hidden": fields()}
+    context = {"form": form, "hidden": fields(request)}
     return render(request, "dashboard/restore_upload.html", context, status=status)
 
 

@@ -32,6 +32,7 @@ class Gauge:
     tokens: int
     threshold: int | None
     window: int
+    source: str | None = None  # where window and threshold come from, when not the library
 
     @property
     def scale(self) -> int:
@@ -60,11 +61,39 @@ class Gauge:
         return self.threshold is not None and self.tokens > self.threshold
 
 
-def gauge(tokens: int, config: Mapping[str, object], model_name: str) -> Gauge:
+def file_limits(record_extra: object) -> Mapping[str, object] | None:
+    """The window and threshold an imported session's file shows, from its
+    session_meta's extra (``importers`` keep them in ``source_extra``), or ``None``."""
+    extra = record_extra.get("source_extra") if isinstance(record_extra, dict) else None
+    limits = extra.get("context_limits") if isinstance(extra, dict) else None
+    return limits if isinstance(limits, dict) else None
+
+
+def gauge(
+    tokens: int,
+    config: Mapping[str, object],
+    model_name: str,
+    limits: Mapping[str, object] | None = None,
+) -> Gauge:
     """The gauge of a context of ``tokens`` in a session with this logged config
-    and model; the threshold is the library's (``memories.threshold_for``)."""
+    and model; the threshold is the library's (``memories.threshold_for``).
+
+    ``limits`` are those an imported file shows (``{"window", "threshold",
+    "source"}``, tokens: Claude Code's trigger point, Codex's window): they take
+    the place of the library's, and ``source`` says where they come from.
+    """
     window = get_model_limits(model_name or None).context_window
-    return Gauge(tokens, threshold_for(config, model_name), window)
+    threshold = threshold_for(config, model_name)
+    if not limits:
+        return Gauge(tokens, threshold, window)
+    shown_window, shown_threshold = limits.get("window"), limits.get("threshold")
+    if isinstance(shown_window, int) and shown_window > 0:
+        window = shown_window
+        threshold = None if threshold is None else min(threshold, window)
+    if isinstance(shown_threshold, int) and shown_threshold > 0:
+        threshold = shown_threshold
+    source = limits.get("source")
+    return Gauge(tokens, threshold, window, source if isinstance(source, str) else None)
 
 
 @dataclass(frozen=True, slots=True)

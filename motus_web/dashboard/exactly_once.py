@@ -1,13 +1,14 @@
 """The dashboard's side of exactly once (``motus_web.sessions.once``).
 
-A confirmation form carries ``fields(...)``: a fresh one-time token and what
-it names (its target: a compaction's position, the session's record count
-when the page was made). The POST view acts inside ``acting(...)``, which
-spends the token in the action's transaction and turns every way of not
-acting into ``Refused``, whose ``response`` is the page a person sees: 400
-for a form without its token, 409 for a second submission (with a link to
-what the first one did), a stale target (naming what changed) or a session
-that a chat turn is writing.
+A confirmation form carries ``fields(...)``: its token (one per user, page,
+target and state: ``once.token_for``) and what it names (its target: a
+compaction's position, the session's record count when the page was made).
+The POST view acts inside ``acting(...)``, which spends the token in the
+action's transaction and turns every way of not acting into ``Refused``,
+whose ``response`` is the page a person sees: 400 for a form without its
+token, 409 for a second submission (with a link to what the first one did),
+a stale target (naming what changed) or a session that a chat turn is
+writing.
 """
 
 from __future__ import annotations
@@ -24,9 +25,19 @@ from motus_web.sessions.models import ActionToken
 from .rendering import render
 
 
-def fields(**target: object) -> dict[str, object]:
-    """The hidden fields of a confirmation form: a new token and ``target``."""
-    return {once.TOKEN_FIELD: once.new_token(), **target}
+def fields(request: HttpRequest, *, state: object = None, **target: object) -> dict[str, object]:
+    """The hidden fields of a confirmation form: its token and ``target``.
+
+    The token is one per user, page (``request.path``), target and ``state``
+    (what the page showed: a session's record count, a memory's version), so
+    a page opened again in the same state, by Back or in another tab, sends
+    the token the first submission spent and is refused as already done. A
+    form with neither a target nor a state (an upload) gets a fresh token.
+    """
+    if not target and state is None:
+        return {once.TOKEN_FIELD: once.new_token()}
+    names = [request.path, state, *(f"{k}={v}" for k, v in sorted(target.items()))]
+    return {once.TOKEN_FIELD: once.token_for(request.user, *names), **target}
 
 
 class Refused(Exception):

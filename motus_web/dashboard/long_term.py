@@ -133,7 +133,7 @@ def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Http
             "links": [
                 {"link": p, "session": sessions.get(p.session_id or "")} for p in memory.provenance
             ],
-            "hidden": fields(version=memory.version),
+            "hidden": fields(request, state=memory.id, version=memory.version),
             "urls": {action: action_url(scope, memory.id, action) for action in ACTIONS},
         }
         for memory in found

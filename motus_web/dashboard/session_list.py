@@ -24,7 +24,7 @@ from django.db.models import (
     TextField,
     Value,
 )
-from django.db.models.functions import Cast, Coalesce, Substr
+from django.db.models.functions import Cast, Coalesce, Greatest, Lower, StrIndex, Substr
 from django.http import QueryDict
 
 from motus_web.sessions.fields import unescape
@@ -144,12 +144,17 @@ def sessions(visible: QuerySet[Session], form: SessionFilterForm) -> QuerySet[Se
         text = Message.objects.annotate(text=Cast("content", TextField())).filter(
             session=OuterRef("pk"), text__icontains=query
         )
+        # The first matching message's stored text around the match, for its snippet.
+        at = StrIndex(Lower("text"), Lower(Value(query)))
+        window = text.order_by("seq").annotate(
+            around=Substr("text", Greatest(at - SNIPPET_BEFORE, Value(1)), SNIPPET_CHARS)
+        )
         found = found.filter(
             Q(title__icontains=query)
             | Q(public_id__icontains=query)
             | Q(original_id__icontains=query)
             | Exists(text)
-        )
+        ).annotate(snippet=Subquery(window.values("around")[:1], output_field=TextField()))
     if model := data.get("model"):
         found = found.filter(model_name=model)
     if since := data.get("since"):
@@ -165,6 +170,32 @@ def sessions(visible: QuerySet[Session], form: SessionFilterForm) -> QuerySet[Se
     sort = data.get("sort") or DEFAULT_SORT
     column = SORTS[sort.lstrip("-")]
     return found.order_by(f"-{column}" if sort.startswith("-") else column, "-pk")
+
+
+SNIPPET_BEFORE = 60  # characters of a search snippet before the match
+SNIPPET_CHARS = 200
+
+
+def snippet(stored: object, query: str) -> tuple[str, str, str]:
+    """The text around ``query`` in a message's stored JSON, split at the match:
+    (before, match, after), escapes undone and on one line; the match as the
+    message has it (its case). ``("", "", "")`` when it is not found."""
+    if not isinstance(stored, str) or not query:
+        return "", "", ""
+    text = " ".join(unescape_json(stored).split())
+    at = text.lower().find(query.lower())
+    if at < 0:
+        return "", "", ""
+    end = at + len(query)
+    # The JSON's own quotes and brackets at the window's ends are not the message's.
+    return "…" + text[:at].lstrip('"[{ '), text[at:end], text[end:].rstrip('"]} ') + "…"
+
+
+def unescape_json(fragment: str) -> str:
+    """A cut piece of JSON text with its common escapes undone (it rarely parses)."""
+    for escaped, plain in (("\\n", " "), ("\\t", " "), ('\\"', '"'), ("\\\\", "\\")):
+        fragment = fragment.replace(escaped, plain)
+    return fragment
 
 
 def preview(stored: object) -> str:

@@ -116,7 +116,12 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     compactions = [e for e in events if isinstance(e, CompactionEvent)]
     listed = compactions[-COMPACTIONS_LISTED:]
     context.update(
-        gauge=charts.gauge(session.context_tokens, session.config, session.model_name),
+        gauge=charts.gauge(
+            session.context_tokens,
+            session.config,
+            session.model_name,
+            charts.file_limits(session.record_extra),
+        ),
         provider=_provider_reading(session, events),
         cost=_session_cost(session),
         price_data=costs.PRICE_DATA,
@@ -124,7 +129,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         compactions=_with_lost_identifiers(session, listed, events),
         compactions_total=len(compactions),
         undoable=operations.undoable(events)[0],
-        compact_fields=fields(as_of=session.record_count),
+        compact_fields=fields(request, as_of=session.record_count),
         compactor=in_place.compactor_name(session),
         undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
     )
@@ -354,7 +359,9 @@ def import_job(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpResponse:
         if job.status == ImportJob.Status.DONE and not report.problems
         else "",
         "can_retry": jobs.can_retry(job),
-        "hidden": fields(as_of=_job_state(job)),
+        # One token per form: Cancel spent must not answer Import again "already done".
+        "retry_fields": fields(request, state="retry", as_of=_job_state(job)),
+        "cancel_fields": fields(request, state="cancel", as_of=_job_state(job)),
     }
     return _render(request, "dashboard/import_job.html", "job-status", context)
 
@@ -614,7 +621,7 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         ).first()
         if event.model == "offline"
         else None,
-        correct_fields=fields(target=event.position, as_of=session.record_count)
+        correct_fields=fields(request, target=event.position, as_of=session.record_count)
         if in_place.in_force(session) == event
         else None,
         later_revert=session.compaction_events.filter(

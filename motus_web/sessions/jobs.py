@@ -365,6 +365,7 @@ def run(job: ImportJob) -> None:
                     owner=job.owner,
                     replay_threshold=job.options.get("replay_threshold"),
                     max_messages=settings.MOTUS_UPLOAD_MAX_MESSAGES,
+                    max_plain_bytes=settings.MOTUS_UPLOAD_MAX_PLAIN_BYTES,
                     checkpoint=tracker,
                 )
                 report = import_stream(stream, job.file_name, options)

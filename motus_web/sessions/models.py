@@ -111,6 +111,9 @@ class Session(models.Model):
 
     # The session_meta field a what-if replay names its original with.
     REPLAY_OF = "replay_of"
+    # The session_meta field that says how a session came from another (its tag).
+    LINEAGE = "lineage"
+    FORK, RESTORE, REPLAY, BRANCH, SUBAGENT = "fork", "restore", "replay", "branch", "subagent"
 
     def __str__(self) -> str:
         return self.title or self.public_id
@@ -120,6 +123,19 @@ class Session(models.Model):
         """The public id of the session this one replays, if it is a replay."""
         value = (self.record_extra or {}).get(self.REPLAY_OF)
         return value if isinstance(value, str) else None
+
+    @property
+    def lineage(self) -> str | None:
+        """How this session came from another, for its tag: ``"fork"``, ``"restore"``,
+        ``"replay"``, ``"branch"`` (an imported edit or rewind of a conversation),
+        ``"subagent"``, or ``None`` for a session that starts its own line. A
+        session linked to a parent before lineage was recorded is a fork."""
+        if self.replay_of is not None:
+            return self.REPLAY
+        kind = (self.record_extra or {}).get(self.LINEAGE)
+        if isinstance(kind, str) and kind:
+            return kind
+        return self.FORK if self.parent_id is not None else None
 
     def is_visible_to(self, user: AbstractBaseUser | AnonymousUser) -> bool:
         """What ``Session.objects.visible_to(user)`` says of this session, without a query."""

@@ -1,6 +1,9 @@
 """Exactly once: the one-time token every operator action's form carries.
 
-A confirmation page puts ``new_token()`` in its form (field ``TOKEN_FIELD``).
+A confirmation page puts ``token_for(user, page, target, state)`` in its form
+(field ``TOKEN_FIELD``): every rendering of one confirmation in one state
+carries the same token (an upload's form, whose target is unknown until it
+is sent, a random ``new_token()``).
 The POST that acts calls ``spend`` first, inside the transaction that does
 the action: it inserts an ``ActionToken`` row, whose unique ``token`` is the
 atomic step. A second submission of the same form (a double click, the back
@@ -19,6 +22,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
+from django.utils.crypto import salted_hmac
 
 from .models import ActionToken
 
@@ -47,7 +51,20 @@ class StaleTargetError(Exception):
 
 
 def new_token() -> str:
+    """A random token: for a form whose target is known only when it is sent (an upload)."""
     return secrets.token_urlsafe(24)
+
+
+def token_for(user: AbstractBaseUser | AnonymousUser | None, *names: object) -> str:
+    """The token of one confirmation for one user: the same for every
+    rendering of it while ``names`` (the page, its target, the state it was
+    made in) are the same, so that Back and resubmit, a second tab and a
+    double click all carry one token and only the first submission acts.
+    Keyed with ``SECRET_KEY`` (``salted_hmac``): nobody can make another
+    user's token."""
+    who = user.pk if user is not None and user.is_authenticated else ""
+    value = "\x1f".join(str(name) for name in (who, *names))
+    return salted_hmac("motus.once", value).hexdigest()[:40]
 
 
 def spend(

@@ -328,7 +328,8 @@ def fork_cut(session: Session, message: Message, what: str = "fork") -> Cut:
 
 def fork(cut: Cut, session: Session, owner: AbstractBaseUser | None, title: str) -> Session:
     """A new session that starts from ``cut``'s context, linked to ``session``."""
-    return _save_fork(cut.memory, owner, title, parents=Session.objects.filter(pk=session.pk))
+    parents = Session.objects.filter(pk=session.pk)
+    return _save_fork(cut.memory, owner, title, parents=parents, lineage=Session.FORK)
 
 
 def restore_before(
@@ -336,7 +337,8 @@ def restore_before(
 ) -> Session:
     """A new session that starts from the context just before ``event``."""
     memory = restore_view(session, event.position)
-    return _save_fork(memory, owner, title, parents=Session.objects.filter(pk=session.pk))
+    parents = Session.objects.filter(pk=session.pk)
+    return _save_fork(memory, owner, title, parents=parents, lineage=Session.RESTORE)
 
 
 def restore_preview(session: Session, event: CompactionEvent) -> ContextSize:
@@ -380,7 +382,7 @@ def restore_from_file(
         memory = CompactionMemory.restore_from_log(log_id, log_store=source)
         owned = Session.objects.filter(owner=owner.pk) if owner else Session.objects.none()
         # The fork's records go to the temporary folder's store, then to the database.
-        session = _save_fork(memory, owner, title, parents=owned)
+        session = _save_fork(memory, owner, title, parents=owned, lineage=Session.RESTORE)
         return session, list(memory.restore_problems)
 
 
@@ -446,11 +448,13 @@ def _save_fork(
     owner: AbstractBaseUser | None,
     title: str,
     parents: QuerySet[Session],
+    lineage: str,
 ) -> Session:
     """Fork ``memory`` (the library logs the fork's records into the memory's
     own store), then store those records as a new session, owned by
-    ``owner``, in one transaction. Raises ``NothingToForkError`` when the
-    context is empty."""
+    ``owner``, in one transaction. ``lineage`` (``Session.FORK``,
+    ``Session.RESTORE``) is kept in its session_meta's extra, for its tag.
+    Raises ``NothingToForkError`` when the context is empty."""
     scratch = memory.log_store
     assert scratch is not None
     new_id = uuid.uuid4().hex
@@ -458,7 +462,7 @@ def _save_fork(
     if not scratch.exists(new_id):
         raise NothingToForkError("there is no message to start a new session from")
     found = list(scratch.read(new_id))
-    found[0] = {**found[0], "title": title[:200]}
+    found[0] = {**found[0], "title": title[:200], Session.LINEAGE: lineage}
     DatabaseLogStore(parents=parents, owner=owner).extend(new_id, found)
     return Session.objects.select_related("parent").get(public_id=new_id)
 

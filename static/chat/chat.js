@@ -189,7 +189,7 @@
       li.textContent = frame.name + " → " + frame.content.slice(0, 300);
     },
     compaction(frame) {
-      if (frame.phase === "started" && frame.trigger === "manual") {
+      if (frame.phase === "started" && frame.manual) {
         const keep = frame.instructions ? ", with the instructions “" + frame.instructions + "”" : ", without instructions";
         note("Compacting now, as asked" + keep + ": " + fmt(frame.tokens_before) + " tokens (threshold " + fmt(frame.threshold) + ")…", "compacting");
       } else if (frame.phase === "started") {

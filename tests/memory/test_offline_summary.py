@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -679,3 +680,27 @@ def test_an_assistants_reasoning_is_summarised_like_what_it_said(counter: TokenC
         counter=counter,
     )
     assert "assistant reasoning: The user said the meeting in Tacoma starts at 14:30" in summary
+
+
+def test_a_wider_budget_on_the_same_messages_summarises_them_again_exactly(
+    counter: TokenCounter,
+) -> None:
+    messages = airline_session()
+    narrow = offline_summary(messages, budget_tokens=120, counter=counter)
+    wide = offline_summary(messages, budget_tokens=900, counter=counter)  # reuses the reading
+    other = [ChatMessage.user("Something else entirely.")]
+    offline_summary(other, budget_tokens=50, counter=counter)  # another reading is kept now
+    assert offline_summary(messages, budget_tokens=900, counter=counter) == wide
+    assert counter.count(narrow) <= 120 < counter.count(wide)
+
+
+def test_dicts_edited_between_two_summaries_are_read_again(counter: TokenCounter) -> None:
+    messages: Any = [  # chat-format dicts, which the summariser reads too
+        {"role": "user", "content": "Book the flight HAT083 to Seattle for May 20, please."},
+        {"role": "assistant", "content": "Booked HAT083, departing 08:10 on May 20."},
+    ]
+    first = offline_summary(messages, budget_tokens=200, counter=counter)
+    messages[1]["content"] = "Booked ZFA04Y instead, departing 11:45 on May 21."
+    second = offline_summary(messages, budget_tokens=200, counter=counter)
+    assert "HAT083, departing" in first
+    assert "ZFA04Y" in second

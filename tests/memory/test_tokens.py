@@ -727,7 +727,7 @@ def test_counters_are_shared_for_the_most_recent_names_only(
         ),
         max_size=12,
     ),
-    separator=st.sampled_from(["\n", "\n\n", " \n", "\r\n"]),
+    separator=st.sampled_from(["\n", "\n\n", " \n", "\r\n", " ... ", "  ... ", "\n- "]),
     model=st.sampled_from(["gpt-4o", "gpt-4"]),
 )
 def test_counting_by_lines_is_counting_the_whole_text(

@@ -84,11 +84,12 @@ def bare(frame: dict[str, Any]) -> dict[str, Any]:
 
 def squeeze(frames: list[dict[str, Any]]) -> list[str]:
     """Frame types in order, a run of deltas as one, records with their role or kind;
-    ``sync`` frames (the answer to ``resume``) left out."""
+    ``sync`` frames (the answer to ``resume``) and ``seen`` ones (a record sent
+    already) left out."""
     out: list[str] = []
     for frame in frames:
         name = frame["type"]
-        if name == "sync":
+        if name in ("sync", "seen"):
             continue
         if name == "record":
             name = f"record:{frame.get('role') or frame['kind']}"

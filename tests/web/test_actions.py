@@ -16,7 +16,7 @@ from django.test import Client
 from django.urls import reverse
 
 from memory import ChatMessage, CompactionMemory, InMemoryLogStore
-from motus_web.sessions import lease
+from motus_web.sessions import lease, once
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import ActionToken, CompactionEvent, Message, Session
 
@@ -445,6 +445,51 @@ def test_a_fork_sent_twice_makes_one_session(compacted: Session) -> None:
 
     assert [r.status_code for r in responses] == [303, 409]
     assert Session.objects.exclude(pk=compacted.pk).count() == 1
+
+
+@pytest.mark.parametrize("how", ["a second tab", "back and resubmit"])
+def test_a_fork_confirmation_opened_again_in_the_same_state_forks_once(
+    compacted: Session, how: str
+) -> None:
+    client = owner_client(compacted)
+    confirm = url("fork_confirm", compacted.public_id, 8)
+    action, first = form_of(client, confirm)
+    if how == "a second tab":  # both tabs open the page before either is sent
+        _, second = form_of(client, confirm)
+        responses = [client.post(action, first), client.post(action, second)]
+    else:  # the page comes back from the server (it is never stored), then is sent again
+        responses = [client.post(action, first)]
+        _, second = form_of(client, confirm)
+        responses.append(client.post(action, second))
+
+    assert [r.status_code for r in responses] == [303, 409]
+    [fork] = Session.objects.exclude(pk=compacted.pk)
+    assert url("session_detail", fork.public_id) in responses[1].content.decode()
+
+
+def test_the_same_confirmation_is_a_new_form_for_another_user_or_a_changed_session(
+    compacted: Session, staff: User
+) -> None:
+    confirm = url("fork_confirm", compacted.public_id, 8)
+    _, mine = form_of(owner_client(compacted), confirm)
+    _, theirs = form_of(logged_in(staff), confirm)
+    add_turns(compacted, 1)
+    _, later = form_of(owner_client(compacted), confirm)
+
+    tokens = {form[once.TOKEN_FIELD] for form in (mine, theirs, later)}
+    assert len(tokens) == 3
+
+
+def test_a_delete_sent_from_a_second_tab_is_told_it_was_done(compacted: Session) -> None:
+    client = owner_client(compacted)
+    confirm = url("delete_confirm", compacted.public_id)
+    action, first = form_of(client, confirm)
+    _, second = form_of(client, confirm)
+
+    responses = [client.post(action, first), client.post(action, second)]
+
+    assert [r.status_code for r in responses] == [303, 409]
+    assert "Already done" in responses[1].content.decode()
 
 
 def test_restore_from_a_log_file_gives_the_librarys_context(owner: User, tmp_path: Any) -> None:

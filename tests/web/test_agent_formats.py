@@ -955,7 +955,10 @@ def test_line_formats_are_read_in_small_pieces(path: Path) -> None:
     assert spy.largest <= 64 * 1024 < path.stat().st_size
 
 
-def test_chatgpt_export_is_read_in_small_pieces() -> None:
+def test_chatgpt_export_is_read_in_small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    from motus_web.sessions.importers.formats import _json
+
+    monkeypatch.setattr(_json, "READ_BYTES", 64 * 1024)  # 8 MB in use: a smaller file here
     conversation = json.loads(CHATGPT_EXPORT.read_bytes())[0]
     data = json.dumps([conversation] * 200).encode()  # about 1 MB
     spy = ReadSpy(data)

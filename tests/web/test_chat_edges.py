@@ -314,7 +314,7 @@ async def test_compact_now_that_cannot_compact_says_why_and_no_turn_failed(
         (longer, "the summary would not make the context smaller"),
     ]:
         started = next(f for f in frames if f["type"] == "compaction" and f["phase"] == "started")
-        assert started["trigger"] == "manual"
+        assert started["manual"] is True
         assert started["instructions"] == "keep bookings"
         assert frames[-1]["reason"] == "not_compacted"
         assert frames[-1]["why"].startswith(why)

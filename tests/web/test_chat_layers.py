@@ -41,7 +41,7 @@ class SlowReader(SessionConsumer):
     """A browser's consumer that handles each live frame late (a slow network, a busy tab)."""
 
     async def chat_frame(self, event: dict[str, Any]) -> None:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
         await super().chat_frame(event)
 
 
@@ -194,3 +194,27 @@ async def test_a_channel_layer_that_keeps_failing_closes_with_try_again(
         if output["type"] == "websocket.close":
             break
     assert frames[-1]["code"] == CLOSE_TRY_AGAIN
+
+
+async def test_a_turn_whose_end_never_arrives_is_read_as_over_from_the_store(
+    owner: User, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from channels.layers import get_channel_layer
+
+    from motus_web.sessions.signals import session_group
+
+    monkeypatch.setattr(consumers, "STALL_S", 0.2)
+    socket = await socket_for(owner, session.public_id)
+    await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
+    await follow(socket)
+    await database_sync_to_async(lease.acquire)(session.pk, "a worker elsewhere", "turn")
+    frame = {"type": "turn_started", "retry": False}
+    message = {"type": "chat.frame", "frame": frame, "run": "r1", "sn": 1}
+    await get_channel_layer().group_send(session_group(session.public_id), message)
+    assert (await socket.receive_json_from(timeout=FRAME_TIMEOUT_S))["type"] == "turn_started"
+    # The worker ends (its lease given back) and its "finished" frame is lost.
+    await database_sync_to_async(lease.release)(session.pk, "a worker elsewhere")
+
+    sync = await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
+    assert (sync["type"], sync["running"]) == ("sync", False)
+    await socket.disconnect()

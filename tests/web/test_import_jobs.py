@@ -620,3 +620,25 @@ def test_one_slow_job_does_not_hold_the_next(
     second_done.set()
     assert wait_until_finished(slow).status == Status.DONE
     assert Session.objects.filter(owner=owner).count() == 4
+
+
+def test_an_upload_of_a_grown_transcript_says_updated_and_names_the_lines_it_skipped(
+    owner: User,
+) -> None:
+    from .test_import_updates import transcript
+
+    client = logged_in(owner)
+    upload(client, "s.jsonl", transcript("q1", "a1"))
+    run_tasks()
+    grown = transcript("q1", "a1", "q2", "a2") + b'{"type": "user", "cut'
+    job = upload(client, "s.jsonl", grown)
+    run_tasks()
+
+    html = client.get(job_url(job)).content.decode()
+
+    assert "Updated 1 session from s.jsonl with what was new." in html
+    assert "session 1: <a" in html
+    assert "+2 messages" in html
+    assert "Damaged line skipped" in html
+    assert "s.jsonl: line 5: invalid JSON" in html
+    assert Session.objects.get().message_count == 4

@@ -22,6 +22,7 @@ from motus_web.dashboard import charts
 from motus_web.sessions.importers import ImportOptions, import_path, import_stream
 from motus_web.sessions.importers.formats import ParsedSession, parse
 from motus_web.sessions.importers.formats.model import named_model
+from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Message, Session
 
 from .helpers import logged_in
@@ -281,3 +282,75 @@ def test_real_files_import_with_the_model_they_name(owner: User, path: Path, mod
     assert report.problems == []
     main = Session.objects.filter(parent__isnull=True).get()
     assert main.model_name == model
+
+
+@pytest.mark.django_db
+def test_an_attachments_text_is_part_of_its_message_and_counted(owner: User) -> None:
+    def export(attachments: list[dict[str, Any]]) -> bytes:
+        message = {"uuid": "m1", "sender": "human", "text": "Sum it.", "attachments": attachments}
+        reply = {"uuid": "m2", "sender": "assistant", "text": "42."}
+        conversation = {"uuid": "c", "name": "Sum", "chat_messages": [message, reply]}
+        return json.dumps([conversation]).encode()
+
+    csv = "n\n" + "\n".join(str(n) for n in range(200))
+    import_stream(io.BytesIO(export([])), "a.json", ImportOptions(owner))
+    bare = Session.objects.get()
+    Session.objects.all().delete()
+    import_stream(
+        io.BytesIO(export([{"file_name": "n.csv", "extracted_content": csv}])),
+        "b.json",
+        ImportOptions(owner),
+    )
+
+    session = Session.objects.get()
+    first = session.messages.get(seq=0)
+    assert isinstance(first.content, list)
+    assert "<source>n.csv</source>" in first.content[0]["text"]
+    assert "199" in first.content[0]["text"]
+    assert first.content[-1]["text"] == "Sum it."
+    assert session.total_tokens > bare.total_tokens + 150
+
+
+@pytest.mark.django_db
+def test_a_requests_tool_definitions_are_counted_in_its_context(owner: User) -> None:
+    def request(tools: list[dict[str, Any]]) -> bytes:
+        messages = [{"role": "user", "content": "Weather in Paris?"}]
+        body: dict[str, Any] = {"model": "claude-sonnet-4-5", "messages": messages}
+        if tools:
+            body["tools"] = tools
+        return json.dumps(body).encode()
+
+    weather = {
+        "name": "get_weather",
+        "description": "The current weather of a city, in degrees Celsius and a summary.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city's name"}},
+            "required": ["city"],
+        },
+    }
+    import_stream(io.BytesIO(request([])), "bare.json", ImportOptions(owner))
+    import_stream(io.BytesIO(request([weather])), "tools.json", ImportOptions(owner))
+
+    bare, with_tools = (Session.objects.get(source=n) for n in ("bare.json", "tools.json"))
+    assert with_tools.context_tokens > bare.context_tokens + 30
+    meta = next(DatabaseLogStore().read(with_tools.public_id))
+    assert meta["tools"][0]["function"]["name"] == "get_weather"
+
+
+@pytest.mark.django_db
+def test_the_gauge_of_a_claude_code_session_uses_claude_codes_own_trigger_point(
+    owner: User,
+) -> None:
+    if not COMPACTED.is_file():
+        pytest.skip(f"the shared agent-session file {COMPACTED} is absent")
+    import_path(COMPACTED, ImportOptions(owner=owner))
+    session = Session.objects.filter(parent__isnull=True).get()
+
+    page = logged_in(owner).get(reverse("dashboard:session_detail", args=[session.public_id]))
+
+    gauge = page.context["gauge"]
+    assert (gauge.window, gauge.threshold) == (200_000, 167_000)  # not 1,000,000 and 750,000
+    html = page.content.decode()
+    assert "Window and threshold from" in html
+    assert "this session compacted itself at 167,094 tokens" in html

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from motus_web.sessions.importers import ImportOptions, import_stream
+from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 
 STREAM = Path(__file__).parent / "fixtures" / "openhands" / "output.jsonl"
@@ -31,8 +32,9 @@ def test_an_event_stream_imports_its_messages_calls_results_and_compaction(owner
     assert [m.provider_tokens for m in messages] == [None, 5120, None, None, 6250]
     [compaction] = session.compaction_events.all()
     assert compaction.summary == "The agent listed the files and read setup.py."
+    meta = next(DatabaseLogStore().read(session.public_id))
+    assert [t["function"]["name"] for t in meta["tools"]] == ["execute_bash", "finish"]
     extra = session.record_extra["source_extra"]
-    assert [t["function"]["name"] for t in extra["tools"]] == ["execute_bash", "finish"]
     assert extra["llm_metrics"]["accumulated_cost"] == 0.031
     assert extra["skipped_events"] == {"agent_state_changed": 1}
 

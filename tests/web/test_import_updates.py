@@ -15,6 +15,7 @@ from django.db import connection, connections
 from django.test import TestCase
 
 from motus_web.sessions.importers import ImportOptions, ImportReport, import_stream
+from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 from motus_web.sessions.signals import records_committed
 
@@ -244,3 +245,64 @@ def test_an_imported_session_is_titled_by_its_first_request_and_dated_by_its_las
     session = Session.objects.get()
     assert session.title == "Why does the build fail?"
     assert session.updated_at.isoformat() == "2026-11-01T10:02:00+00:00"
+
+
+@pytest.mark.django_db
+def test_branches_subagents_forks_restores_and_replays_each_have_their_own_tag(
+    owner: User,
+) -> None:
+    from django.urls import reverse
+
+    from motus_web.sessions.operations import restore_from_file
+
+    from .helpers import logged_in, make_session
+
+    run(transcript("q1", "a1", "q2", "a2"), "s.jsonl", owner)
+    branch = run(transcript("q1", "a1", "q2 again", "a2 again"), "s.jsonl", owner).imported[0]
+    child = run(transcript("go", "done", session_id="cc-1", agent="a1"), "a.jsonl", owner).imported[
+        0
+    ]
+    original = make_session(owner, title="Original")
+    fork = make_session(owner, title="Fork", parent=original)  # linked before lineage existed
+    replay = make_session(owner, title="Replay")
+    Session.objects.filter(pk=replay.pk).update(
+        record_extra={Session.REPLAY_OF: original.public_id}
+    )
+    exported = b"".join(
+        json.dumps(r).encode() + b"\n" for r in DatabaseLogStore().read(original.public_id)
+    )
+    restored, _ = restore_from_file(io.BytesIO(exported), owner, "Restored")
+
+    tags = {s.public_id: s.lineage for s in Session.objects.all()}
+    assert tags[branch] == "branch"
+    assert tags[child] == "subagent"
+    assert tags[fork.public_id] == "fork"
+    assert tags[replay.public_id] == "replay"
+    assert tags[restored.public_id] == "restore"
+    assert tags[original.public_id] is None
+    page = logged_in(owner).get(reverse("dashboard:session_list")).content.decode()
+    for kind in ("branch", "subagent", "fork", "replay", "restore"):
+        assert f'<span class="tag">{kind}</span>' in page
+    assert '<span class="tag">Claude Code 2.1.39</span>' in page  # the source as a tag
+
+
+@pytest.mark.django_db
+def test_a_search_result_shows_the_matching_snippet(owner: User) -> None:
+    from django.urls import reverse
+
+    from .helpers import logged_in
+
+    words = " ".join(f"word{n}" for n in range(100))
+    run(
+        transcript("Start here.", f"{words} the flaky <b>timeout</b> again {words}"),
+        "s.jsonl",
+        owner,
+    )
+
+    page = logged_in(owner).get(reverse("dashboard:session_list"), {"q": "FLAKY"})
+
+    html = page.content.decode()
+    assert "<mark>flaky</mark> &lt;b&gt;timeout&lt;/b&gt; again" in html
+    assert "word99 the " in html  # what comes just before the match
+    shown = html.split('<div class="snippet muted">')[1].split("</div>")[0]
+    assert "word50 " not in shown  # only a window of the message around the match

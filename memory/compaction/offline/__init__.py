@@ -143,10 +143,12 @@ def _summary(
     instructions: str | None,
 ) -> str:
     global _last_prepared
-    # The messages by identity (they are immutable), the rest by value.
+    # The messages by identity (a ChatMessage is immutable; a dict is not, so
+    # a list holding one is never taken from the cache), the rest by value.
     key = (counter, previous_summary, instructions, tuple(map(id, messages)))
     last = _last_prepared
-    if last is not None and last[0] == key:
+    immutable = all(isinstance(m, ChatMessage) for m in messages)
+    if immutable and last is not None and last[0] == key:
         prepared = last[2]
     else:
         prepared = _prepare(messages, counter, previous_summary, instructions)

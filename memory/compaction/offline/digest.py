@@ -207,6 +207,10 @@ class Choice:
         self._taken.add(id(candidate))
 
     def value(self, candidate: _Candidate) -> float:
+        return self._value(candidate, self.lines.extra(candidate.item, self.state))
+
+    def _value(self, candidate: _Candidate, extra: int) -> float:
+        """``value``, given the candidate's ``_LineCost.extra`` now."""
         state = self.state
         if candidate.key in state.texts:
             return 0.0  # said already, word for word
@@ -214,7 +218,8 @@ class Choice:
         gain = candidate.gain
         if not said.isdisjoint(candidate.words):  # (else nothing to take off: the same float)
             gain -= (1 - REPEAT) * sum(g for w, g in candidate.gains if w in said)
-        return gain / (candidate.tokens + self.lines.shared(candidate.item, state)) ** COST_POWER
+        shared = extra / self.lines.sharers(candidate.item)
+        return gain / (candidate.tokens + shared) ** COST_POWER
 
     def latest(self, candidates: list[_Candidate]) -> list[_Candidate]:
         """Take the first candidate of each latest item and of the first
@@ -309,9 +314,10 @@ class Choice:
             if n in taken:
                 continue
             candidate = pool[n]
-            if self.state.used + self.cost(candidate) > self.budget:
+            extra = self.lines.extra(candidate.item, self.state)
+            if self.state.used + candidate.tokens + extra > self.budget:
                 continue
-            fresh = self.value(candidate)
+            fresh = self._value(candidate, extra)
             if fresh <= 0:
                 continue
             if heap and fresh < -heap[0][0]:
@@ -431,6 +437,6 @@ class _LineCost:
             extra += self._titles[key[0]]
         return extra
 
-    def shared(self, index: int, state: _State) -> float:
-        """``extra`` spread over the pieces likely to share the line."""
-        return self.extra(index, state) / self._shares[index]
+    def sharers(self, index: int) -> int:
+        """How many pieces are likely to share the line ``extra`` pays for."""
+        return self._shares[index]

@@ -243,11 +243,20 @@ def preview_text(stored: object) -> str:
 
 
 @register.filter
+def snippet_parts(stored: object, query: object) -> tuple[str, str, str]:
+    """A search result's snippet, split at the match (``session_list.snippet``)."""
+    from ..session_list import snippet
+
+    return snippet(stored, query if isinstance(query, str) else "")
+
+
+@register.filter
 def gauge_of(session: Any) -> Any:
     """The context gauge of a session row (``charts.Gauge``)."""
-    from ..charts import gauge
+    from ..charts import file_limits, gauge
 
-    return gauge(session.context_tokens, session.config, session.model_name)
+    limits = file_limits(session.record_extra)
+    return gauge(session.context_tokens, session.config, session.model_name, limits)
 
 
 @register.filter

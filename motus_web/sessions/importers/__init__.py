@@ -24,7 +24,14 @@ from django.db import InterfaceError, OperationalError
 from . import formats
 from .detect import Format, detect_format
 from .formats import FormatProblem
-from .formats._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
+from .formats._io import (
+    HEAD_SIZE,
+    PlainTooLarge,
+    bounded_plain,
+    encoding_problem,
+    open_plain,
+    plain_head,
+)
 from .formats.claude_code import subagent_files
 from .parsers import EXPECTED, parse_json, parse_messages_jsonl, parse_motus_log, skip_bom
 from .sources import AgentSession, Found, Problem
@@ -72,16 +79,31 @@ def import_stream(
     half a session. ``subagents`` are a Claude Code session's subagent
     transcripts. Call from sync code (not inside a running event loop).
     When ``options.checkpoint`` raises ``ImportCancelled``, the report says
-    ``cancelled`` and holds what was committed before.
+    ``cancelled`` and holds what was committed before. A gzip file that expands
+    past ``options.max_plain_bytes`` stops there (``stopped``, with a problem);
+    the sessions committed before stay.
     """
     writer: Writer | None = None
     try:
         digest = _digest(stream)
         writer = Writer(source, digest, options)
-        for found in _found(stream, source, subagents or []):
+        plain = bounded_plain(stream, options.max_plain_bytes)
+        for found in _found(plain, source, subagents or [], options.max_messages):
             writer.take(found)
             if writer.report.stopped:
                 break
+    except PlainTooLarge as error:
+        report = writer.report if writer is not None else ImportReport()
+        report.stopped = True
+        report.problems.append(
+            Problem(
+                source,
+                "",
+                f"{error}, the most an upload may expand to: "
+                "import it on the server with `manage.py import_sessions FILE`",
+            )
+        )
+        return report
     except ImportCancelled:
         report = writer.report if writer is not None else ImportReport()
         report.cancelled = True
@@ -141,7 +163,12 @@ def _head_problem(head: bytes, name: str, format_: str | None) -> Problem | None
     return None
 
 
-def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -> Iterator[Found]:
+def _found(
+    stream: BinaryIO,
+    name: str,
+    subagents: list[tuple[BinaryIO, str]],
+    max_messages: int | None = None,
+) -> Iterator[Found]:
     plain = open_plain(stream)
     head = plain_head(plain.read(HEAD_SIZE))
     plain.seek(0)
@@ -150,7 +177,7 @@ def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -
         yield problem
         return
     if format_ == "motus-log":
-        yield from parse_motus_log(skip_bom(plain), name)
+        yield from parse_motus_log(skip_bom(plain), name, max_messages)
     elif format_ == "openai-chat":
         plain = skip_bom(plain)
         if detect_format(plain) == Format.MESSAGES_JSONL:
@@ -166,8 +193,13 @@ def _found(stream: BinaryIO, name: str, subagents: list[tuple[BinaryIO, str]]) -
             yield _problem(formats.unrecognised(name)) if unknown else found
     else:
         stream.seek(0)
-        for index, item in enumerate(formats.parse(stream, name, subagents), start=1):
-            yield _problem(item) if isinstance(item, FormatProblem) else AgentSession(index, item)
+        index = 0  # sessions only: the warnings before one do not shift its number
+        for item in formats.parse(stream, name, subagents):
+            if isinstance(item, FormatProblem):
+                yield _problem(item)
+            else:
+                index += 1
+                yield AgentSession(index, item)
 
 
 def _problem(problem: FormatProblem) -> Problem:

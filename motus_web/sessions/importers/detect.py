@@ -17,16 +17,22 @@ class Format(enum.Enum):
     JSON = "JSON document"
 
 
+FIRST_LINE_MAX_BYTES = 8 * 1024 * 1024  # read to tell JSONL from a JSON document
+
+
 def detect_format(stream: BinaryIO) -> Format:
-    """Read up to the first non-blank line of ``stream``, then rewind it.
+    """Read up to the first non-blank line of ``stream`` (at most
+    ``FIRST_LINE_MAX_BYTES`` of it), then rewind it.
 
     A JSONL file's first line is a whole JSON object; a JSON document either
     spreads over lines (its first line does not parse) or is one line that is
-    not a log record or a ``messages`` object. A file that is not JSON at all
-    is left to the JSON parser, which says where it breaks.
+    not a log record or a ``messages`` object. A first line longer than the
+    bound is taken for a JSON document (a one-line list of messages), which
+    the JSON parser streams, rather than held whole here. A file that is not
+    JSON at all is left to the JSON parser, which says where it breaks.
     """
     first = b""
-    for line in stream:
+    while line := stream.readline(FIRST_LINE_MAX_BYTES):
         if line.strip():
             first = line
             break

@@ -37,15 +37,25 @@ def branch_key(trunk_key: str, first_different: str) -> str:
     return f"{trunk_key[: 255 - FINGERPRINT_CHARS - 1]}@{first_different}"
 
 
+class FingerprintChain:
+    """Fingerprints added one unit at a time (a stream); ``units`` is the chain so far."""
+
+    def __init__(self) -> None:
+        self.units: list[str] = []
+        self._digest = hashlib.sha256()
+
+    def add(self, unit: Any) -> None:
+        self._digest.update(_canonical(unit))
+        self.units.append(self._digest.copy().hexdigest()[:FINGERPRINT_CHARS])
+        self._digest.update(b"\n")
+
+
 def fingerprints(units: Iterable[Any]) -> list[str]:
     """The chained fingerprint of each unit (JSON values), in order."""
-    chain: list[str] = []
-    digest = hashlib.sha256()
+    chain = FingerprintChain()
     for unit in units:
-        digest.update(_canonical(unit))
-        chain.append(digest.copy().hexdigest()[:FINGERPRINT_CHARS])
-        digest.update(b"\n")
-    return chain
+        chain.add(unit)
+    return chain.units
 
 
 def _canonical(value: Any) -> bytes:

@@ -19,7 +19,7 @@ from memory import load_json as loads
 from memory.log import LogProblem, parse_lines, records
 
 from .formats._io import BOM
-from .formats._json import TOO_DEEP, has_lone_surrogate_escape, nesting_too_deep
+from .formats._json import READ_BYTES, TOO_DEEP, has_lone_surrogate_escape, nesting_too_deep
 from .sources import Found, MotusLog, Problem, Refused, Transcript
 
 # Where runs keep their messages: OpenAI-style exports, tau-bench, SWE-agent.
@@ -36,14 +36,23 @@ def skip_bom(stream: BinaryIO) -> BinaryIO:
     return stream
 
 
-def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
+def parse_motus_log(
+    stream: BinaryIO, source: str, max_messages: int | None = None
+) -> Iterator[Found]:
     """Each ``session_meta`` line starts a log (files of several runs are concatenated
     logs). A line that cannot be read (cut short by a crash, NUL padding, not
     JSON) is skipped with a warning naming it, as a restore skips it; a record
-    the log store refuses still refuses its own log, and the others import."""
+    the log store refuses still refuses its own log, and the others import.
+
+    ``max_messages`` (an upload's cap) is counted while reading: past it the
+    file is read no further, and the log being read ends at the first message
+    over the cap, which the writer refuses. So the records held stay within
+    the cap whatever the file's length.
+    """
     found: list[dict[str, Any]] = []
     lines: list[int] = []
     index = 0
+    messages = 0
     last = _LastLine(stream)
     for number, item in parse_lines(last):
         yield from last.padding(source, up_to=number)
@@ -58,6 +67,10 @@ def parse_motus_log(stream: BinaryIO, source: str) -> Iterator[Found]:
             found, lines = [], []
         found.append(item)
         lines.append(number)
+        if item["type"] == records.MESSAGE:
+            messages += 1
+            if max_messages is not None and messages > max_messages:
+                break
     yield from last.padding(source, up_to=None)
     index += 1
     yield from _motus_log(found, lines, source, index)
@@ -147,9 +160,25 @@ def parse_json(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
         yield Problem(source, "", EXPECTED)
 
 
+# The most a JSON document with an escaped lone surrogate may hold: it is read
+# whole (ijson cannot stream it), and the standard library's parse of it costs
+# about 15 times its size.
+WHOLE_DOCUMENT_MAX_BYTES = 32 * 1024 * 1024
+
+
 def _json_document(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
+    data = stream.read(WHOLE_DOCUMENT_MAX_BYTES + 1)
+    if len(data) > WHOLE_DOCUMENT_MAX_BYTES:
+        yield Problem(
+            source,
+            "",
+            f"the file holds an escaped lone surrogate (half an emoji, say), so it is read "
+            f"whole, and it is larger than {WHOLE_DOCUMENT_MAX_BYTES:,} bytes: save it as "
+            "JSONL, or replace the escape",
+        )
+        return
     try:
-        document = loads(stream.read())
+        document = loads(data)
     except orjson.JSONDecodeError as error:
         yield Problem(source, f"line {error.lineno} column {error.colno}", _json_error(error))
         return
@@ -197,7 +226,7 @@ def _json_object(stream: BinaryIO, source: str, stem: str, start: int) -> Iterat
     keys: list[str] = []
     scalars: dict[str, Any] = {}
     try:
-        for prefix, event, value in ijson.parse(stream, use_float=True):
+        for prefix, event, value in ijson.parse(stream, use_float=True, buf_size=READ_BYTES):
             if prefix == "" and event == "map_key":
                 keys.append(value)
             elif prefix in _TITLE_KEYS and event in ("string", "number", "integer"):
@@ -218,7 +247,7 @@ def _json_object(stream: BinaryIO, source: str, stem: str, start: int) -> Iterat
 def _items(stream: BinaryIO, prefix: str, start: int) -> Iterator[Any]:
     """The values at ``prefix``, one at a time; raises ``Refused`` where the JSON breaks."""
     try:
-        yield from ijson.items(stream, prefix, use_float=True)
+        yield from ijson.items(stream, prefix, use_float=True, buf_size=READ_BYTES)
     except ijson.JSONError as error:
         location, message = _locate(stream, start)
         raise Refused(location, message or _json_error(error)) from None

@@ -66,6 +66,7 @@ class _Buffer:
 class Replayer:
     """One session's memory, fed in batches; ``close()`` it when done.
 
+    ``tools`` are the schemas every request carried (counted in the context).
     ``threshold`` turns auto-compaction on at that many tokens (with the
     offline summariser: no model is called); ``None`` leaves it off. The
     memory's own errors (``MotusMemoryError`` subclasses, ``InvalidMessageError``
@@ -81,6 +82,7 @@ class Replayer:
         threshold: int | None,
         parent_session_id: str | None = None,
         parent_seq: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> None:
         self._buffer = _Buffer()
         config = CompactionMemoryConfig(
@@ -94,6 +96,10 @@ class Replayer:
             parent_seq=parent_seq,
         )
         self.memory.set_system_prompt(system_prompt)
+        if tools:
+            # Before the first record: the schemas go into the session_meta and
+            # every request's count, as a live session's do.
+            self.memory.set_tools(tools)
         self._loop = asyncio.new_event_loop()
 
     @classmethod

@@ -25,6 +25,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import Q, QuerySet
 
 from memory import (
+    ChatMessage,
     ConfigurationError,
     LogCorruptError,
     LogError,
@@ -34,16 +35,24 @@ from memory import (
     upgrade_records,
 )
 from memory.log import InvalidSessionIdError, LogRecord, records, validate_session_id
-from memory.tokens import encoding_for_model
+from memory.tokens import TokenCounter
 
 from ..log_store import DatabaseLogStore
 from ..models import Session
 from ..signals import announce
 from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fingerprints
 from .formats import ParsedSession
-from .formats._io import kind
+from .formats._io import PlainTooLarge, kind
 from .formats.times import last_activity
-from .identity import Relation, branch_key, conversation_key, fingerprints, relation
+from .identity import (
+    FingerprintChain,
+    Relation,
+    branch_key,
+    conversation_key,
+    fingerprints,
+    relation,
+)
+from .ingest import batched, chat_message
 from .runner import Replayer
 from .sources import AgentSession, Found, MotusLog, Problem, Refused, Transcript, clip
 
@@ -60,6 +69,9 @@ class ImportOptions:
     # recounted with it. None: a Motus log's own, else settings.MOTUS_MODEL_NAME.
     model_name: str | None = None
     max_messages: int | None = None  # per file; None: no cap (the command line)
+    # Bytes a compressed file may expand to (settings.MOTUS_UPLOAD_MAX_PLAIN_BYTES
+    # for uploads); None: no bound (the command line).
+    max_plain_bytes: int | None = None
     # Called after every batch a session writes and after every session; it may
     # raise ``ImportCancelled`` to stop the import (see ``Progress``).
     checkpoint: Callable[[Progress], None] | None = None
@@ -76,6 +88,7 @@ class Skipped:
         return self.location
 
 
+TRANSCRIPT_FORMAT = "openai-chat"  # the source format of chat messages without an id
 # What counts a session whose file names no model: a current model of the tool's
 # provider (Claude.ai and Claude Code exports are Claude's, not gpt-4o's).
 ESTIMATE_MODELS = {
@@ -200,7 +213,7 @@ class Writer:
             return
         try:
             self._take(found)
-        except (ImportCancelled, OperationalError, InterfaceError):
+        except (ImportCancelled, PlainTooLarge, OperationalError, InterfaceError):
             raise  # a lost database stops the import too (see _guarded)
         except Exception as error:
             # See _write: a bug met by one session is that session's problem only.
@@ -251,25 +264,63 @@ class Writer:
 
     def _transcript(self, transcript: Transcript) -> None:
         """Import chat messages that carry no id of their own: the file's name and the
-        run's place in it stand for one (a renamed file imports anew)."""
-        cap = self.options.max_messages
-        try:
-            # Held whole to compare with what is stored; one past the cap is enough
-            # for ``agent_batches`` to refuse it, counting as it goes.
-            messages = list(itertools.islice(transcript.messages, None if cap is None else cap + 1))
-        except Refused as error:
-            self._problem(error.location, str(error))
-            return
+        run's place in it stand for one (a renamed file imports anew).
+
+        A conversation not stored yet is streamed (a big list of messages is
+        never held whole) and fingerprinted as it goes; one stored before is
+        read whole to be compared (``_agent_session``).
+        """
         parsed = ParsedSession(
-            source_format="openai-chat",
+            source_format=TRANSCRIPT_FORMAT,
             source_tool="OpenAI chat messages",
             original_id=f"{self.name}#{transcript.index}",
             title=transcript.title,
             created_at=None,
             system_prompt=None,
-            messages=messages,
+            messages=[],
         )
-        self._agent_session(parsed, str(transcript.index), transcript.location)
+        own = str(parsed.original_id)
+        key = conversation_key(self._owner_pk(), TRANSCRIPT_FORMAT, own)
+        if self._stored(key) is not None:
+            cap = self.options.max_messages
+            try:
+                # One past the cap is enough for ``agent_batches`` to refuse it.
+                held = list(itertools.islice(transcript.messages, None if cap is None else cap + 1))
+            except Refused as error:
+                self._problem(error.location, str(error))
+                return
+            whole = dataclasses.replace(parsed, messages=held)
+            self._agent_session(whole, str(transcript.index), transcript.location)
+            return
+        where = f"{transcript.location}, " if transcript.location else ""
+        chain = FingerprintChain()
+
+        def messages() -> Iterator[ChatMessage]:
+            for number, raw in enumerate(transcript.messages, start=1):
+                location = f"{where}message {number}"
+                self._count(location)
+                chain.add(raw)
+                yield chat_message(raw, location)
+
+        def batches(session_id: str) -> Iterator[list[LogRecord]]:
+            replayer = self._replayer(session_id, model=self._counted_as(parsed))
+            try:
+                for batch in batched(messages()):
+                    yield replayer.add(batch)
+            finally:
+                replayer.close()
+
+        meta = self._source_meta(parsed, self._counted_as(parsed), None)
+        # ``chain.units`` is complete when the plan's session is claimed, after its batches.
+        plan = _Plan(key, transcript.location, transcript.title, meta, own, batches, chain.units)
+        try:
+            written = self._write(plan)
+        except _Conflict:
+            # The stream is read: another import of the same file stored it meanwhile.
+            self._problem(transcript.location, _RACE)
+            return
+        if written is not None:
+            self.report.outcomes.append(Outcome(transcript.location, written[0], "new", written[1]))
 
     def _counted_as(self, parsed: ParsedSession) -> str:
         """The model that counts a session's tokens: the file's own, else the options',
@@ -288,6 +339,7 @@ class Writer:
         system_prompt: str = "",
         parent: tuple[str, int | None] | None = None,
         model: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Replayer:
         """A memory for one session, counting with ``model`` (``_counted_as``)."""
         return Replayer(
@@ -297,6 +349,7 @@ class Writer:
             threshold=self.options.replay_threshold,
             parent_session_id=parent[0] if parent else None,
             parent_seq=parent[1] if parent else None,
+            tools=tools,
         )
 
     # -- sessions of other tools (formats) ---------------------------------------------
@@ -309,6 +362,7 @@ class Writer:
         parent: tuple[str, int | None] | None = None,
         title: str | None = None,
         trunk: str | None = None,
+        lineage: str | None = None,
     ) -> None:
         """Import one conversation (then its subagents and branches) by its own id.
 
@@ -326,19 +380,9 @@ class Writer:
         name = title or parsed.title or first_request(parsed.messages)
         name = name or f"{parsed.source_tool} session"
         counted_as = self._counted_as(parsed)
-        meta_extra = {
-            "source_format": parsed.source_format,
-            "source_tool": parsed.source_tool,
-            "source_created_at": parsed.created_at,
-            "source_extra": parsed.extra,
-            "token_count": {
-                "model": counted_as,
-                "named_in_file": parsed.model is not None,
-                # Approximate when the file names no model or the model's own
-                # tokenizer is not public (Claude, Gemini: counted with cl100k_base).
-                "approximate": parsed.model is None or encoding_for_model(counted_as).approximate,
-            },
-        }
+        if lineage is None and parent is not None:
+            lineage = Session.SUBAGENT  # found by its session's own id
+        meta_extra = self._source_meta(parsed, counted_as, lineage)
         original = own or ""
         original = original if len(original) <= 128 else ""
         activity = last_activity(parsed.messages)
@@ -353,6 +397,7 @@ class Writer:
                         system_prompt=parsed.system_prompt or "",
                         parent=link,
                         model=counted_as,
+                        tools=parsed.tools,
                     )
                 try:
                     yield from agent_batches(parsed, replayer, location, self._count, start)
@@ -380,6 +425,7 @@ class Writer:
                 f"{location}, subagent {number}",
                 (session_id, seq_of_call(parsed, call)),
                 child.title or f"{name} · subagent {number}",
+                lineage=Session.SUBAGENT,
             )
         for number, branch in enumerate(parsed.branches, start=1):
             branch_session = dataclasses.replace(
@@ -398,6 +444,26 @@ class Writer:
                 title=f"{name} · branch {number}",
                 trunk=key,
             )
+
+    @staticmethod
+    def _source_meta(parsed: ParsedSession, counted_as: str, lineage: str | None) -> dict[str, Any]:
+        """What an imported session's session_meta says of its source, in its extra."""
+        meta: dict[str, Any] = {Session.LINEAGE: lineage} if lineage else {}
+        # The shared counter: an encoding made anew here would cost tens of MB.
+        approximate = parsed.model is None or TokenCounter.for_model(counted_as).approximate
+        return meta | {
+            "source_format": parsed.source_format,
+            "source_tool": parsed.source_tool,
+            "source_created_at": parsed.created_at,
+            "source_extra": parsed.extra,
+            "token_count": {
+                "model": counted_as,
+                "named_in_file": parsed.model is not None,
+                # Approximate when the file names no model or the model's own
+                # tokenizer is not public (Claude, Gemini: counted with cl100k_base).
+                "approximate": approximate,
+            },
+        }
 
     def _owner_pk(self) -> object:
         return self.options.owner.pk if self.options.owner is not None else None
@@ -474,7 +540,12 @@ class Writer:
                 parent = (public_id, seq_at(found.shared)) if branched else parent
                 continue
             try:
-                written = self._write(dataclasses.replace(plan(0, units, parent), key=key))
+                new = dataclasses.replace(plan(0, units, parent), key=key)
+                if branched:
+                    new = dataclasses.replace(
+                        new, meta_extra={**new.meta_extra, Session.LINEAGE: Session.BRANCH}
+                    )
+                written = self._write(new)
             except _Conflict:
                 conflicts += 1
                 if conflicts < _ATTEMPTS:

@@ -8,6 +8,7 @@ file would. JSONL is read line by line so a large file never sits in memory whol
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 import zlib
@@ -48,6 +49,73 @@ def open_plain(stream: BinaryIO) -> BinaryIO:
     if magic == GZIP_MAGIC:
         return cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
     return stream
+
+
+class PlainTooLarge(Exception):
+    """Raised while reading a compressed file that expands past its bound (bytes)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the file expands past {limit:,} bytes when decompressed")
+        self.limit = limit
+
+
+class Bounded(io.BufferedIOBase):
+    """A decompressed stream that raises ``PlainTooLarge`` past ``limit`` bytes.
+
+    Counted where the bytes come out, before a caller holds them: no read or
+    line is ever longer than what is left of the bound plus one byte, so a
+    small gzip of gigabytes (or of one endless line) costs at most ``limit``.
+    Rewinding starts the count again, as the bytes are read again.
+    """
+
+    def __init__(self, inner: BinaryIO, limit: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.limit = limit
+
+    def _left(self) -> int:
+        left = self.limit - self.inner.tell()
+        if left < 0:
+            raise PlainTooLarge(self.limit)
+        return left
+
+    def _checked(self, data: bytes) -> bytes:
+        if self.inner.tell() > self.limit:
+            raise PlainTooLarge(self.limit)
+        return data
+
+    def read(self, size: int | None = -1) -> bytes:
+        left = self._left() + 1
+        want = left if size is None or size < 0 else min(size, left)
+        return self._checked(self.inner.read(want))
+
+    def read1(self, size: int = -1) -> bytes:
+        return self.read(size)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        left = self._left() + 1
+        want = left if size is None or size < 0 else min(size, left)
+        return self._checked(self.inner.readline(want))
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.inner.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.inner.tell()
+
+
+def bounded_plain(stream: BinaryIO, limit: int | None) -> BinaryIO:
+    """``stream`` decompressed (when gzip) and bounded to ``limit`` plain bytes."""
+    plain = open_plain(stream)
+    if limit is None or plain is stream:
+        return plain  # a plain file's size is the upload's, bounded already
+    return cast(BinaryIO, Bounded(plain, limit))
 
 
 def encoding_problem(head: bytes) -> str | None:

@@ -66,6 +66,10 @@ def has_lone_surrogate_escape(stream: BinaryIO) -> bool:
         stream.seek(start)
 
 
+# What ijson reads at a time. Its default (64 KB) copies a value that spans reads
+# once per read: a 200 MB string took 8 minutes; in 8 MB reads it takes 4 s.
+READ_BYTES = 8 * 1024 * 1024
+
 # Lists and objects inside one another, at most, in a file read as a stream:
 # ijson keeps the path of every open level, so a file of nothing but "[[[["
 # would cost memory in the square of its depth. No conversation nests this deep
@@ -84,7 +88,7 @@ def nesting_too_deep(stream: BinaryIO) -> bool:
     start = stream.tell()
     depth = 0
     try:
-        for event, _ in ijson.basic_parse(stream, use_float=True):
+        for event, _ in ijson.basic_parse(stream, use_float=True, buf_size=READ_BYTES):
             if event in ("start_map", "start_array"):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -124,7 +128,8 @@ def conversations(
         return
     number = 0
     try:
-        for number, conversation in enumerate(ijson.items(stream, "item", use_float=True), start=1):
+        items = ijson.items(stream, "item", use_float=True, buf_size=READ_BYTES)
+        for number, conversation in enumerate(items, start=1):
             yield one(conversation, number, source)
     except ijson.JSONError as error:
         yield FormatProblem(source, f"conversation {number + 1}", f"invalid JSON: {_short(error)}")

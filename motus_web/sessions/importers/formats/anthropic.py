@@ -97,6 +97,7 @@ def _messages_session(document: object, source: str) -> ParsedSession:
         extra.update({k: v for k, v in document.items() if k not in ("request", "response")})
     _counts(extra, mapper)
     model = request.get("model") or (response.get("model") if isinstance(response, dict) else None)
+    tools = function_tools(request.get("tools"))
     original = response.get("id") if isinstance(response, dict) else None
     return ParsedSession(
         source_format=FORMAT,
@@ -114,6 +115,7 @@ def _messages_session(document: object, source: str) -> ParsedSession:
         model=named_model(
             [request.get("model"), response.get("model") if isinstance(response, dict) else None]
         ),
+        tools=tools,
     )
 
 
@@ -144,6 +146,27 @@ def _counts(extra: dict[str, Any], mapper: BlockMapper) -> None:
 
 
 # -- Claude.ai ----------------------------------------------------------------
+
+
+def function_tools(tools: object) -> list[dict[str, Any]] | None:
+    """A request's custom tools (``name``, ``description``, ``input_schema``) as OpenAI
+    function tools, which the memory counts; server tools (``web_search_...``) are
+    the provider's own and stay in ``extra["request"]`` only."""
+    if not isinstance(tools, list):
+        return None
+    found = [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.get("name"),
+                "description": tool.get("description", ""),
+                "parameters": tool["input_schema"],
+            },
+        }
+        for tool in tools
+        if isinstance(tool, dict) and isinstance(tool.get("input_schema"), dict)
+    ]
+    return found or None
 
 
 def _claude_ai_one(conversation: object, number: int, source: str) -> ParsedSession | FormatProblem:
@@ -191,6 +214,28 @@ def _claude_ai(conversation: dict[str, Any], where: str) -> ParsedSession:
     )
 
 
+def _with_attachments(content: Any, attachments: object) -> Any:
+    """``content`` with the text Claude.ai extracted from each attachment before it,
+    as the model received it: a document block per file (its name as the source)."""
+    documents = (
+        [
+            {
+                "type": "text",
+                "text": f"<document>\n<source>{a.get('file_name', '')}</source>\n"
+                f"<document_content>{a['extracted_content']}</document_content>\n</document>",
+            }
+            for a in attachments or ()
+            if isinstance(a, dict) and isinstance(a.get("extracted_content"), str)
+        ]
+        if isinstance(attachments, list)
+        else []
+    )
+    if not documents:
+        return content
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
+    return [*documents, *blocks]
+
+
 def _paths(raw: list[dict[str, Any]]) -> list[list[tuple[int, dict[str, Any]]]]:
     """The active path (to the last message) first, then one path per other leaf.
 
@@ -235,6 +280,7 @@ def _claude_ai_messages(
         blocks = message.get("content")
         content = blocks if isinstance(blocks, list) and blocks else message.get("text", "")
         # ``text`` is the export's flattening of ``content``: used only when there are no blocks.
+        content = _with_attachments(content, message.get("attachments"))
         rest = {k: v for k, v in message.items() if k not in ("sender", "content", "text")}
         messages += mapper.message(role, content, rest, where, f"chat_messages[{number - 1}]")
     return messages, mapper

@@ -31,6 +31,7 @@ from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession, 
 FORMAT = "claude-code"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
 COMPACT_BOUNDARY = "compact_boundary"
+AUTOCOMPACT_BUFFER = 33_000  # tokens Claude Code 2.x keeps free: it compacts at window - this
 # Same on every line of a session, so kept once on the session, and on a
 # message only where it differs (a version upgrade or a branch switch mid-session).
 SESSION_KEYS = (
@@ -409,6 +410,7 @@ def _session(tree: _Tree, source: str, children: list[ParsedSession]) -> ParsedS
         extra["unpaired_results"] = built.mapper.unpaired_results
     if built.mapper.pending:
         extra["unanswered_calls"] = len(built.mapper.pending)
+    extra["context_limits"] = context_limits(built.compactions)
     agent_id = session.get("agentId")
     if isinstance(agent_id, str):
         extra["parent_session_id"] = session.get("sessionId")
@@ -430,6 +432,26 @@ def _session(tree: _Tree, source: str, children: list[ParsedSession]) -> ParsedS
         extra=extra,
         model=_model(built.messages),
     )
+
+
+def context_limits(compactions: list[ParsedCompaction]) -> dict[str, Any]:
+    """The window and auto-compact trigger Claude Code ran this session with, in tokens.
+
+    Claude Code keeps a 200,000-token window (1,000,000 with a ``[1m]`` model,
+    which a transcript shows only by compacting past 200,000) and compacts
+    automatically ``AUTOCOMPACT_BUFFER`` tokens before its end, the "Autocompact
+    buffer" its ``/context`` command shows (output room plus a margin).
+    """
+    before = [c.tokens_before for c in compactions if c.tokens_before]
+    window = 1_000_000 if any(t > 200_000 for t in before) else 200_000
+    source = (
+        f"Claude Code's window of {window:,} tokens, compacting automatically "
+        f"{AUTOCOMPACT_BUFFER:,} before its end"
+    )
+    auto = [c.tokens_before for c in compactions if c.trigger == "auto" and c.tokens_before]
+    if auto:
+        source += f"; this session compacted itself at {auto[-1]:,} tokens"
+    return {"window": window, "threshold": window - AUTOCOMPACT_BUFFER, "source": source}
 
 
 def _sidechains(

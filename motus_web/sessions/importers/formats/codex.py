@@ -242,6 +242,7 @@ class _State:
     compactions: list[ParsedCompaction] = field(default_factory=list)
     models: list[str] = field(default_factory=list)  # distinct, in order of first use
     last_model: str | None = None  # the latest turn's
+    window: int | None = None  # model_context_window of the latest token_count, tokens
     later_meta: list[dict[str, Any]] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)  # event_msg types, counted
     turn_settings: list[dict[str, Any]] = field(default_factory=list)
@@ -297,6 +298,9 @@ class _State:
             info = payload.get("info")
             last = info.get("last_token_usage") if isinstance(info, dict) else None
             tokens = last.get("input_tokens") if isinstance(last, dict) else None
+            window = info.get("model_context_window") if isinstance(info, dict) else None
+            if isinstance(window, int) and window > 0:
+                self.window = window
             if isinstance(tokens, int) and tokens > 0:
                 self.last_tokens = tokens
                 index = _last_assistant(self.items.messages)
@@ -347,6 +351,12 @@ class _State:
         tool = ORIGINATORS.get(originator, originator) if isinstance(originator, str) else "Codex"
         version = meta.get("cli_version")
         extra: dict[str, Any] = {"session_meta": meta}
+        if self.window is not None:
+            extra["context_limits"] = {
+                "window": self.window,
+                "threshold": None,
+                "source": "the window the rollout's token_count events name (model_context_window)",
+            }
         if self.models:
             extra["models"] = self.models
         extra["events"] = self.events

@@ -68,6 +68,9 @@ class ParsedSession:
     children: list[ParsedSession] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
+    # The tool schemas every request carried (OpenAI function-tool dicts), counted
+    # in the context as a live session's are (``set_tools``); None: the file has none.
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,8 +169,6 @@ def _session(events: list[dict[str, Any]], own_id: str, metrics: object = None) 
     if isinstance(metrics, dict):
         built.metrics = metrics
     extra: dict[str, Any] = {"skipped_events": built.skipped}
-    if built.tools is not None:
-        extra["tools"] = built.tools
     if built.metrics is not None:
         extra["llm_metrics"] = built.metrics
     first = events[0] if events else {}
@@ -195,6 +193,7 @@ def _session(events: list[dict[str, Any]], own_id: str, metrics: object = None) 
         compactions=built.compactions,
         extra=extra,
         model=named_model(built.models),
+        tools=[t for t in built.tools if isinstance(t, dict)] if built.tools else None,
     )
 
 
