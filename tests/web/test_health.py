@@ -62,6 +62,7 @@ def test_health_is_503_when_the_channel_layer_does_not_answer(
 )
 def test_every_answer_sends_a_permissions_policy(client: Client, path: str) -> None:
     response = client.get(path)
+    response.close()  # a static file (served by WhiteNoise once collected) is an open file
 
     assert response["Permissions-Policy"].startswith("accelerometer=(), camera=()")
 
