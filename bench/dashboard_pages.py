@@ -1,39 +1,56 @@
-"""How long the dashboard's pages take on one long session, and how many queries they run.
+"""How long the dashboard's pages take on long sessions, how big they are and how
+many queries they run.
 
-Builds a session of ``--messages`` messages (the generated agent workload of
-``memory_bench.session``, compacting at ``--threshold`` tokens with a stub
-summariser) in a fresh SQLite database under a temporary folder (or the
-database ``DATABASE_URL`` names), then requests every page of it through
-Django's test client, as its owner: the median of ``--runs`` requests each,
-in milliseconds, with the number of SQL queries. Figures, not assertions.
+Builds, in a fresh SQLite database under a temporary folder (or the database
+``DATABASE_URL`` names), one session of each size in ``--sizes`` with
+compactions and, with ``--without``, one that never compacted, then requests
+their pages through Django's test client, as their owner: the median of
+``--runs`` requests each, in milliseconds, with the response's size in bytes
+and its number of SQL queries. Figures, not assertions: the session page and
+the context page should give the same bytes and queries at every size.
 
-The step page (what the model saw for a reply) is requested for a reply
-near the start, the middle and the end of the session: its time and queries
-must not grow with the session's length or the reply's place. With
-``--claude-code FILE`` (the real Claude Code session with a compaction in
-the shared data), it is imported and its compaction page requested too.
+A session is the generated agent workload of ``memory_bench.session``: a block
+of ``BLOCK`` messages fed once through a ``CompactionMemory`` (threshold
+``--threshold`` tokens, a stub summariser), whose log is then repeated with
+its seqs, compaction numbers and checkpoints shifted until it reaches the
+size, and written with the database store's bulk inserts. Feeding 290,000
+messages through the memory would take minutes; the repeated block gives the
+same rows a long session has. The session without compactions is the same
+messages with a threshold no message reaches and no compaction records.
 
-Usage: ``python bench/dashboard_pages.py [--messages 50000] [--runs 3] [--claude-code FILE]``.
+The step page (what the model saw for a reply) is requested for a reply near
+the start, the middle and the end of the session. With ``--claude-code FILE``
+(the real Claude Code session with a compaction in the shared data), it is
+imported and its compaction page requested too.
+
+Usage: ``python bench/dashboard_pages.py [--sizes 10000 50000 290000] [--without]
+[--runs 3] [--claude-code FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 # The project (for Django's settings) and bench/ (for the workload).
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
+BLOCK = 10_000  # messages fed through the memory once, then repeated
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000, 290_000])
+    parser.add_argument("--without", action="store_true", help="also sessions without compactions")
     parser.add_argument("--threshold", type=int, default=30_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--claude-code", type=Path, help="a Claude Code session with a compaction")
@@ -44,22 +61,98 @@ def main() -> None:
         import django
 
         django.setup()
-        run(args.messages, args.threshold, args.runs, args.claude_code)
+        run(args)
 
 
-def run(size: int, threshold: int, runs: int, claude_code: Path | None) -> None:
-    from django.conf import settings
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-    from django.urls import reverse
+def block_log(threshold: int) -> list[dict[str, Any]]:
+    """The records of ``BLOCK`` messages fed through a compacting memory."""
     from memory_bench import session
 
     from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+
+    staging = InMemoryLogStore()
+
+    async def summarise(messages: list[ChatMessage], system_prompt: str) -> str:
+        return f"{len(messages)} messages folded."
+
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="block", token_threshold=threshold),
+        log_store=staging,
+        model_name="gpt-4o",
+        compact_fn=summarise,
+    )
+
+    async def feed() -> None:
+        for message in session(BLOCK, seed=5):
+            await memory.add_message(message)
+
+    asyncio.run(feed())
+    return list(staging.read("block"))
+
+
+def repeated(
+    block: list[dict[str, Any]], session_id: str, size: int, *, compactions: bool
+) -> Iterator[dict[str, Any]]:
+    """The block's log repeated to ``size`` messages under ``session_id``.
+
+    Each repeat shifts seqs and compaction numbers past the one before; its
+    first compaction folds from where the previous repeat's last one stopped.
+    Without ``compactions``, only the messages, their logged context size
+    growing by each message's tokens, under a threshold none reaches."""
+    meta = copy.deepcopy(block[0])
+    meta["session_id"] = session_id
+    if not compactions:
+        meta["config"] = {**meta["config"], "token_threshold": 10**12, "auto_compact": False}
+    yield meta
+    body = block[1:]
+    per_block = sum(1 for record in body if record["type"] == "message")
+    numbers = sum(1 for record in body if record["type"] == "compaction")
+    first_message = next(record for record in body if record["type"] == "message")
+    # The instructions and the reply's priming, which every logged context size includes.
+    context = first_message["context_tokens"] - first_message["tokens"]
+    folded_to, written = -1, 0
+    for repeat in range(-(-size // per_block)):
+        shift = repeat * per_block
+        first = True
+        for record in body:
+            if record["type"] == "message":
+                if written == size:
+                    return
+                written += 1
+                out = {**record, "seq": record["seq"] + shift}
+                if not compactions:
+                    context += record["tokens"]
+                    out["context_tokens"] = context
+                yield out
+            elif compactions and record["type"] == "compaction":
+                out = copy.deepcopy(record)
+                out["compaction_number"] += repeat * numbers
+                out["through_seq"] += shift
+                low, high = out["summarized_seqs"]
+                low = folded_to + 1 if first and repeat else low + shift
+                out["summarized_seqs"] = [low, high + shift]
+                out["replayed_seqs"] = [seq + shift for seq in out["replayed_seqs"]]
+                out["checkpoint"]["next_seq"] += shift
+                folded_to, first = high + shift, False
+                yield out
+
+
+def build(
+    block: list[dict[str, Any]], session_id: str, size: int, compactions: bool, owner: object
+) -> float:
+    """Write the session with the database store's bulk inserts; seconds taken."""
     from motus_web.sessions.log_store import DatabaseLogStore
-    from motus_web.sessions.models import Session
+
+    started = time.perf_counter()
+    store = DatabaseLogStore(announce=False, owner=owner)  # type: ignore[arg-type]
+    store.extend(session_id, repeated(block, session_id, size, compactions=compactions))
+    return time.perf_counter() - started
+
+
+def run(args: argparse.Namespace) -> None:
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
 
     settings.ALLOWED_HOSTS = ["testserver"]
     # Serve the static files' own names: the bench does not run collectstatic.
@@ -68,34 +161,33 @@ def run(size: int, threshold: int, runs: int, claude_code: Path | None) -> None:
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
     call_command("migrate", verbosity=0)
-    staging = InMemoryLogStore()
-
-    async def summarise(messages: list[ChatMessage], system_prompt: str) -> str:
-        return f"{len(messages)} messages folded."
-
-    memory = CompactionMemory(
-        config=CompactionMemoryConfig(session_id="long", token_threshold=threshold),
-        log_store=staging,
-        model_name="gpt-4o",
-        compact_fn=summarise,
-    )
-
-    async def feed() -> None:
-        for message in session(size, seed=5):
-            await memory.add_message(message)
-
-    started = time.perf_counter()
-    asyncio.run(feed())
-    DatabaseLogStore(announce=False).extend("long", staging.read("long"))
     owner = get_user_model().objects.create_user("bench", password="bench-pass-1")
-    Session.objects.filter(public_id="long").update(owner=owner)
-    stored = Session.objects.get(public_id="long")
+    started = time.perf_counter()
+    block = block_log(args.threshold)
+    took = time.perf_counter() - started
+    print(f"a block of {BLOCK:,} messages fed through the memory in {took:.0f} s")
+    kinds = [True, False] if args.without else [True]
+    for size in args.sizes:
+        for compactions in kinds:
+            session_id = f"s{size}" + ("" if compactions else "-flat")
+            took = build(block, session_id, size, compactions, owner)
+            measure(session_id, took, args.runs, owner, full=compactions)
+    if args.claude_code is not None:
+        print("the real Claude Code session:")
+        report(_claude_code(args.claude_code, owner), args.runs, owner)
+
+
+def measure(session_id: str, took: float, runs: int, owner: object, *, full: bool) -> None:
+    from django.urls import reverse
+
+    from motus_web.sessions.models import Session
+
+    stored = Session.objects.get(public_id=session_id)
+    size = stored.message_count
     print(
-        f"{stored.message_count:,} messages, {stored.compaction_count} compactions, "
-        f"built in {time.perf_counter() - started:.0f} s; median of {runs} requests each:"
+        f"{size:,} messages, {stored.compaction_count:,} compactions, "
+        f"written in {took:.0f} s; median of {runs} requests each:"
     )
-    client = Client()
-    client.force_login(owner)
     last = stored.compaction_events.filter(kind="ok").order_by("-position").first()
     replies = stored.messages.filter(role="assistant")
 
@@ -104,33 +196,41 @@ def run(size: int, threshold: int, runs: int, claude_code: Path | None) -> None:
         assert found is not None
         return found
 
+    sid = session_id
+    detail = reverse("dashboard:session_detail", args=[sid])
     pages = {
-        "session list": reverse("dashboard:session_list"),
-        "session detail": reverse("dashboard:session_detail", args=["long"]),
-        "session detail, last page": reverse("dashboard:session_detail", args=["long"])
-        + f"?page={size // 50}",
-        "what the model sees now": reverse("dashboard:session_context", args=["long"]),
-        "trace": reverse("dashboard:session_trace", args=["long"]),
-        "message detail (middle)": reverse("dashboard:message_detail", args=["long", size // 2]),
-        "latest compaction": reverse(
-            "dashboard:compaction_detail", args=["long", last.position if last else 0]
-        ),
-        "fork confirmation": reverse("dashboard:fork_confirm", args=["long", size // 2]),
-        "undo confirmation": reverse("dashboard:undo_confirm", args=["long"]),
-        "rewind confirmation (middle)": reverse(
-            "dashboard:rewind_confirm", args=["long", size // 2]
-        ),
-        "rewind to before the latest compaction": reverse(
-            "dashboard:rewind_before_confirm", args=["long", last.position if last else 0]
-        ),
+        "session detail": detail,
+        "session detail, last page": detail + f"?page={-(-size // 50)}",
+        "what the model sees now": reverse("dashboard:session_context", args=[sid]),
     }
-    for label, seq in (("start", 100), ("middle", size // 2), ("end", size - 100)):
-        reply = reply_near(seq)
-        pages[f"step page, reply #{reply} ({label})"] = reverse(
-            "dashboard:step_detail", args=["long", reply]
+    if full:
+        pages |= {
+            "session list": reverse("dashboard:session_list"),
+            "trace": reverse("dashboard:session_trace", args=[sid]),
+            "message detail (middle)": reverse("dashboard:message_detail", args=[sid, size // 2]),
+            "latest compaction": reverse(
+                "dashboard:compaction_detail", args=[sid, last.position if last else 0]
+            ),
+            "fork confirmation": reverse("dashboard:fork_confirm", args=[sid, size // 2]),
+            "undo confirmation": reverse("dashboard:undo_confirm", args=[sid]),
+            "rewind to before the latest compaction": reverse(
+                "dashboard:rewind_before_confirm", args=[sid, last.position if last else 0]
+            ),
+        }
+        reply = reply_near(size - 100)
+        pages[f"step page, reply #{reply} (end)"] = reverse(
+            "dashboard:step_detail", args=[sid, reply]
         )
-    if claude_code is not None:
-        pages.update(_claude_code(claude_code, owner))
+    report(pages, runs, owner)
+
+
+def report(pages: dict[str, str], runs: int, owner: object) -> None:
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client()
+    client.force_login(owner)  # type: ignore[arg-type]
     for label, url in pages.items():
         times = []
         for _ in range(runs):
@@ -139,7 +239,10 @@ def run(size: int, threshold: int, runs: int, claude_code: Path | None) -> None:
                 response = client.get(url)
                 times.append(time.perf_counter() - begun)
             assert response.status_code == 200, (label, response.status_code)
-        print(f"  {label:<36} {statistics.median(times) * 1e3:8.0f} ms {len(queries):4d} queries")
+        print(
+            f"  {label:<40} {statistics.median(times) * 1e3:8.0f} ms "
+            f"{len(response.content):>10,} bytes {len(queries):4d} queries"
+        )
 
 
 def _claude_code(path: Path, owner: object) -> dict[str, str]:

@@ -14,7 +14,8 @@ them alike. Prints the mean cost per message of:
 - ``get_session_state().to_dict()`` with every message in context (ms: the
   first call, then the median of five more);
 - ``restore_from_log`` (from checkpoints, and replaying everything) against a
-  plain orjson parse of the same file, at 1k, 10k and 100k messages;
+  plain orjson parse of the same file and the reference's restore, at 1k,
+  10k and 100k messages, of a log with compactions and of one without;
 - a cold process (median of ``--cold-runs`` fresh interpreters, with compiled
   bytecode as an installed package has it): ``import memory``, then a
   ``CompactionMemory`` built and its first ``add_message`` (a short user
@@ -27,7 +28,8 @@ the reference's ``BasicMemory`` and ``CompactionMemory`` run the same workload
 re-tokenises the whole context on every add, so its compaction-off case runs
 on ``--reference-messages`` messages only.
 
-Usage: ``python bench/hot_path.py [--messages 8000] [--restore-sizes 1000 10000 100000]``.
+Usage: ``python bench/hot_path.py [--messages 8000] [--restore-sizes 1000 10000 100000]
+[--restore-runs 3] [--reference WHEEL]``.
 Figures, not assertions: compare within one run.
 """
 
@@ -250,12 +252,17 @@ def reference(
     return out, state_memory
 
 
-def restore_figures(size: int, folder: Path) -> tuple[float, float, float]:
-    """Seconds to parse the log with orjson, to restore it from its checkpoints
-    and to replay it whole (``full_replay=True``)."""
+RESTORE_CASES = (("with compactions", 30_000), ("without compactions", NO_COMPACTION))
+"""The logs restored: threshold 30,000 tokens (a compaction every few hundred
+messages) and no compaction at all (the live context is the whole log)."""
+
+
+def restore_log(size: int, threshold: int, folder: Path) -> str:
+    """Write the log of ``size`` messages of the workload (session ``r{size}-{threshold}``)."""
+    session_id = f"r{size}-{threshold}"
     memory = CompactionMemory(
         config=CompactionMemoryConfig(
-            session_id=f"r{size}", token_threshold=30_000, log_base_path=folder
+            session_id=session_id, token_threshold=threshold, log_base_path=folder
         ),
         model_name=MODEL,
         compact_fn=stub,
@@ -266,21 +273,46 @@ def restore_figures(size: int, folder: Path) -> tuple[float, float, float]:
             await memory.add_message(message)
 
     asyncio.run(feed())
-    path = folder / f"r{size}.jsonl"
-    started = time.perf_counter()
-    with path.open("rb") as handle:
-        for line in handle:
-            orjson.loads(line)
-    parse = time.perf_counter() - started
-    timings = []
-    for full_replay in (False, True):
-        started = time.perf_counter()
-        restored = CompactionMemory.restore_from_log(
-            f"r{size}", log_base_path=folder, full_replay=full_replay
+    restored = CompactionMemory.restore_from_log(session_id, log_base_path=folder)
+    assert restored.get_context() == memory.get_context()
+    return session_id
+
+
+def restore_figures(
+    size: int, threshold: int, folder: Path, motus: Any, runs: int
+) -> dict[str, float]:
+    """Median seconds, over ``runs`` turns (each taking every reader once, in
+    turn), to parse the log with orjson, to restore it (from its checkpoints,
+    then replaying everything: ``full_replay=True``) and to restore it with
+    the reference when it is loaded."""
+    session_id = restore_log(size, threshold, folder)
+    path = folder / f"{session_id}.jsonl"
+
+    def parse() -> None:
+        with path.open("rb") as handle:
+            for line in handle:
+                orjson.loads(line)
+
+    readers: dict[str, Callable[[], object]] = {
+        "parse": parse,
+        "restore": lambda: CompactionMemory.restore_from_log(session_id, log_base_path=folder),
+        "full": lambda: CompactionMemory.restore_from_log(
+            session_id, log_base_path=folder, full_replay=True
+        ),
+    }
+    if motus is not None:
+        theirs = motus.memory.compaction_memory.CompactionMemory
+        readers["reference"] = lambda: theirs.restore_from_log(
+            session_id, log_base_path=str(folder), model_name=MODEL, compact_fn=stub
         )
-        timings.append(time.perf_counter() - started)
-        assert restored.get_context() == memory.get_context()
-    return parse, timings[0], timings[1]
+    seconds: dict[str, list[float]] = {name: [] for name in readers}
+    for turn in range(runs):
+        names = list(readers)
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            started = time.perf_counter()
+            readers[name]()
+            seconds[name].append(time.perf_counter() - started)
+    return {name: statistics.median(values) for name, values in seconds.items()}
 
 
 COLD = """
@@ -335,6 +367,7 @@ def main() -> None:
     parser.add_argument("--restore-sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000])
     parser.add_argument("--reference", type=Path, help="lithosai-motus 0.4.3 wheel")
     parser.add_argument("--reference-messages", type=int, default=1_000)
+    parser.add_argument("--restore-runs", type=int, default=3)
     parser.add_argument("--cold-runs", type=int, default=9)
     args = parser.parse_args()
     messages = session(args.messages, seed=3)
@@ -381,13 +414,30 @@ def main() -> None:
             rows.append(("reference", state_ms(ref_state)))
         for who, (first, median) in rows:
             print(f"    {who:<10} {first:6.1f} / {median:6.1f}")
-        for size in args.restore_sizes:
-            parse, restore, full = restore_figures(size, folder)
-            print(
-                f"  restore {size:>7,} messages: {restore * 1e3:8.1f} ms "
-                f"(full replay {full * 1e3:8.1f} ms), orjson parse of the file "
-                f"{parse * 1e3:8.1f} ms, parse/restore {parse / restore:6.1f}x"
-            )
+        print(
+            f"  restore_from_log, ms (median of {args.restore_runs} turns; ratios: "
+            "to the orjson parse of the file, and reference / ours):"
+        )
+        for case, threshold in RESTORE_CASES:
+            for size in args.restore_sizes:
+                ms = {
+                    k: v * 1e3
+                    for k, v in restore_figures(
+                        size, threshold, folder, motus, args.restore_runs
+                    ).items()
+                }
+                line = (
+                    f"    {case:<20} {size:>7,} messages: ours {ms['restore']:8.1f} "
+                    f"({ms['restore'] / ms['parse']:4.2f}x the parse), full replay "
+                    f"{ms['full']:8.1f}, orjson parse {ms['parse']:8.1f}"
+                )
+                if "reference" in ms:
+                    line += (
+                        f", reference {ms['reference']:8.1f} "
+                        f"({ms['reference'] / ms['parse']:4.2f}x)"
+                        f"  reference/ours {ms['reference'] / ms['restore']:6.2f}x"
+                    )
+                print(line)
     imported, counted, built = cold_start(args.cold_runs)
     print(
         f"  cold process (median of {args.cold_runs}): import memory {imported:.0f} ms; "

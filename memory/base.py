@@ -325,8 +325,11 @@ class BaseMemory(ABC):
             "role": ingested.message.role,
             "unit": c.unit,
             "unit_index": c.unit_index,
-            "tokens": ingested.tokens,
-            "context_tokens": self.estimate_context_tokens(),
+            # Read when the trace is, if the memory counts lazily (``memory.lazy_tokens``).
+            "tokens": ingested.counted if not ingested.counted.counted else ingested.tokens,
+            "context_tokens": (
+                ingested.context if ingested.context is not None else self.estimate_context_tokens()
+            ),
         }
         if ingested.message.tool_calls:
             fields["tool_calls"] = [

@@ -7,6 +7,7 @@ from typing import Any
 from .base import BaseMemory
 from .messages import ChatMessage
 from .session_state import SessionState
+from .state import ContextState
 
 
 class BasicMemory(BaseMemory):
@@ -16,6 +17,13 @@ class BasicMemory(BaseMemory):
     """
 
     memory_type = "basic"
+
+    def _new_state(self, model_name: str | None, max_tool_result_tokens: int) -> ContextState:
+        # Nothing here needs a size on the way in: a message other than a tool
+        # result is counted when a size is asked for (``memory.lazy_tokens``).
+        state = super()._new_state(model_name, max_tool_result_tokens)
+        state.lazy_tokens = True
+        return state
 
     async def compact(self, **kwargs: Any) -> None:
         """Does nothing: a basic memory never compacts."""

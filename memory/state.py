@@ -18,12 +18,14 @@ they enter the context (``memory.call_ids``).
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Self
 
 from .call_ids import with_call_ids
 from .json_values import clean_text
+from .lazy_tokens import ContextFigure, RunningTotal, TokenCell
 from .log.records import MessageRecord, now_iso
 from .messages import INSTRUCTION_ROLES, ChatMessage, InstructionRole, InvalidMessageError
 from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
@@ -52,10 +54,16 @@ class Ingested:
     seq: int
     message: ChatMessage
     context_message: ChatMessage
-    tokens: int
+    counted: TokenCell  # its tokens, counted when first read (``memory.lazy_tokens``)
     classification: Classification
     truncation: Truncation | None
     ts: str  # when it was added (ISO-8601 UTC): its trace event's and its record's time
+    context: ContextFigure | None  # the context's size after it, when counted lazily
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of the message as it sits in the context."""
+        return self.counted.get()
 
 
 class ContextState:
@@ -65,6 +73,10 @@ class ContextState:
     order); ``tokens_total`` is their sum, kept as messages come and go, so
     ``context_tokens()`` never re-tokenises. Token figures are estimates in
     tokens of ``model_name``'s tokenizer (``memory.tokens``).
+
+    With ``lazy_tokens`` (``BasicMemory``), a message other than a tool result
+    is not counted when it is added but when a size is first asked for
+    (``sync()``, which every reader of ``tokens`` calls first), once.
     """
 
     def __init__(
@@ -94,6 +106,11 @@ class ContextState:
         # and the last seq its extractor has read (``memory.background``).
         self.memory_block = ""
         self.extracted_through = -1
+        self.lazy_tokens = False
+        # Lazily counted messages: (index in ``tokens``, its cell), not yet in
+        # ``tokens_total``; and the running total after the last message.
+        self._pending: list[tuple[int, TokenCell]] = []
+        self._running = RunningTotal(None, None)
 
     @property
     def counter(self) -> TokenCounter:
@@ -110,6 +127,7 @@ class ContextState:
         clone.messages = list(self.messages)
         clone.meta = list(self.meta)
         clone.tokens = list(self.tokens)
+        clone._pending = list(self._pending)
         clone.tracker = self.tracker.copy()
         return clone
 
@@ -189,12 +207,27 @@ class ContextState:
         return list(zip(self.messages, self.meta, self.tokens, strict=True))
 
     def sync(self) -> None:
-        """Recount when the messages list was edited directly (the design's
+        """Count the messages still uncounted (``lazy_tokens``), and recount
+        when the messages list was edited directly (the design's
         custom-memory example calls ``self._messages.clear()``)."""
-        if len(self.tokens) != len(self.messages) or len(self.meta) != len(self.messages):
-            self.tokens = [self.message_tokens(m) for m in self.messages]
-            self.meta = [EntryMeta(None, None, None) for _ in self.messages]
-            self.tokens_total = sum(self.tokens)
+        if self._edited():
+            return
+        pending, self._pending = self._pending, []
+        for index, cell in pending:
+            tokens = cell.get()
+            self.tokens[index] = tokens
+            self.tokens_total += tokens
+
+    def _edited(self) -> bool:
+        """Recount everything if the messages list was edited directly; says whether it was."""
+        if len(self.tokens) == len(self.messages) and len(self.meta) == len(self.messages):
+            return False
+        self.tokens = [self.message_tokens(m) for m in self.messages]
+        self.meta = [EntryMeta(None, None, None) for _ in self.messages]
+        self.tokens_total = sum(self.tokens)
+        self._pending = []
+        self._running = RunningTotal(None, None, self.tokens_total)
+        return True
 
     # -- changing --------------------------------------------------------------
 
@@ -217,7 +250,7 @@ class ContextState:
                 f"{message.role} messages are not added to the conversation: use "
                 f"set_system_prompt(text, role={message.role!r})"
             )
-        self.sync()
+        self._edited()
         seq = self.next_seq if seq is None else seq
         truncation = None
         content_tokens = None
@@ -229,17 +262,28 @@ class ContextState:
             content_tokens = fitted.content_tokens
         self.next_seq = seq + 1
         classification = self.tracker.classify(context_message)
-        if tokens is None:
-            tokens = self.message_tokens(context_message, content_tokens=content_tokens)
+        if tokens is not None:
+            counted = TokenCell(value=tokens)
+        elif self.lazy_tokens and content_tokens is None:
+            # With the counter of now: a later set_model must not change the figure.
+            counted = TokenCell(functools.partial(self.counter.message_tokens, context_message))
+        else:
+            counted = TokenCell(
+                value=self.message_tokens(context_message, content_tokens=content_tokens)
+            )
         if classification.abandoned:
             # Placeholder results close an abandoned batch, so the context stays valid.
             for placeholder in placeholder_results(classification.abandoned):
                 self.push(placeholder, EntryMeta(None, "B", classification.unit_index - 1))
         if classification.in_context:
             meta = EntryMeta(seq, classification.unit, classification.unit_index)
-            self.push(context_message, meta, tokens)
+            self.push(context_message, meta, counted)
+        context = None
+        if self.lazy_tokens:
+            fixed = self.instruction_tokens() + self.tools_tokens + REPLY_PRIMING_TOKENS
+            context = ContextFigure(fixed, self._running)
         return Ingested(
-            seq, message, context_message, tokens, classification, truncation, now_iso()
+            seq, message, context_message, counted, classification, truncation, now_iso(), context
         )
 
     def message_record(
@@ -274,12 +318,25 @@ class ContextState:
             usage=usage,
         )
 
-    def push(self, message: ChatMessage, meta: EntryMeta, tokens: int | None = None) -> None:
-        tokens = self.message_tokens(message) if tokens is None else tokens
+    def push(
+        self, message: ChatMessage, meta: EntryMeta, tokens: int | TokenCell | None = None
+    ) -> None:
+        """Append one context message; ``tokens``: its count, or a cell that
+        counts it later (``None``: counted now)."""
+        if tokens is None:
+            tokens = self.message_tokens(message)
+        cell = tokens if isinstance(tokens, TokenCell) else TokenCell(value=tokens)
+        if self.lazy_tokens:
+            self._running = RunningTotal(self._running, cell)
         self.messages.append(message)
-        self.tokens.append(tokens)
         self.meta.append(meta)
-        self.tokens_total += tokens
+        if not cell.counted:
+            self._pending.append((len(self.tokens), cell))
+            self.tokens.append(0)  # in tokens_total once counted (sync)
+            return
+        count = cell.get()
+        self.tokens.append(count)
+        self.tokens_total += count
 
     def replace(self, entries: list[Entry]) -> None:
         """Make the context ``entries``."""
@@ -287,6 +344,8 @@ class ContextState:
         self.meta = [meta for _, meta, _ in entries]
         self.tokens = [t for _, _, t in entries]
         self.tokens_total = sum(self.tokens)
+        self._pending = []
+        self._running = RunningTotal(None, None, self.tokens_total)
 
     def clear_messages(self) -> int:
         """Empty the context and the open batch; returns how many messages left it."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from typing import Any
 
+from .lazy_tokens import ContextFigure, TokenCell
 from .log.records import now_iso
 
 
@@ -44,7 +45,7 @@ class Trace:
         "failed_compactions", "compaction_warnings", "anomalies", "dropped_events"}``."""
         total = sum(self._totals.values())
         return {
-            "events": [dict(e) for e in self._events],
+            "events": [_read(e) for e in self._events],
             "total_events": total,
             "total_compactions": self._totals["compaction"],
             "failed_compactions": self._totals["compaction_failed"],
@@ -55,6 +56,14 @@ class Trace:
 
     def copy(self) -> Trace:
         clone = Trace(self._events.maxlen or 1000)
-        clone._events.extend(dict(e) for e in self._events)
+        clone._events.extend(_read(e) for e in self._events)
         clone._totals = Counter(self._totals)
         return clone
+
+
+def _read(event: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``event`` with its deferred figures read (``memory.lazy_tokens``)."""
+    return {
+        key: value.get() if isinstance(value, TokenCell | ContextFigure) else value
+        for key, value in event.items()
+    }

@@ -52,7 +52,7 @@ from ..messages import ChatMessage
 from ..state import Ingested
 from ..tokens import REPLY_PRIMING_TOKENS
 from ..tokens.model_limits import compaction_threshold
-from . import policy
+from . import checkpoint, policy
 from .checkpoint import Checkpoint
 from .ledger import LEDGER_SHARE, Ledger, LedgerEntry, compose, narrative_of
 from .state import CompactionState, PriorLoader
@@ -220,6 +220,10 @@ class CompactionBase(BaseMemory):
     async def _after_add(self, ingested: Ingested) -> None:
         if self.compaction_due() is not None:
             await self._compact("auto")
+        if (ingested.seq + 1) % checkpoint.CHECKPOINT_EVERY == 0 and self._recorder.active:
+            record = checkpoint.periodic(self._state)
+            if record is not None:
+                self._recorder.record(record)
 
     async def compact(self, *, instructions: str | None = None, **kwargs: Any) -> str | None:
         """Compact now, at any point (an open tool batch is kept whole).

@@ -24,16 +24,26 @@ and still loads.) A ``rewind`` record is a start too: the state after it is
 the state of the log at its target, which the same backward read reaches by
 reading on past the records the rewind left behind.
 
+While no compaction is in force, a ``checkpoint`` record holds the same
+state every ``CHECKPOINT_EVERY`` messages (``periodic``), with the seqs of the
+context's messages instead of a compaction's kept ones, and the last
+compaction number given out.
+
 Where a restore starts (``read_tail``): reading the log backwards from its
 end, at the first of
 
 1. a compaction with a usable checkpoint that no later ``compaction_revert``
    undid (undoing it later reads what came before it from the log: the
-   restored memory is given a loader), or
-2. a ``rewind`` (its target is then found the same way, further back).
+   restored memory is given a loader),
+2. a ``checkpoint`` record, or
+3. a ``rewind`` (its target is then found the same way, further back).
 
-The records after the start are applied as usual. So a restore reads about
-one compaction's worth of records, however long the log is. A log without
+The records after the start are applied as usual. The context messages
+before it are read on backwards from their records, each held as its log
+dict and typed on first use (``memory.log.logged_message``), so a restore
+applies at most ``CHECKPOINT_EVERY`` records, or one compaction's worth,
+however long the log is, and otherwise only parses the lines of the
+messages still in the context. A log without
 such a start (shorter, or written before checkpoints: older versions, the
 reference implementation, other tools) is applied whole, as is any log whose
 tail does not apply cleanly; ``restore_from_log(..., full_replay=True)``
@@ -47,15 +57,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard, cast
 
+from ..log.logged_message import logged
 from ..log.prefix import LogPoint
 from ..log.records import (
+    CHECKPOINT,
     COMPACTION,
     COMPACTION_REVERT,
     MESSAGE,
     REWIND,
     SESSION_META,
+    CheckpointRecord,
     Compaction,
-    MessageRecord,
     Rewind,
     record_from_dict,
 )
@@ -66,10 +78,15 @@ from .state import CompactionState
 VERSION = 2
 READABLE_VERSIONS = (1, 2)
 UNITS = ("A", "B", "C")
+# The roles of a context message's record ("function": the legacy tool result).
+ENTRY_ROLES = frozenset({"user", "assistant", "tool", "function"})
 # A backward read gives up after this many records without a usable start,
 # and the log is applied forwards instead: holding every record of a long log
 # that has none would cost the memory a streamed read avoids.
 MAX_TAIL_RECORDS = 20_000
+CHECKPOINT_EVERY = 1_000
+"""A ``checkpoint`` record follows every this many messages (by seq) while no
+compaction is in force: the most records a restore applies one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,12 +235,15 @@ class Tail:
     kept: list[Entry] = field(default_factory=list)
     rewind: Rewind | None = None
     prefix: Tail | None = None
+    periodic: CheckpointRecord | None = None
 
     @property
     def start(self) -> str:
-        """``"compaction"``, ``"rewind"`` or ``"log"`` (its first record)."""
+        """``"compaction"``, ``"checkpoint"``, ``"rewind"`` or ``"log"`` (its first record)."""
         if self.compaction is not None:
             return "compaction"
+        if self.periodic is not None:
+            return "checkpoint"
         return "rewind" if self.rewind is not None else "log"
 
 
@@ -254,6 +274,13 @@ def read_tail(backward: Iterator[dict[str, Any]]) -> Tail | None:
                     return None
                 after.reverse()
                 return Tail(after, compaction=start[0], checkpoint=start[1], kept=kept)
+        elif kind == CHECKPOINT and (periodic := _usable_periodic(raw)) is not None:
+            record, state, seqs = periodic
+            kept = _kept(backward, seqs)
+            if kept is None:
+                return None
+            after.reverse()
+            return Tail(after, checkpoint=state, kept=kept, periodic=record)
         elif kind == REWIND:
             return _rewind_start(raw, backward, after)
         after.append(raw)
@@ -276,6 +303,52 @@ def _usable_start(raw: dict[str, Any]) -> tuple[Compaction, Checkpoint] | None:
     if through is None or through >= checkpoint.next_seq:
         return None
     return start, checkpoint
+
+
+def _usable_periodic(
+    raw: dict[str, Any],
+) -> tuple[CheckpointRecord, Checkpoint, list[int]] | None:
+    """Checkpoint record ``raw``, its state and its context's seqs, when a
+    restore can start there."""
+    state = Checkpoint.from_dict(raw.get("checkpoint"))
+    if state is None:
+        return None
+    record = record_from_dict(raw, exact=False, parsed_json=True)
+    if not isinstance(record, CheckpointRecord) or not _is_int(record.compaction_number):
+        return None
+    seqs: list[int] = []
+    for run in record.context_seqs or []:
+        after = seqs[-1] if seqs else -1  # runs are ascending and apart
+        if len(run) != 2 or not after < run[0] <= run[1]:
+            return None
+        seqs.extend(range(run[0], run[1] + 1))
+    if seqs and seqs[-1] >= state.next_seq:
+        return None
+    return record, state, seqs
+
+
+def periodic(state: CompactionState) -> CheckpointRecord | None:
+    """The ``checkpoint`` record of ``state`` now; ``None`` while a compaction is
+    in force (its record is the checkpoint) or the context holds a message
+    without a seq (a placeholder result), which no record could give back."""
+    if state.head is not None:
+        return None
+    runs: list[list[int]] = []
+    for meta in state.meta:
+        seq = meta.seq
+        if seq is None:
+            return None
+        if runs and runs[-1][1] == seq - 1:
+            runs[-1][1] = seq
+        else:
+            runs.append([seq, seq])
+    return CheckpointRecord(
+        checkpoint=Checkpoint.capture(state).to_dict(),
+        context_seqs=runs,
+        compaction_number=state.compaction_number,
+        through_seq=state.next_seq - 1,
+        context_tokens=state.context_tokens(),
+    )
 
 
 def _rewind_start(
@@ -308,33 +381,48 @@ def _chain(first: list[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Itera
 
 def _kept(backward: Iterator[dict[str, Any]], seqs: list[int]) -> list[Entry] | None:
     """The context entries of the messages ``seqs``, from their records read on
-    backwards; ``None`` if one is missing or unusable."""
+    backwards; ``None`` if one is missing or unusable. (This loop runs once
+    per record of a log without compactions: it stays lean.)"""
     wanted = set(seqs)
     found: dict[int, Entry] = {}
     lowest = min(wanted, default=0)
+    missing = len(wanted)
     for raw in backward if wanted else ():
         if raw.get("type") != MESSAGE:
             continue
         seq = raw.get("seq")
-        if not _is_int(seq) or seq < lowest:
+        if type(seq) is not int or seq < lowest:  # ``type(x) is int`` refuses bools too
             break
         if seq in wanted and seq not in found:
-            record = record_from_dict(raw, exact=False, parsed_json=True)
-            if not (
-                isinstance(record, MessageRecord)
-                and record.message is not None
-                and record.tokens is not None
-                and record.unit in UNITS
-                and record.unit_index is not None
-            ):
+            entry = _entry(raw, seq)
+            if entry is None:
                 return None
-            meta = EntryMeta(seq, record.unit, record.unit_index)  # type: ignore[arg-type]
-            found[seq] = (record.context_message or record.message, meta, record.tokens)
-            if len(found) == len(wanted):
+            found[seq] = entry
+            missing -= 1
+            if not missing:
                 break
-    if len(found) != len(wanted):
+    if missing:
         return None
     return [found[seq] for seq in sorted(found)]
+
+
+_meta = tuple.__new__  # an EntryMeta without its Python-level __new__
+
+
+def _entry(raw: dict[str, Any], seq: int) -> Entry | None:
+    """The context entry of message record ``raw``, its message untyped until
+    read (``memory.log.logged_message``); ``None`` if it lacks what one needs."""
+    message = raw.get("context_message") or raw.get("message")
+    tokens, unit, index = raw.get("tokens"), raw.get("unit"), raw.get("unit_index")
+    if not (
+        type(message) is dict
+        and message.get("role") in ENTRY_ROLES
+        and type(tokens) is int
+        and unit in UNITS
+        and type(index) is int
+    ):
+        return None
+    return logged(message), _meta(EntryMeta, (seq, unit, index)), tokens
 
 
 def start_at(
@@ -343,14 +431,29 @@ def start_at(
     """Give ``state`` (new, built from the log's session_meta) the state it
     had just after ``compaction``: the checkpoint's instructions, tools,
     calibration and open tool batch, and the context ``[continuation, *kept]``."""
-    state.set_system_prompt(checkpoint.system_prompt, checkpoint.system_role)
-    state.calibration.load(checkpoint.calibration)
-    state.set_tools(checkpoint.tools)
-    state.replace(kept)
+    start_at_checkpoint(state, checkpoint, kept)
     state.compact(compaction)
     assert state.head is not None
     # What came before is read from the log if this compaction is ever undone.
     state.head.prior = None
+
+
+def start_at_periodic(
+    state: CompactionState, record: CheckpointRecord, checkpoint: Checkpoint, kept: list[Entry]
+) -> None:
+    """Give ``state`` (new) the state of checkpoint record ``record``: no
+    compaction in force, the context ``kept``."""
+    start_at_checkpoint(state, checkpoint, kept)
+    state.compaction_number = record.compaction_number or 0
+
+
+def start_at_checkpoint(state: CompactionState, checkpoint: Checkpoint, kept: list[Entry]) -> None:
+    """The checkpoint's instructions, tools, calibration, numbers and open tool
+    batch, and the context ``kept``."""
+    state.set_system_prompt(checkpoint.system_prompt, checkpoint.system_role)
+    state.calibration.load(checkpoint.calibration)
+    state.set_tools(checkpoint.tools)
+    state.replace(kept)
     state.next_seq = checkpoint.next_seq
     state.tracker = checkpoint.tracker()
     state.rewind_number = checkpoint.rewind_number

@@ -31,7 +31,9 @@ a step).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import itertools
 import logging
 import uuid
@@ -45,6 +47,7 @@ from ..log.jsonl import JSONLLogStore
 from ..log.prefix import LogPoint, PrefixStore
 from ..log.records import (
     RESET_SCOPE_MESSAGES,
+    CheckpointRecord,
     Compaction,
     CompactionFailure,
     CompactionRevert,
@@ -200,6 +203,8 @@ class RecordApplier:
                 fields = {k: v for k, v in record.to_dict().items() if k not in ("type", "ts")}
                 self.trace.add(record.type, **fields)
                 return record
+            case CheckpointRecord():
+                return record  # a restore's start (``memory.compaction.checkpoint``), no change
             case UnknownRecord():
                 # A newer library's record: not corrupt, so not a problem, but
                 # the context may differ from what that library shows.
@@ -406,7 +411,8 @@ def _from_tail(
     must be read from its start (no usable start, or a problem in the records
     after it, which a full read reports in its own words)."""
     problems: list[LogProblem] = []
-    tail = checkpoint.read_tail(store.read_reversed(session_id, problems))
+    with _collector_paused():
+        tail = checkpoint.read_tail(store.read_reversed(session_id, problems))
     if tail is None:
         return None
     trace = Trace(trace_max_events)
@@ -415,6 +421,22 @@ def _from_tail(
         return None
     start = tail.compaction.compaction_number if tail.compaction is not None else None
     return Restored(state, {}, CompactionMemoryConfig(), problems, trace, start)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a tail is read: the read
+    builds a dict per record (tens of thousands for a log without
+    compactions) and holds the context's, and each collection of the young
+    generation walks them again, which cost more than parsing them. They form
+    no cycles, so nothing is left for it to find; it is on again after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _state_of_tail(
@@ -432,6 +454,9 @@ def _state_of_tail(
     if tail.compaction is not None and tail.checkpoint is not None:
         checkpoint.start_at(state, tail.compaction, tail.checkpoint, tail.kept)
         stated = tail.compaction.tokens_after
+    elif tail.periodic is not None and tail.checkpoint is not None:
+        checkpoint.start_at_periodic(state, tail.periodic, tail.checkpoint, tail.kept)
+        stated = tail.periodic.context_tokens
     elif tail.rewind is not None and tail.prefix is not None:
         prefix = _state_of_tail(tail.prefix, new_state, load_prefix, Trace(0), problems)
         if prefix is None:

@@ -121,9 +121,17 @@ class JSONLLogStore:
             for offset, raw in _lines_backward(handle):
                 if number is not None:
                     number -= 1
-                if not raw.strip():
-                    continue
-                item = parse_line(0, raw)
+                # The common line first, without parse_line's calls (a restore
+                # of a log without compactions reads every line this way).
+                try:
+                    item: dict[str, Any] | LogProblem = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    if not raw.strip():
+                        continue
+                    item = parse_line(0, raw)
+                else:
+                    if type(item) is not dict or type(item.get("type")) is not str:
+                        item = parse_line(0, raw)
                 if not isinstance(item, LogProblem):
                     yield item
                 elif problems is not None:

@@ -120,6 +120,17 @@ hold whatever the memory writes.
     (why nothing was written), ``duration_s``. Written when the background
     extraction ends, so it may follow records of later messages.
 
+``checkpoint`` (``CheckpointRecord``)
+    Written every ``memory.compaction.checkpoint.CHECKPOINT_EVERY`` messages
+    while no compaction is in force (a compaction record carries its own
+    checkpoint), so a restore of a log without compactions starts here too:
+    ``checkpoint`` (the state a compaction's ``checkpoint`` holds: next seq,
+    instructions, tools, calibration, open tool batch), ``context_seqs``
+    (the seqs of the messages in the context, as ``[first, last]`` runs),
+    ``compaction_number`` (the last compaction numbered), ``through_seq``,
+    ``context_tokens``. It changes nothing: a reader older than this type
+    skips it (with a note) and loses nothing.
+
 Any other ``type`` reads as an ``UnknownRecord`` that keeps all its fields.
 """
 
@@ -153,6 +164,7 @@ REWIND = "rewind"
 SUMMARY_CORRECTION = "summary_correction"
 MEMORY_RECALL = "memory_recall"
 MEMORY_EXTRACTION = "memory_extraction"
+CHECKPOINT = "checkpoint"
 
 
 def now_iso() -> str:
@@ -463,6 +475,16 @@ class MemoryExtraction(LogRecord):
     written: list[dict[str, Any]] | None = None
     error: str | None = None
     duration_s: float | None = None
+
+
+@_record(CHECKPOINT)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointRecord(LogRecord):
+    checkpoint: dict[str, Any] | None = None
+    context_seqs: list[list[int]] | None = None
+    compaction_number: int | None = None
+    through_seq: int | None = None
+    context_tokens: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -150,6 +150,7 @@ class TokenChart:
     threshold_above: int | None = None  # a threshold far above the data, left off the scale
     threshold: int | None = None
     samples: tuple[Sample, ...] = ()
+    events_total: int = 0  # compaction events of the session; ``markers`` may show fewer
     width: int = CHART_WIDTH
     height: int = CHART_HEIGHT
 

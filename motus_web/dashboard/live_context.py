@@ -10,7 +10,7 @@ messages kept since.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memory import ChatMessage, CompactionMemory
 
@@ -46,14 +46,23 @@ class LiveContext:
     threshold: int
     estimate: int  # the memory's estimate of the whole request: parts, tool schemas, priming
     tool_tokens: int = 0  # the tool schemas sent beside the messages
+    # Context messages between the head and ``parts``' tail that were counted, not
+    # loaded (``context_now``), and their tokens by part kind.
+    earlier: int = 0
+    earlier_tokens: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def messages(self) -> list[ChatMessage]:
         return [part.message for part in self.parts]
 
     @property
+    def count(self) -> int:
+        """Parts in the context, those counted and not loaded included."""
+        return len(self.parts) + self.earlier
+
+    @property
     def tokens(self) -> int:
-        return sum(part.tokens for part in self.parts)
+        return sum(part.tokens for part in self.parts) + sum(self.earlier_tokens.values())
 
     @property
     def head(self) -> tuple[Part, ...]:
@@ -72,7 +81,7 @@ class LiveContext:
 
     @property
     def hidden(self) -> int:
-        return len(self.parts) - len(self.head) - len(self.tail)
+        return self.count - len(self.head) - len(self.tail)
 
     @property
     def priming(self) -> int:
@@ -80,6 +89,8 @@ class LiveContext:
 
     def totals(self) -> dict[str, int]:
         out = dict.fromkeys(PARTS, 0)
+        for kind, tokens in self.earlier_tokens.items():
+            out[kind] += tokens
         for part in self.parts:
             out[part.kind] += part.tokens
         return out
@@ -90,11 +101,16 @@ def _kind(message: ChatMessage, index: int, has_summary: bool) -> str:
         return "system"
     if index == 1 and has_summary:
         return "summary"
-    if message.role == "tool":
+    return kind_of(message.role, bool(message.tool_calls))
+
+
+def kind_of(role: str, calls_tools: bool) -> str:
+    """The part a context message after the instructions and summary is."""
+    if role == "tool":
         return "tool_results"
-    if message.role == "assistant":
-        return "tool_calls" if message.tool_calls else "assistant"
-    return "user" if message.role == "user" else "system"
+    if role == "assistant":
+        return "tool_calls" if calls_tools else "assistant"
+    return "user" if role == "user" else "system"
 
 
 def _instructions(memory: CompactionMemory, message: ChatMessage, tokens: int) -> list[Part]:
@@ -113,8 +129,15 @@ def of(
     memory: CompactionMemory,
     seqs: Sequence[int | None] = (),
     logged_tokens: Mapping[int, int] | None = None,
+    earlier: Mapping[str, int] | None = None,
+    earlier_count: int = 0,
 ) -> LiveContext:
     """The parts of ``memory.get_context()``, each with its tokens.
+
+    ``earlier_count`` messages with ``earlier`` tokens (by part kind) come
+    before ``memory``'s own messages in the context and were counted, not
+    restored (``context_now``): they shift the parts' indexes and add to the
+    totals and the estimate.
 
     ``seqs`` are the logged seqs of the context after the system prompt
     (``get_session_state().seqs``: None for the summary and derived
@@ -134,12 +157,16 @@ def of(
         if index == 0 and memory.memory_block:
             parts.extend(_instructions(memory, message, tokens))
             continue
-        parts.append(Part(_kind(message, index, has_summary), message, tokens, index))
+        place = index + earlier_count if index else 0
+        parts.append(Part(_kind(message, index, has_summary), message, tokens, place))
+    earlier = earlier or {}
     return LiveContext(
         tuple(parts),
         memory.token_threshold,
-        memory.estimate_context_tokens(),
+        memory.estimate_context_tokens() + sum(earlier.values()),
         memory.tool_schema_tokens,
+        earlier_count,
+        earlier,
     )
 
 

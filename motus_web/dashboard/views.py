@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
@@ -20,20 +21,33 @@ from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.functional import cached_property
 from django.utils.translation import ngettext
 from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
-from motus_web.sessions import history, in_place, jobs, memories, once, operations
+from motus_web.sessions import history, in_place, jobs, memories, once
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 from motus_web.sessions.once import StaleTargetError
 
-from . import charts, comparison, costs, live_context, lost, steps, timeline, trace
+from . import (
+    chart_points,
+    charts,
+    comparison,
+    context_now,
+    costs,
+    live_context,
+    lost,
+    page_events,
+    steps,
+    timeline,
+    trace,
+)
 from . import session_list as listing
 from .access import visible_job, visible_parent, visible_session
 from .exactly_once import Refused, acting, fields, spent_before, stale
@@ -92,29 +106,40 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     return _render(request, "dashboard/session_list.html", "session-table", context)
 
 
+class _CountedPaginator(Paginator):
+    """A paginator over a session's messages that takes their count from the
+    session's own total (kept by the log store in the same transaction as the
+    rows) instead of counting every row."""
+
+    def __init__(self, object_list: QuerySet[Message], per_page: int, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self.known_count = count
+
+    @cached_property
+    def count(self) -> int:
+        return self.known_count
+
+
 @require_safe
 @login_required
 def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
-    page = Paginator(session.messages.order_by("seq"), MESSAGES_PER_PAGE).get_page(
+    messages = session.messages.order_by("seq")
+    page = _CountedPaginator(messages, MESSAGES_PER_PAGE, session.message_count).get_page(
         request.GET.get("page")
     )
-    events = operations.events_of(session)
-    active = timeline.folds(events)
+    shown = list(page.object_list)
+    found = page_events.of(session, shown, first_page=page.number == 1, listed=COMPACTIONS_LISTED)
     context: dict[str, object] = {
         "session": session,
         "parent": visible_parent(request, session),
         "page": page,
-        "timeline": timeline.group(
-            list(page.object_list), events, active, first_page=page.number == 1
-        ),
-        "in_context_from": _in_context_from(session, active),
-        "latest_rewind": next((e for e in reversed(events) if history.is_rewind(e)), None),
+        "timeline": timeline.group(shown, found.shown, found.active, first_page=page.number == 1),
+        "in_context_from": found.in_context_from,
+        "latest_rewind": next((e for e in reversed(found.shown) if history.is_rewind(e)), None),
     }
     if _wants_fragment(request):
         return _render(request, "dashboard/session_detail.html", "timeline", context)
-    compactions = [e for e in events if isinstance(e, CompactionEvent)]
-    listed = compactions[-COMPACTIONS_LISTED:]
     context.update(
         gauge=charts.gauge(
             session.context_tokens,
@@ -122,23 +147,18 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
             session.model_name,
             charts.file_limits(session.record_extra),
         ),
-        provider=_provider_reading(session, events),
+        provider=_provider_reading(session, found.compactions, found.shown),
         cost=_session_cost(session),
         price_data=costs.PRICE_DATA,
-        chart=_token_chart(session, compactions),
-        compactions=_with_lost_identifiers(session, listed, events),
-        compactions_total=len(compactions),
-        undoable=operations.undoable(events)[0],
+        chart=_token_chart(session, found.compactions),
+        compactions=_with_lost_identifiers(session, found.listed, found.shown),
+        compactions_total=len(found.compactions),
+        undoable=found.undoable,
         compact_fields=fields(request, as_of=session.record_count),
         compactor=in_place.compactor_name(session),
-        undone=sum(1 for e in compactions if e.kind == CompactionEvent.Kind.REVERT),
+        undone=found.undone,
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
-
-
-def _in_context_from(session: Session, active: list[timeline.Fold]) -> int:
-    """The first seq after which nothing is folded (for the page's note)."""
-    return max((fold.last for fold in active), default=-1) + 1
 
 
 def _with_lost_identifiers(
@@ -167,11 +187,15 @@ def _with_lost_identifiers(
 
 
 def _provider_reading(
-    session: Session, events: list[CompactionEvent | ContextChange]
+    session: Session,
+    compactions: list[CompactionEvent],
+    shown: list[CompactionEvent | ContextChange],
 ) -> charts.ProviderReading | None:
     """The provider's count of the latest request it reported, beside the
     estimate of that request: the context before the reply it produced, so
-    its logged context size less the reply's own tokens."""
+    its logged context size less the reply's own tokens. ``compactions`` are
+    every compaction row, ``shown`` the page's events (every context change
+    among them when there is one)."""
     row = (
         session.messages.filter(provider_tokens__isnull=False)
         .order_by("-seq")
@@ -181,7 +205,10 @@ def _provider_reading(
     if row is None or row.provider_tokens is None:
         return None
     since = ""
-    for event in events:
+    changes: list[CompactionEvent | ContextChange] = [
+        e for e in shown if isinstance(e, ContextChange)
+    ]
+    for event in sorted([*compactions, *changes], key=lambda e: e.position):
         if event.position > row.position:
             since = _context_change(event) or since
     return charts.ProviderReading(
@@ -218,7 +245,9 @@ def _context_change(event: CompactionEvent | ContextChange) -> str:
 
 
 def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts.TokenChart:
-    points = list(session.messages.order_by("seq").values_list("seq", "context_tokens"))
+    """The chart from a bounded number of points and at most ``chart_points.MARKERS``
+    of the compaction events (spread over the session; the trace has them all)."""
+    marked = [event for event in compactions if event.trigger != CompactionEvent.Trigger.FORK]
     marks = [
         charts.EventMark(
             key=event.position,
@@ -228,11 +257,11 @@ def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts
             tokens_after=_size_after(event),
             label=_event_label(event),
         )
-        for event in compactions
-        if event.trigger != CompactionEvent.Trigger.FORK
+        for event in chart_points.spread(marked)
     ]
     threshold = memories.threshold_of(session)
-    return charts.token_chart(points, marks, threshold)
+    chart = charts.token_chart(chart_points.points(session, compactions), marks, threshold)
+    return dataclasses.replace(chart, events_total=len(marked))
 
 
 def _size_after(event: CompactionEvent) -> int | None:
@@ -450,7 +479,7 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 def session_context(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     """The exact context the library restores for the session, part by part."""
     session = visible_session(request, public_id)
-    now = steps.request_of(session, memories.restore(session))
+    now = context_now.request_now(session)
     context = {
         "session": session,
         "live": now.live,

@@ -193,6 +193,20 @@ class Message(LogRecord):
             models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq"),
             models.UniqueConstraint(fields=["session", "position"], name="message_unique_position"),
         ]
+        indexes = [
+            # The replies whose usage the provider reported (the session page's cost and
+            # latest reading): found without walking the session's other messages.
+            models.Index(
+                fields=["session", "seq"],
+                name="message_provider_reported",
+                condition=models.Q(provider_tokens__isnull=False),
+            ),
+            # The context page's tokens by part of a long context that never compacted
+            # (``dashboard.context_now``), read from the index alone.
+            models.Index(
+                fields=["session", "role", "unit", "seq", "tokens"], name="message_part_tokens"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.role}"

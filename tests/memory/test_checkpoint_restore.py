@@ -23,8 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, Usage
+from memory.compaction import checkpoint
 from memory.errors import CompactionError
 from memory.log import InMemoryLogStore, JSONLLogStore, LogStore
+from memory.log.logged_message import LoggedMessage
 from memory.log.prefix import LogPoint, PointNotFoundError
 
 from .conftest import answer, calls, result, user
@@ -158,16 +160,26 @@ async def both_restores(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(steps=sessions(), threshold=st.sampled_from([250, 600]), torn=st.booleans())
+@given(
+    steps=sessions(),
+    threshold=st.sampled_from([250, 600]),
+    torn=st.booleans(),
+    every=st.sampled_from([2, 3, 1_000]),
+)
 def test_a_restore_from_checkpoints_equals_a_full_replay_and_the_live_memory(
     tmp_path_factory: pytest.TempPathFactory,
     steps: list[tuple[str, Any]],
     threshold: int,
     torn: bool,
+    every: int,
 ) -> None:
+    """``every``: the periodic checkpoints' interval (in messages); 2 and 3 put
+    one between most operations."""
     folder = tmp_path_factory.mktemp("logs")
     store = JSONLLogStore(folder)
-    live = asyncio.run(drive(store, "s", steps, threshold))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoint, "CHECKPOINT_EVERY", every)
+        live = asyncio.run(drive(store, "s", steps, threshold))
     if torn:  # a crash mid-write: half of one more record
         with (folder / "s.jsonl").open("ab") as log:
             log.write(b'{"type": "message", "seq": 99999, "mess')
@@ -180,7 +192,9 @@ def test_a_restore_from_checkpoints_equals_a_full_replay_and_the_live_memory(
     assert asyncio.run(undo_outcome(fast)) == asyncio.run(undo_outcome(full))
 
 
-async def long_session(store: LogStore, session_id: str, turns: int) -> CompactionMemory:
+async def long_session(
+    store: LogStore, session_id: str, turns: int, threshold: int = 900
+) -> CompactionMemory:
     steps: list[tuple[str, Any]] = []
     for turn in range(turns):
         steps += [
@@ -189,7 +203,9 @@ async def long_session(store: LogStore, session_id: str, turns: int) -> Compacti
             ("message", result(f"call_{turn}", f"order #{1000 + turn} is in Lyon " * 20)),
             ("message", answer(f"It is in Lyon (turn {turn}).")),
         ]
-    return await drive(store, session_id, steps, threshold=900)
+        if turn == 0:
+            steps.append(("prompt", "Be brief."))
+    return await drive(store, session_id, steps, threshold=threshold)
 
 
 def _restored_event(memory: CompactionMemory) -> dict[str, Any]:
@@ -273,6 +289,60 @@ async def test_a_log_without_compactions_is_read_once_backwards(tmp_path: Path) 
     restored = CompactionMemory.restore_from_log("short", log_store=store)
     assert state(restored) == state(live)
     assert [(p.line, p.torn) for p in restored.restore_problems] == [(4, False)]
+
+
+async def test_a_log_without_compactions_starts_at_its_newest_periodic_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ``CHECKPOINT_EVERY`` messages without a compaction in force, a
+    ``checkpoint`` record; a restore applies only the records after the
+    newest and holds the context's earlier messages unbuilt until read."""
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 10)
+    store = JSONLLogStore(tmp_path)
+    live = await long_session(store, "flat", turns=12, threshold=10**9)  # 48 messages
+    assert live.compaction_count == 0
+    records = list(store.read("flat"))
+    marks = [r for r in records if r["type"] == "checkpoint"]
+    assert [m["through_seq"] for m in marks] == [9, 19, 29, 39]
+    assert marks[-1]["context_seqs"] == [[0, 39]]
+    restored = CompactionMemory.restore_from_log("flat", log_store=store)
+    messages = restored._state.messages
+    unbuilt = [m for m in messages if isinstance(m, LoggedMessage) and not _built(m)]
+    assert unbuilt == messages[:40]  # seqs 0-39 from their records; 40-47 applied
+    assert state(restored) == state(live)
+    assert restored.restore_problems == []
+
+    # The early system_prompt record edited: the restore never applies it (the
+    # checkpoints hold the prompt in force); a full replay does.
+    prompt = next(i for i, r in enumerate(records) if r["type"] == "system_prompt")
+    path = tmp_path / "flat.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[prompt] = lines[prompt].replace(b"Be brief.", b"Tampered.")
+    path.write_bytes(b"".join(lines))
+    fast = CompactionMemory.restore_from_log("flat", log_store=store)
+    full = CompactionMemory.restore_from_log("flat", log_store=store, full_replay=True)
+    assert (fast.system_prompt, full.system_prompt) == ("Be brief.", "Tampered.")
+
+
+def _built(message: ChatMessage) -> bool:
+    try:
+        ChatMessage.__dict__["role"].__get__(message, ChatMessage)
+    except AttributeError:
+        return False
+    return True
+
+
+async def test_a_periodic_checkpoint_is_not_written_while_a_compaction_is_in_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 4)
+    store = InMemoryLogStore()
+    live = await long_session(store, "c", turns=20)
+    assert live.compaction_count >= 2
+    records = list(store.read("c"))
+    first = next(i for i, r in enumerate(records) if r["type"] == "compaction")
+    assert any(r["type"] == "checkpoint" for r in records[:first])
+    assert not any(r["type"] == "checkpoint" for r in records[first:])
 
 
 async def test_a_torn_line_that_later_records_follow_is_named_as_a_write_cut_short(

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, TokenCounter, ToolCall
+from memory import (
+    BasicMemory,
+    ChatMessage,
+    CompactionMemory,
+    CompactionMemoryConfig,
+    TokenCounter,
+    ToolCall,
+)
 
 MODEL = "gpt-4o"
 
@@ -50,6 +57,40 @@ async def test_adding_messages_tokenises_each_text_once(
         await memory.add_message(message)
     texts = [m.text for m in messages] + [messages[1].tool_calls[0].arguments]
     assert {text: encoded[text] for text in texts} == dict.fromkeys(texts, 1)
+
+
+async def test_a_basic_memory_counts_a_message_when_a_size_is_first_asked_for(
+    encoded: Counter[str],
+) -> None:
+    """Only the tool result is encoded on its way in (its count decides its
+    cut); the rest when a size is asked for, once, and every figure is the
+    one an eager count gives."""
+    memory = BasicMemory(model_name=MODEL, max_tool_result_tokens=100)
+    messages = conversation()
+    for message in messages:
+        await memory.add_message(message)
+    others = [messages[0].text, messages[1].text, messages[3].text]
+    assert [encoded[text] for text in others] == [0, 0, 0]
+    assert encoded[messages[2].text] == 1
+
+    trace = memory.get_memory_trace()["events"]
+    size = memory.estimate_context_tokens()
+    memory.get_memory_trace()
+    assert [encoded[text] for text in others] == [1, 1, 1]
+    assert encoded[messages[2].text] == 1
+
+    eager = CompactionMemory(
+        config=CompactionMemoryConfig(max_tool_result_tokens=100), model_name=MODEL
+    )
+    for message in messages:
+        await eager.add_message(message)
+    assert size == eager.estimate_context_tokens()
+    figures = [(e["tokens"], e["context_tokens"]) for e in trace if e["type"] == "message"]
+    assert figures == [
+        (e["tokens"], e["context_tokens"])
+        for e in eager.get_memory_trace()["events"]
+        if e["type"] == "message"
+    ]
 
 
 async def test_restoring_tokenises_no_message(encoded: Counter[str], tmp_path: Path) -> None:

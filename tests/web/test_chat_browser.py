@@ -468,7 +468,8 @@ def test_a_reconnect_clears_the_live_box_before_it_catches_up(
     before = live.inner_text()
     routes[-1].close(code=1012, reason="the proxy restarted")  # the watcher's socket drops
     expect(watcher.get_by_role("status")).not_to_have_text("Connected")
-    expect(watcher.locator("#live-answer")).to_contain_text("b3", timeout=10_000)
+    # Text streamed after the reconnect (b10 and on), however slowly the machine streams.
+    expect(watcher.locator("#live-answer")).to_contain_text(re.compile(r"b[1-3]\d"), timeout=30_000)
     # The resumed text is not spliced onto the old partial text.
     assert not watcher.locator("#live-answer").inner_text().startswith(before)
     expect(

@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory import CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+from memory.compaction import checkpoint, restore
 from motus_web.sessions import operations, rows
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
@@ -20,11 +21,12 @@ from tests.memory.conftest import answer, calls, result, user
 pytestmark = pytest.mark.django_db
 
 
-def stored_session(session_id: str, turns: int) -> CompactionMemory:
-    """A session of ``turns`` tool-using turns, compacting every few, stored in the database."""
+def stored_session(session_id: str, turns: int, threshold: int = 900) -> CompactionMemory:
+    """A session of ``turns`` tool-using turns, compacting every few (at
+    ``threshold`` tokens), stored in the database."""
     staging = InMemoryLogStore()
     memory = CompactionMemory(
-        config=CompactionMemoryConfig(session_id=session_id, token_threshold=900),
+        config=CompactionMemoryConfig(session_id=session_id, token_threshold=threshold),
         log_store=staging,
         model_name="gpt-4o",
     )
@@ -107,3 +109,39 @@ def test_a_fork_late_in_a_long_session_reads_only_the_end_of_its_prefix(
     assert forked.get_context() == expected.get_context()
     assert child.parent == session
     assert live.next_seq > expected.next_seq  # the fork stopped where it was asked
+
+
+def test_a_session_without_compactions_applies_only_the_records_after_its_newest_checkpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a chat turn's restore does (``chat.turns.restore_memory``: the
+    database store, newest first): the context's earlier messages come from
+    their rows, and only the records after the newest ``checkpoint`` are
+    applied one by one."""
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 20)
+    live = stored_session("flat", turns=30, threshold=10**9)  # 120 messages, 6 checkpoints
+    assert live.compaction_count == 0
+    applied: list[str] = []
+    apply = restore.RecordApplier.apply
+
+    def counting(self: restore.RecordApplier, record: Any) -> None:
+        applied.append(record.type)
+        apply(self, record)
+
+    monkeypatch.setattr(restore.RecordApplier, "apply", counting)
+    restored = CompactionMemory.restore_from_log("flat", log_store=DatabaseLogStore())
+    assert applied == []  # seq 119 closed the last checkpoint's 20
+    assert restored.get_session_state().to_dict() == live.get_session_state().to_dict()
+    live.set_system_prompt("Be brief.")
+    DatabaseLogStore().append(
+        "flat",
+        {
+            "type": "system_prompt",
+            "system_prompt": "Be brief.",
+            "through_seq": 119,
+            "ts": "2026-12-01T00:00:00+00:00",
+        },
+    )
+    restored = CompactionMemory.restore_from_log("flat", log_store=DatabaseLogStore())
+    assert applied == ["system_prompt"]
+    assert restored.get_context() == live.get_context()

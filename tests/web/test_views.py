@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from pytest_django import DjangoAssertNumQueries
 
+from motus_web.dashboard import charts
 from motus_web.dashboard.templatetags.dashboard import PREVIEW_CHARS
 from motus_web.sessions.importers import ImportOptions, import_path
 from motus_web.sessions.log_store import DatabaseLogStore
@@ -211,17 +214,27 @@ def test_the_detail_is_paginated_and_htmx_gets_only_the_timeline(owner: User) ->
     assert "Page 2 of 2" in html
 
 
-def test_the_detail_takes_a_fixed_number_of_queries(
-    owner: User, django_assert_num_queries: DjangoAssertNumQueries
+@pytest.mark.parametrize("chart_points", [2000, 20])
+def test_the_detail_takes_as_many_queries_for_a_long_session_as_for_a_short_one(
+    chart_points: int, owner: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    session = make_session(owner, turns=6, filler=60, threshold=600)
+    # With a chart of 20 points both sessions are past it: the chart samples the messages.
+    monkeypatch.setattr(charts, "MAX_POINTS", chart_points)
+    short = make_session(owner, turns=6, filler=60, threshold=600)
+    long = make_session(owner, turns=60, filler=60, threshold=600)
+    assert long.message_count > 8 * short.message_count
+    # Both read every point, or both past the chart's points.
+    assert (short.message_count > chart_points) == (long.message_count > chart_points)
     client = logged_in(owner)
 
-    # session, user, the session, count, messages, compaction events, context changes,
-    # the latest provider reading, the replies' reported usage (their cost), the
-    # chart's points, the folded user messages
-    with django_assert_num_queries(11):
-        client.get(detail_url(session))
+    counts = []
+    for session in (short, long):
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(detail_url(session)).status_code == 200
+        counts.append(len(queries))
+
+    # Never one query per message, compaction or page row.
+    assert counts[0] == counts[1]
 
 
 def test_a_fork_links_to_its_parent_for_whoever_may_see_both(owner: User, staff: User) -> None:
