@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -118,7 +119,7 @@ class server:
             [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
              "--workers", str(self.workers), "--ws", "websockets-sansio", "--lifespan", "off",
              "--log-level", "warning", "motus_web.asgi:application"],
-            cwd=REPO, env=self.env,
+            cwd=REPO, env=self.env, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 60
         while True:
@@ -133,7 +134,11 @@ class server:
 
     def __exit__(self, *exc: object) -> None:
         self.process.terminate()
-        self.process.wait(timeout=30)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # stuck in its shutdown: end it and its workers
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
 
 def log_in(base: str) -> httpx.Cookies:

@@ -183,10 +183,29 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _REDIS_URL = env_url("REDIS_URL", frozenset({"redis", "rediss", "unix"}))
 if _REDIS_URL:
+    # Every channel-layer command (a socket joining its groups, a frame's group_send)
+    # holds a pooled connection while it runs, and redis-py's pool (100 by default)
+    # refuses past its size rather than wait: with 200 chats connecting at once on one
+    # process, commands failed with "Too many connections".
+    _REDIS_CONNECTIONS = env_int("MOTUS_REDIS_MAX_CONNECTIONS", default=1000, minimum=10)
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [_REDIS_URL]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": _REDIS_URL,
+                        "max_connections": _REDIS_CONNECTIONS,
+                        # channels-redis waits for a socket's next message with BZPOPMIN
+                        # 5 s at a time; redis-py 8 reads with a 5 s timeout by default,
+                        # so an idle socket's wait raced it and failed as a timeout (three
+                        # in a row closed the socket 1013). Reads get longer than a wait;
+                        # an unreachable Redis is still found at connect, within 5 s.
+                        "socket_timeout": 15,
+                        "socket_connect_timeout": 5,
+                    }
+                ]
+            },
         }
     }
 else:

@@ -183,7 +183,9 @@ class RecordedRequest:
     """A request the server got: which API, its headers and JSON body.
 
     ``disconnected`` turns true when the client went away before the answer
-    was complete (a cancelled or timed-out request).
+    was complete (a cancelled or timed-out request). ``sent_at``: for a
+    stream, the ``time.monotonic()`` at which each of its events was sent (for
+    latency measurements: the clock is the machine's, shared by processes).
     """
 
     api: Api
@@ -192,6 +194,7 @@ class RecordedRequest:
     body: Any
     disconnected: bool = False
     problems: list[str] = field(default_factory=list)
+    sent_at: list[float] = field(default_factory=list)
 
 
 def load_script(path: str | Path) -> dict[Api, list[ScriptedReply]]:
@@ -624,6 +627,7 @@ async def _sse(
             events.append(f"{prefix}data: {json.dumps(body)}\n\n")
     try:
         for index, item in enumerate(events, start=1):
+            record.sent_at.append(time.monotonic())
             yield item
             if reply.chunk_delay_s:
                 await asyncio.sleep(reply.chunk_delay_s)

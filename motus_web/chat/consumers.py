@@ -96,6 +96,11 @@ try:  # channels_redis raises redis' own errors (not subclasses of the built-in 
 except ImportError:  # pragma: no cover - redis comes with channels_redis
     pass
 
+LAYER_DOWN_MESSAGE = (
+    "Live updates are unavailable: the server cannot reach its channel layer (Redis). "
+    "Everything already stored is kept and the pages still work; this chat reconnects "
+    "and catches up once it is back."
+)
 UNKNOWN_RUN = "?"
 T = TypeVar("T")
 Runner = ChatTurn | ReplayRun | CompactRun
@@ -156,11 +161,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         except StopConsumer:
             pass
         except LayerUnavailable:
-            await self.give_up(CLOSE_TRY_AGAIN)
+            await self.give_up(CLOSE_TRY_AGAIN, LAYER_DOWN_MESSAGE)
 
-    async def give_up(self, code: int) -> None:
-        """Close with ``code`` and clean up as a disconnect would."""
+    async def give_up(self, code: int, message: str) -> None:
+        """Say ``message`` in the chat, close with ``code`` and clean up as a
+        disconnect would (the run of this connection stops, its records kept)."""
         try:
+            await self.send_json(
+                {"type": "error", "code": "live_unavailable", "message": message, "retryable": True}
+            )
             await self.close(code=code)
         except Exception:  # the socket may be gone already
             logger.info("could not close the socket with %d", code)

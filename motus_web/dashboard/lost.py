@@ -34,9 +34,8 @@ from memory import (
     reads_as_code,
     without_bodies,
 )
+from motus_web.sessions.fields import unescape
 from motus_web.sessions.models import CompactionEvent, Message
-
-from .session_list import preview
 
 FOLDED_LIMIT = 2000  # folded messages read for one report; a longer fold is marked partial
 TEXT_LIMIT = 20_000  # characters of a message's stored content (and calls) searched
@@ -210,3 +209,54 @@ def lost_user_identifiers(
         if lost:
             out[event.position] = lost
     return out
+
+
+def preview(stored: object) -> str:
+    """Readable text from the first characters of a message's stored JSON
+    (``TEXT_LIMIT`` of them, cut by the database).
+
+    The database cut the JSON mid-way, so it rarely parses: a string is
+    unquoted and unescaped as far as it goes; for a list of parts, the text
+    of the first text part.
+    """
+    if not isinstance(stored, str) or not stored:
+        return ""
+    start = stored
+    if start.startswith("["):
+        at = start.find('"text": "')
+        if at < 0:
+            at = start.find('"text":"')
+            if at < 0:
+                return ""
+            start = start[at + 7 :]
+        else:
+            start = start[at + 8 :]
+    if not start.startswith('"'):
+        return ""
+    return unescape(_unescape_prefix(start))
+
+
+def _unescape_prefix(quoted: str) -> str:
+    # Cut back to a point where closing the string makes valid JSON.
+    body = quoted
+    for cut in range(0, 7):
+        candidate = body[: len(body) - cut] if cut else body
+        end = _string_end(candidate)
+        try:
+            return str(json.loads(candidate[:end] if end else candidate + '"'))
+        except ValueError:
+            continue
+    return quoted[1:]
+
+
+def _string_end(text: str) -> int:
+    """The index just past the JSON string's closing quote, or 0 when it is cut."""
+    escaped = False
+    for index, char in enumerate(text[1:], start=1):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            return index + 1
+    return 0

@@ -1,13 +1,13 @@
 """The session list's search, filters and sort, and its bounded previews.
 
 Everything the list shows comes from the session rows plus three correlated
-subqueries (failed compactions, forks, the first user message's first
-characters), so a page costs the same whatever its sessions hold.
+subqueries (failed compactions, forks, the first user message's stored
+preview, ``Message.preview``), so a page costs the same whatever its sessions
+hold: no message's content is read, however large.
 """
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from typing import Any
 from urllib.parse import urlencode
@@ -27,10 +27,7 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Greatest, Lower, StrIndex, Substr
 from django.http import QueryDict
 
-from motus_web.sessions.fields import unescape
 from motus_web.sessions.models import CompactionEvent, Message, Session
-
-PREVIEW_CHARS = 300  # of the first user message's stored JSON, read by the database
 
 # Sort keys and the columns they order by.
 SORTS: dict[str, str] = {
@@ -130,8 +127,7 @@ def sessions(visible: QuerySet[Session], form: SessionFilterForm) -> QuerySet[Se
     first_user = (
         Message.objects.filter(session=OuterRef("pk"), role=Message.Role.USER)
         .order_by("seq")
-        .annotate(start=Substr(Cast("content", TextField()), 1, PREVIEW_CHARS))
-        .values("start")[:1]
+        .values("preview")[:1]
     )
     found = visible.annotate(
         failed_count=Coalesce(_count(failed), Value(0)),
@@ -196,56 +192,6 @@ def unescape_json(fragment: str) -> str:
     for escaped, plain in (("\\n", " "), ("\\t", " "), ('\\"', '"'), ("\\\\", "\\")):
         fragment = fragment.replace(escaped, plain)
     return fragment
-
-
-def preview(stored: object) -> str:
-    """Readable text from the first characters of a message's stored JSON.
-
-    The database cut the JSON mid-way, so it rarely parses: a string is
-    unquoted and unescaped as far as it goes; for a list of parts, the text
-    of the first text part.
-    """
-    if not isinstance(stored, str) or not stored:
-        return ""
-    start = stored
-    if start.startswith("["):
-        at = start.find('"text": "')
-        if at < 0:
-            at = start.find('"text":"')
-            if at < 0:
-                return ""
-            start = start[at + 7 :]
-        else:
-            start = start[at + 8 :]
-    if not start.startswith('"'):
-        return ""
-    return unescape(_unescape_prefix(start))
-
-
-def _unescape_prefix(quoted: str) -> str:
-    # Cut back to a point where closing the string makes valid JSON.
-    body = quoted
-    for cut in range(0, 7):
-        candidate = body[: len(body) - cut] if cut else body
-        end = _string_end(candidate)
-        try:
-            return str(json.loads(candidate[:end] if end else candidate + '"'))
-        except ValueError:
-            continue
-    return quoted[1:]
-
-
-def _string_end(text: str) -> int:
-    """The index just past the JSON string's closing quote, or 0 when it is cut."""
-    escaped = False
-    for index, char in enumerate(text[1:], start=1):
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == '"':
-            return index + 1
-    return 0
 
 
 def model_names(visible: QuerySet[Session]) -> list[str]:

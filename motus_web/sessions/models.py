@@ -29,6 +29,7 @@ from memory import ChatMessage, InvalidMessageError, answered_call_ids
 from memory.log import SESSION_ID_MAX_LENGTH, InvalidSessionIdError, validate_session_id
 
 from .fields import LosslessJSONField
+from .previews import PREVIEW_CHARS
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -173,6 +174,9 @@ class Message(LogRecord):
     role = models.CharField(max_length=16, choices=Role.choices)
     # JSON so that null stays distinct from "" and lists of content parts survive.
     content = LosslessJSONField(null=True, blank=True)
+    # The start of a user message's text, written with the row (previews.preview_of),
+    # so that the session list never makes the database read a whole content value.
+    preview = models.CharField(max_length=PREVIEW_CHARS, blank=True, default="")
     tool_calls = LosslessJSONField(null=True, blank=True)
     tool_call_id = models.CharField(max_length=255, blank=True)
     name = models.CharField(max_length=255, blank=True)

@@ -23,6 +23,7 @@ from django.utils import timezone
 from memory.log import records
 
 from .models import CompactionEvent, ContextChange, LogRecord, Message, Session
+from .previews import preview_of
 
 Record = dict[str, Any]
 
@@ -223,6 +224,7 @@ def message_row(session: Session, position: int, record: Mapping[str, Any]) -> M
         seq=_required_int(record, "seq"),
         role=role,
         content=message.get("content"),
+        preview=preview_of(role, message.get("content")),
         tool_calls=fitting.get("tool_calls"),
         tool_call_id=fitting.get("tool_call_id", ""),
         name=fitting.get("name", ""),

@@ -284,7 +284,7 @@
       awaiting = false;
       setRunning(false);
       if (closedForGood) return;
-      say(event.code === 1013 ? "The server is busy; reconnecting…" : "Connection lost; reconnecting…");
+      say(event.code === 1013 ? "Live updates are unavailable; reconnecting…" : "Connection lost; reconnecting…");
       setTimeout(connect, delay);
       delay = Math.min(delay * 2, 10000);
     });

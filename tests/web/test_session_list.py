@@ -6,11 +6,15 @@ import datetime as dt
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from motus_web.dashboard.session_list import PREVIEW_CHARS, preview
+from motus_web.dashboard.lost import preview
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
+from motus_web.sessions.previews import PREVIEW_CHARS, preview_of
 from tests.test_log_store_contract import message, meta
 
 from .helpers import logged_in, make_session
@@ -118,17 +122,71 @@ def test_a_bad_date_is_reported_and_filters_nothing(owner: User) -> None:
     assert "Enter a valid date" in response.content.decode()
 
 
-def test_the_list_reads_only_the_start_of_a_huge_first_message(owner: User) -> None:
+def test_the_list_never_reads_a_message_s_content_however_huge_the_first_one(
+    owner: User,
+) -> None:
     huge = "Where is my booking? " + "x" * 5_000_000
     DatabaseLogStore().extend("huge", [meta("huge"), message(0, "user", huge)])
     Session.objects.filter(public_id="huge").update(owner=owner, title="")
+    client = logged_in(owner)
 
-    response = logged_in(owner).get(LIST)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(LIST)
 
     row = response.context["page"].object_list[0]
-    assert len(row.preview) <= PREVIEW_CHARS
+    assert row.preview == huge[:PREVIEW_CHARS]
     assert "Where is my booking? xxx" in response.content.decode()
     assert len(response.content) < 50_000
+    listed = [q["sql"] for q in queries.captured_queries if "dashboard_message" in q["sql"]]
+    assert listed, "the preview comes from the messages table"
+    assert not [sql for sql in listed if '"content"' in sql]
+
+
+@pytest.mark.parametrize(
+    ("role", "content", "kept"),
+    [
+        ("user", "Question 0: where", "Question 0: where"),
+        ("user", [{"type": "image_url"}, {"type": "text", "text": "hello"}], "hello"),
+        ("user", "nul\x00 and lone \ud83d half", "nul\ufffd and lone \ufffd half"),
+        ("user", None, ""),
+        ("user", {"not": "text"}, ""),
+        ("assistant", "not listed", ""),
+        ("user", "é" * (PREVIEW_CHARS + 5), "é" * PREVIEW_CHARS),
+    ],
+)
+def test_a_user_message_s_stored_preview_is_the_start_of_its_text(
+    role: str, content: object, kept: str
+) -> None:
+    assert preview_of(role, content) == kept
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_fills_the_preview_of_messages_stored_before_it(owner: User) -> None:
+    executor = MigrationExecutor(connection)
+    executor.migrate([("dashboard", "0008_long_term_memory")])
+    old = executor.loader.project_state([("dashboard", "0008_long_term_memory")]).apps
+    stored = old.get_model("dashboard", "Session").objects.create(
+        public_id="before", owner_id=owner.pk
+    )
+    for seq, (role, content) in enumerate(
+        [("system", "You help."), ("user", "Book a table for 2"), ("user", "Later")]
+    ):
+        old.get_model("dashboard", "Message").objects.create(
+            session=stored, position=seq + 1, seq=seq, role=role, content=content,
+            tokens=3, unit="A", unit_index=seq, context_tokens=3,
+        )  # fmt: skip
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    session = Session.objects.get(public_id="before")
+    assert list(session.messages.order_by("seq").values_list("preview", flat=True)) == [
+        "",
+        "Book a table for 2",
+        "Later",
+    ]
+    row = logged_in(owner).get(LIST).context["page"].object_list[0]
+    assert row.preview == "Book a table for 2"
 
 
 @pytest.mark.parametrize(

@@ -235,14 +235,6 @@ def ratio(a: int, b: int) -> str:
 
 
 @register.filter
-def preview_text(stored: object) -> str:
-    """The readable start of a first message's stored JSON (see ``session_list.preview``)."""
-    from ..session_list import preview
-
-    return preview(stored)
-
-
-@register.filter
 def snippet_parts(stored: object, query: object) -> tuple[str, str, str]:
     """A search result's snippet, split at the match (``session_list.snippet``)."""
     from ..session_list import snippet

@@ -1,0 +1,286 @@
+"""Chat under load: concurrent chat sessions against the scripted streaming model server.
+
+Builds a database (a fresh SQLite file under a temporary folder, or the one
+``DATABASE_URL`` names), starts ``memory.testing.scripted_server`` on loopback
+(its echo streams one 8-character piece every ``--pace`` seconds) as the only
+chat model, then for each worker count starts uvicorn (two workers need
+``REDIS_URL``: without it the second refuses to start) and runs
+``--sessions`` chat sessions at once, each its own user's, each sending
+``--messages`` messages one after the other over its socket, as a browser
+does (after 5 s of silence it sends ``resume``, as the page does, and a
+``sync`` saying the writer is gone ends the turn). Prints: messages sent
+against messages persisted (user messages in the
+database; they must be equal) and answers persisted; errors (a socket that
+failed, an error frame, a turn that did not end with an answer) and the
+turns whose end frame was dropped (ended by the resume); the added
+latency of each streamed delta, p50/p95 (from the model server sending the
+piece that ends it to the browser's socket receiving it: the chat's
+batching, the channel layer, the server's queueing); the server's peak
+resident memory (every process of it together). The client and the model
+server run on the same machine as the server. Figures, not assertions.
+
+Usage: ``python bench/load_chat.py [--sessions 200] [--messages 3] [--pace 0.05]
+[--workers 1,2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from websockets.asyncio.client import connect
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from load_pages import REPO, server
+
+from memory.testing.scripted_server import ScriptedServer
+
+PIECE = 8  # characters per streamed event of the scripted echo
+SILENCE_S = 5.0  # a socket silent this long asks the store, as the page's stall check does
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=3)
+    parser.add_argument("--pace", type=float, default=0.05)
+    parser.add_argument("--workers", default="1,2")
+    args = parser.parse_args()
+    model = ScriptedServer(fallback="echo", pace_s=args.pace).start()
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            env = {
+                **os.environ,
+                "DATABASE_URL": os.environ.get("DATABASE_URL")
+                or f"sqlite:///{folder}/bench.sqlite3",
+                "STATIC_ROOT": f"{folder}/static",
+                "MOTUS_IMPORT_SPOOL_DIR": f"{folder}/spool",
+                "MOTUS_IN_MEMORY_LAYER_LOCK": f"{folder}/layer.lock",
+                "MOTUS_IMPORT_THREADS": "0",
+                "DJANGO_SETTINGS_MODULE": "motus_web.settings",
+                "LOG_LEVEL": "WARNING",
+                "MOTUS_CHAT_MODELS": "scripted",
+                "MOTUS_CHAT_SCRIPTED_MODEL": "gpt-4o",
+                "MOTUS_CHAT_SCRIPTED_BASE_URL": model.openai_base_url,
+                "MOTUS_CHAT_SCRIPTED_API_KEY": "none",
+                "MOTUS_CHAT_SCRIPTED_COMPACT_MODEL": "offline",
+            }
+            for command in (["migrate"], ["collectstatic", "--noinput"]):
+                subprocess.run([sys.executable, "manage.py", *command, "-v", "0"],
+                               cwd=REPO, env=env, check=True)  # fmt: skip
+            print(
+                f"{args.sessions} sessions x {args.messages} messages, echo pace {args.pace} s "
+                f"per {PIECE} characters, {env['DATABASE_URL'].split(':', 1)[0]}"
+                + (", Redis" if env.get("REDIS_URL") else "")
+            )
+            for workers in [int(n) for n in args.workers.split(",")]:
+                if workers > 1 and not env.get("REDIS_URL"):
+                    print(f"{workers} workers: skipped, they need REDIS_URL (a shared layer)")
+                    continue
+                sessions = prepare(env, f"w{workers}", args.sessions)
+                uvicorn = server(env, workers)
+                with uvicorn as base:
+                    run(base, uvicorn.process.pid, workers, sessions, args.messages, model, env)
+    finally:
+        model.stop()
+
+
+def prepare(env: dict[str, str], tag: str, count: int) -> list[tuple[str, str]]:
+    """``count`` users, each with a chat session and a logged-in browser cookie."""
+    script = f"""
+import json
+from django.contrib.auth.models import User
+from django.test import Client
+from memory import CompactionMemoryConfig
+from motus_web.chat.tools import new_chat_tool_schemas
+from motus_web.sessions.operations import create_session
+out = []
+for n in range({count}):
+    user = User.objects.create(username=f"bench-{tag}-{{n}}")
+    config = CompactionMemoryConfig()
+    session = create_session(user, config, title="Load", model_name="gpt-4o",
+                             system_prompt="Be brief.", tools=new_chat_tool_schemas(config))
+    client = Client()
+    client.force_login(user)
+    out.append([session.public_id, client.cookies["sessionid"].value])
+print(json.dumps(out))
+"""
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=REPO,
+                          env=env, check=True, capture_output=True, text=True)  # fmt: skip
+    return [(public_id, cookie) for public_id, cookie in json.loads(done.stdout.splitlines()[-1])]
+
+
+def run(
+    base: str,
+    pid: int,
+    workers: int,
+    sessions: list[tuple[str, str]],
+    messages: int,
+    model: ScriptedServer,
+    env: dict[str, str],
+) -> None:
+    peak = _MemoryPeak(pid)
+    peak.start()
+    received: dict[str, list[tuple[float, int]]] = {}  # message text -> (time, characters so far)
+    errors: list[str] = []
+    lost_ends = [0]  # turns whose end came from a resume, their last frames dropped
+    busy = [0]  # sends refused while the previous turn held the lease, sent again
+    sent = 0
+
+    async def chat(public_id: str, cookie: str, n: int) -> None:
+        nonlocal sent
+        url = base.replace("http://", "ws://") + f"/ws/sessions/{public_id}/"
+        headers = {"Cookie": f"sessionid={cookie}", "Origin": base}
+        try:
+            async with connect(url, additional_headers=headers, open_timeout=300) as ws:
+                await ws.send(json.dumps({"type": "resume", "last_pos": -1}))
+                while json.loads(await ws.recv())["type"] != "sync":
+                    pass
+                last_pos = -1
+                for m in range(messages):
+                    text = f"session {n} message {m}: where is my bag?"
+                    await ws.send(json.dumps({"type": "send", "text": text}))
+                    sent += 1
+                    arrivals = received.setdefault(text, [])
+                    characters, asked_at, run = 0, None, None
+                    while True:
+                        try:
+                            raw = await asyncio.wait_for(ws.recv(), SILENCE_S)
+                        except TimeoutError:  # as the page's stall check: ask the store
+                            await ws.send(json.dumps({"type": "resume", "last_pos": last_pos}))
+                            continue
+                        frame = json.loads(raw)
+                        kind = frame["type"]
+                        if kind == "turn_started" and run is None:
+                            run = frame.get("run")
+                        if kind == "record":
+                            last_pos = max(last_pos, frame["pos"])
+                            if frame.get("role") == "user" and text in frame.get("html", ""):
+                                asked_at = frame["pos"]  # this message is stored
+                        elif kind == "delta" and run is not None and frame.get("run") == run:
+                            characters += len(frame["text"])
+                            arrivals.append((time.monotonic(), characters))
+                        elif kind == "error" and frame.get("code") == "busy":
+                            # The last turn still holds the lease (it ends after its end
+                            # frame): send again, as a person would. Not stored, not counted.
+                            busy[0] += 1
+                            await asyncio.sleep(0.5)
+                            await ws.send(json.dumps({"type": "send", "text": text}))
+                        elif kind == "error":
+                            errors.append(frame.get("code", "error"))
+                        elif kind == "finished" and run is not None and frame.get("run") == run:
+                            if frame["reason"] != "answer":
+                                errors.append(f"finished: {frame['reason']}")
+                            break
+                        elif (
+                            kind == "sync"
+                            and not frame["running"]
+                            and asked_at is not None
+                            and last_pos > asked_at  # its answer stored, the writer gone
+                        ):
+                            lost_ends[0] += 1  # its end frame was dropped
+                            break
+        except Exception as error:  # a failed socket counts as an error, the run goes on
+            errors.append(type(error).__name__)
+
+    async def everyone() -> None:
+        await asyncio.gather(*(chat(p, c, n) for n, (p, c) in enumerate(sessions)))
+
+    started = time.perf_counter()
+    asyncio.run(everyone())
+    wall = time.perf_counter() - started
+    peak.stop()
+    persisted, answers = _persisted(env, [p for p, _ in sessions])
+    latencies = _added_latencies(received, model)
+    ms = sorted(t * 1e3 for t in latencies)
+    p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))] if ms else float("nan")
+    print(
+        f"{workers} worker{'s' if workers > 1 else ''}: sent {sent}, persisted {persisted} "
+        f"(answers {answers}), errors {len(errors)}, turns ended by a resume {lost_ends[0]}, "
+        f"sends refused busy and sent again {busy[0]}"
+        + (f" ({', '.join(sorted(set(errors)))})" if errors else "")
+        + f"; added latency per delta p50 {statistics.median(ms) if ms else float('nan'):.0f} ms, "
+        f"p95 {p95:.0f} ms ({len(ms)} deltas); peak server memory {peak.most / 2**20:.0f} MB; "
+        f"{wall:.0f} s"
+    )
+
+
+def _added_latencies(
+    received: dict[str, list[tuple[float, int]]], model: ScriptedServer
+) -> list[float]:
+    """Each delta's arrival less the time the model server sent the piece that ends it."""
+    sent_at: dict[str, list[float]] = {}
+    for request in model.requests:
+        users = [m for m in (request.body or {}).get("messages", []) if m.get("role") == "user"]
+        if users and isinstance(users[-1].get("content"), str):
+            sent_at[users[-1]["content"]] = request.sent_at
+    out = []
+    for text, arrivals in received.items():
+        events = sent_at.get(text)
+        if not events:
+            continue
+        for at, characters in arrivals:
+            event = (characters - 1) // PIECE + 1  # the first event is the role's, no text
+            if event < len(events):
+                out.append(at - events[event])
+    return out
+
+
+def _persisted(env: dict[str, str], public_ids: list[str]) -> tuple[int, int]:
+    script = (
+        "from motus_web.sessions.models import Message; "
+        f"rows = Message.objects.filter(session__public_id__in={public_ids!r}); "
+        "print(rows.filter(role='user').count(), rows.filter(role='assistant').count())"
+    )
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=REPO,
+                          env=env, check=True, capture_output=True, text=True)  # fmt: skip
+    users, answers = done.stdout.split()[-2:]
+    return int(users), int(answers)
+
+
+def _tree(pid: int) -> list[int]:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return [pid]
+    return [pid, *(p for child in children for p in _tree(int(child)))]
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class _MemoryPeak(threading.Thread):
+    """The most resident memory the server's processes held together, polled."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.most, self._done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(0.2):
+            self.most = max(self.most, sum(_rss(p) for p in _tree(self.pid)))
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+if __name__ == "__main__":
+    main()
