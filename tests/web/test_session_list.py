@@ -162,9 +162,10 @@ def test_a_user_message_s_stored_preview_is_the_start_of_its_text(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_fills_the_preview_of_messages_stored_before_it(owner: User) -> None:
+    before = [("dashboard", "0009_message_indexes_for_long_sessions")]
     executor = MigrationExecutor(connection)
-    executor.migrate([("dashboard", "0008_long_term_memory")])
-    old = executor.loader.project_state([("dashboard", "0008_long_term_memory")]).apps
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
     stored = old.get_model("dashboard", "Session").objects.create(
         public_id="before", owner_id=owner.pk
     )

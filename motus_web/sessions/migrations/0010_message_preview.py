@@ -33,7 +33,7 @@ def fill_previews(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("dashboard", "0008_long_term_memory"),
+        ("dashboard", "0009_message_indexes_for_long_sessions"),
     ]
 
     operations = [
