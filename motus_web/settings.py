@@ -116,6 +116,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
     "motus_web.dashboard.middleware.PrivateNoStoreMiddleware",
+    "motus_web.dashboard.errors.MethodNotAllowedPageMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]

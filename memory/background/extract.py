@@ -407,7 +407,12 @@ def parse_reply(text: str, excerpt: Excerpt) -> tuple[list[Candidate], int]:
     except orjson.JSONDecodeError:
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("memories"), list):
-        raise ExtractionError(f'the extraction reply is not {{"memories": [...]}}: {text[:200]!r}')
+        # Described, never quoted: a reply that is not JSON is most often the
+        # conversation itself (an echo), and the error is shown to operators.
+        shape = "not JSON" if data is None else f"JSON without a list under {'memories'!r}"
+        raise ExtractionError(
+            f'the extraction reply is not {{"memories": [...]}}: {len(text):,} characters, {shape}'
+        )
     known = {m.id for m in excerpt.existing}
     out: list[Candidate] = []
     skipped = 0

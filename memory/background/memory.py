@@ -42,6 +42,7 @@ from typing import Any, Self
 
 from ..compaction.base import Trigger
 from ..compaction.memory import CompactionMemory
+from ..compaction.summariser import OFFLINE
 from ..errors import ConfigurationError, LongTermMemoryError
 from ..log.records import MemoryExtraction, MemoryRecall, SessionMeta, now_iso
 from ..messages import ChatMessage
@@ -59,6 +60,7 @@ DEFAULT_RECALL_BUDGET = 2_000
 RECALL_CANDIDATES = 200  # memories searched per request; the budget decides how many are placed
 RELATED = 10  # existing memories shown to an extractor
 STORE_FILE = "long_term_memory.sqlite3"
+ERROR_CHARS = 200  # of an extractor's error message kept in its record
 DEFAULT_SCOPE = Scope(agent_id="default")
 
 
@@ -71,12 +73,13 @@ class BackgroundMemory(CompactionMemory):
     (default ``Scope(agent_id="default")``). ``extractor``: who decides what
     to remember (default: ``ModelExtractor`` over the memory's client and
     ``extract_model_name``, else the compaction model, once a client is set;
-    ``OfflineExtractor`` without one). ``recall_budget_tokens``: the recalled
-    block's budget, in tokens (0 turns recall off). ``said_on``: the date the
-    conversation took place, for an import or a replay (default: the UTC day
-    each excerpt is read); a memory's time is that day unless its sentence
-    names an absolute date. Other arguments are
-    ``CompactionMemory``'s. Raises ``ConfigurationError`` for a bad scope or budget.
+    ``OfflineExtractor`` without one, or when that model is ``"offline"``).
+    ``recall_budget_tokens``: the recalled block's budget, in tokens (0
+    turns recall off). ``said_on``: the date the conversation took place,
+    for an import or a replay (default: the UTC day each excerpt is read); a
+    memory's time is that day unless its sentence names an absolute date.
+    Other arguments are ``CompactionMemory``'s. Raises ``ConfigurationError``
+    for a bad scope or budget.
     """
 
     memory_type = "background"
@@ -123,6 +126,11 @@ class BackgroundMemory(CompactionMemory):
         if self._extractor is not None:
             return self._extractor
         model = self._extract_model_name or self._compact_model_name or self.model_name
+        # The summariser's rule (``CompactionBase.summariser``): a model named
+        # "offline" is none, so a chat model that cannot write summaries (an
+        # echo) is not asked to extract either.
+        if model == OFFLINE:
+            return OfflineExtractor()
         if self._client is not None and model is not None:
             return ModelExtractor(self._client, model, timeout_s=self.extraction_timeout_s)
         return OfflineExtractor()
@@ -278,7 +286,7 @@ class BackgroundMemory(CompactionMemory):
         except TimeoutError:
             error = f"the extractor did not finish within {self.extraction_timeout_s:g} s"
         except Exception as exc:  # a failing extractor is recorded; the session goes on
-            error = f"{type(exc).__name__}: {exc}"
+            error = bounded_error(exc)
         if error is not None:
             logger.warning("memory extraction failed (%s); the turn is unaffected", error)
             # Read again with the next turn (what is still in the context).
@@ -455,6 +463,16 @@ class BackgroundMemory(CompactionMemory):
                     )
                 )
         return child
+
+
+def bounded_error(exc: Exception) -> str:
+    """``exc`` as a ``memory_extraction`` record's ``error``: its type and at most
+    ``ERROR_CHARS`` characters of its message (an extractor of any make may
+    quote the excerpt it failed on; the record is shown to operators)."""
+    text = str(exc)
+    if len(text) > ERROR_CHARS:
+        text = f"{text[:ERROR_CHARS]}... ({len(text):,} characters)"
+    return f"{type(exc).__name__}: {text}"
 
 
 def _long_term_meta(memory: CompactionMemory) -> dict[str, Any]:

@@ -231,12 +231,28 @@ class CompactionBase(BaseMemory):
         ``instructions`` (like Claude Code's ``/compact <instructions>``) say
         what the summary must keep; every summariser is given them, and the
         compaction record keeps them. Returns the new summary, or ``None``
-        when there was nothing to fold or the attempt failed (the failure is
-        in the trace and the log).
+        when there was nothing to fold (``nothing_to_fold()`` says why) or
+        the attempt failed (the failure is in the trace and the log).
         """
         summary = await self._compact("manual", instructions=instructions or None)
         await self.flush()
         return summary
+
+    def nothing_to_fold(self) -> str | None:
+        """Why ``compact()`` now would fold nothing, in words (``"nothing to
+        fold: ..."``); ``None`` when there is something to fold."""
+        state = self._state
+        state.sync()
+        if self._plan_cut().summarize:
+            return None
+        start = 1 if state.head is not None else 0
+        if len(state.messages) <= start:
+            held = "the summary only" if start else "no message yet"
+            return f"nothing to fold: the context holds {held}"
+        return (
+            "nothing to fold: the context holds only the latest turn, which stays verbatim "
+            "(the pending request, or a tool batch with the request it works on)"
+        )
 
     # -- the compaction itself -------------------------------------------------
 
@@ -348,7 +364,8 @@ class CompactionBase(BaseMemory):
         tokens_after = self._tokens_after(continuation, kept_tokens)
         if tokens_after >= tokens_before:
             raise CompactionError(
-                f"the summary would not lower the token count ({tokens_before} -> {tokens_after})"
+                "the summary would not make the context smaller "
+                f"({tokens_before:,} -> {tokens_after:,} tokens)"
             )
         return Draft(summary, continuation, tokens_after, ledger, given_way)
 

@@ -93,18 +93,22 @@ class CompactRun:
                     "phase": "started",
                     "tokens_before": memory.estimate_context_tokens(),
                     "threshold": memory.token_threshold,
-                    "manual": True,
+                    "manual": True,  # asked for, not the threshold passed
                     "instructions": instructions or "",
                 }
             )
             outcome: list[dict[str, Any]] = []
             memory.add_listener(lambda record: _note_outcome(record, outcome))
-            summary = await memory.compact(instructions=instructions)
-            compacted = summary is not None
-            await publisher.catch_up()
-            await self.publish(outcome[-1] if outcome else _NOTHING_TO_FOLD)
-            reason = "compacted" if compacted else "error"
-            await self.publish({"type": "finished", "kind": ACTION, "reason": reason})
+            why = memory.nothing_to_fold()
+            if why is None:
+                compacted = await memory.compact(instructions=instructions) is not None
+                await publisher.catch_up()
+            result = outcome[-1] if outcome else _failed(why or "nothing to fold", skipped=True)
+            await self.publish(result)
+            finished = {"type": "finished", "kind": ACTION, "reason": "compacted"}
+            if not compacted:  # said in words: no turn ran, so none failed
+                finished.update(reason="not_compacted", why=result["error"])
+            await self.publish(finished)
         except LogError as error:
             await self.publish(error_frame(error))
             await self.publish({"type": "finished", "kind": ACTION, "reason": "error"})
@@ -116,13 +120,15 @@ class CompactRun:
                 await aclose()
 
 
-_NOTHING_TO_FOLD = {
-    "type": "compaction",
-    "phase": "failed",
-    "skipped": True,
-    "error": "nothing to fold yet",
-    "tokens_before": None,
-}
+def _failed(error: str, *, skipped: bool, tokens_before: int | None = None) -> dict[str, Any]:
+    """The frame of a compaction that did not happen (``skipped``: not attempted)."""
+    return {
+        "type": "compaction",
+        "phase": "failed",
+        "skipped": skipped,
+        "error": error[:500],
+        "tokens_before": tokens_before,
+    }
 
 
 def _note_outcome(record: records.LogRecord, outcome: list[dict[str, Any]]) -> None:
@@ -141,11 +147,5 @@ def _note_outcome(record: records.LogRecord, outcome: list[dict[str, Any]]) -> N
         )
     elif isinstance(record, records.CompactionFailure):
         outcome.append(
-            {
-                "type": "compaction",
-                "phase": "failed",
-                "skipped": False,
-                "error": (record.error or "failed")[:500],
-                "tokens_before": record.tokens_before,
-            }
+            _failed(record.error or "failed", skipped=False, tokens_before=record.tokens_before)
         )

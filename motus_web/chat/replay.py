@@ -29,6 +29,7 @@ from memory import (
     MotusMemoryError,
 )
 from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.memories import restore_view
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
 
@@ -54,7 +55,9 @@ class ReplaySettings:
 
 
 def create_replay(original: Session, settings: ReplaySettings, owner: AbstractBaseUser) -> Session:
-    """A new, empty session that will replay ``original`` with ``settings``.
+    """A new, empty session that will replay ``original`` with ``settings``,
+    counting the tool schemas the original sent (``original_tools``; none when
+    it had none), never the chat's own.
 
     Raises ``ConfigurationError`` for settings the memory refuses."""
     config = CompactionMemoryConfig(
@@ -71,7 +74,14 @@ def create_replay(original: Session, settings: ReplaySettings, owner: AbstractBa
         system_prompt=original.system_prompt,
         parent_session_id=original.public_id,
         extra={REPLAY_OF: original.public_id, COMPACTOR: settings.compactor},
+        tools=original_tools(original),
     )
+
+
+def original_tools(original: Session) -> list[dict[str, Any]]:
+    """The tool schemas ``original`` sent: those in force at the end of its log
+    (its ``session_meta``'s, or the latest ``tools`` record's)."""
+    return restore_view(original).tool_schemas
 
 
 def replay_of(session: Session) -> str | None:

@@ -11,7 +11,7 @@ form checks a threshold against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,26 +50,45 @@ class Overhead:
 
 
 def overhead(
-    config: CompactionMemoryConfig, model_name: str | None, system_prompt: str
+    config: CompactionMemoryConfig,
+    model_name: str | None,
+    system_prompt: str,
+    schemas: Sequence[dict[str, Any]] | None = None,
 ) -> Overhead:
     """The chat memory's estimate of a request with no message yet: counted the way
     a turn's memory counts it (``set_system_prompt``, ``set_tools`` with the chat's
-    tools, ``estimate_context_tokens``), with the tokenizer of ``model_name``.
-    Raises ``ConfigurationError`` for a config the memory refuses."""
+    tools, or with ``schemas`` when given: a replay's, ``estimate_context_tokens``),
+    with the tokenizer of ``model_name``. Raises ``ConfigurationError`` for a
+    config the memory refuses."""
     memory = CompactionMemory(config=config, model_name=model_name, log_store=InMemoryLogStore())
     memory.set_system_prompt(system_prompt)
-    schemas = chat_tool_schemas(memory)
+    schemas = chat_tool_schemas(memory) if schemas is None else list(schemas)
     memory.set_tools(schemas)
-    names = tuple(schema["function"]["name"] for schema in schemas)
-    return Overhead(memory.estimate_context_tokens(), memory.tool_schema_tokens, names)
+    tokens = memory.estimate_context_tokens()
+    return Overhead(tokens, memory.tool_schema_tokens, tool_names(schemas))
 
 
 def session_overhead(
-    config: Mapping[str, Any] | None, model_name: str, system_prompt: str
+    config: Mapping[str, Any] | None,
+    model_name: str,
+    system_prompt: str,
+    schemas: Sequence[dict[str, Any]] | None = None,
 ) -> Overhead | None:
     """``overhead`` for a stored session's logged config; ``None`` when the config is unreadable."""
     stored = {k: v for k, v in (config or {}).items() if k not in ("session_id", "log_base_path")}
     try:
-        return overhead(CompactionMemoryConfig.from_dict(stored), model_name or None, system_prompt)
+        return overhead(
+            CompactionMemoryConfig.from_dict(stored), model_name or None, system_prompt, schemas
+        )
     except (ConfigurationError, TypeError):
         return None
+
+
+def tool_names(schemas: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """The names of tool schemas in the OpenAI (``function.name``) or Anthropic (``name``) shape."""
+    names = []
+    for schema in schemas:
+        function = schema.get("function")
+        name = function.get("name") if isinstance(function, dict) else schema.get("name")
+        names.append(str(name or "?"))
+    return tuple(names)

@@ -15,7 +15,7 @@ from memory import ConfigurationError
 from motus_web.dashboard.access import visible_session
 from motus_web.dashboard.rendering import render
 from motus_web.sessions.long_term_store import owner_scope
-from motus_web.sessions.memories import threshold_of
+from motus_web.sessions.memories import restore_view, threshold_of
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
 
@@ -81,7 +81,13 @@ def chat(request: HttpRequest, public_id: str) -> HttpResponse:
         "can_send": _can_write(request, session),
         "models": settings.MOTUS_CHAT_MODELS,
         "threshold": threshold_of(session),
-        "overhead": session_overhead(session.config, session.model_name, session.system_prompt),
+        # A replay sends the original's tools (the replay's log has them), a chat its own.
+        "overhead": session_overhead(
+            session.config,
+            session.model_name,
+            session.system_prompt,
+            restore_view(session).tool_schemas if original_id is not None else None,
+        ),
         "original": original,
         "is_replay": original_id is not None,
         "curves": token_curves(original, session) if original is not None else None,

@@ -1,20 +1,23 @@
 """A what-if replay against its original, over the messages replayed so far.
 
-Each side is read the same way: compactions that took effect, the tokens
-sent in total (the estimate of every reply's request: its logged context
-size less the reply's own tokens), the peak context, and how many of the
-identifiers the user named are still in the final context (summary
-included). The original is cut to the replay's length, so a replay stopped
-half-way compares with the same half.
+Each side is read the same way: compactions logged (as the session page
+counts them, with how many were undone since), the tokens sent in total (the
+estimate of every reply's request: its logged context size less the reply's
+own tokens), the peak context, and how many identifiers of its messages are
+still in the final context, its summary included (what counts as one is the
+compaction page's definition, ``lost.identifiers_in``). The original is cut
+to the replay's length (with what it logged after its last message there, a
+compaction that message set off included), so a replay stopped half-way
+compares with the same half and a whole one with the whole session.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import Count, F, Max, Min, Q, Sum
 
-from memory import find_identifiers, kept_in
+from memory import kept_in
 from motus_web.sessions.memories import restore_view
 from motus_web.sessions.models import CompactionEvent, Message, Session
 
@@ -23,7 +26,8 @@ from . import lost
 
 @dataclass(frozen=True, slots=True)
 class Side:
-    compactions: int
+    compactions: int  # logged, as the session page counts them
+    undone: int  # of them, undone since
     tokens_sent: int
     peak: int
     identifiers_kept: int
@@ -38,35 +42,34 @@ class Comparison:
 
 
 def _side(session: Session, upto: int) -> Side:
-    """``session`` over its messages ``0 .. upto - 1``."""
+    """``session`` over its messages ``0 .. upto - 1`` and what it logged
+    before message ``upto``."""
     messages = session.messages.filter(seq__lt=upto)
     figures = messages.aggregate(
         peak=Max("context_tokens"),
         sent=Sum(F("context_tokens") - F("tokens"), filter=Q(role=Message.Role.ASSISTANT)),
-        last=Max("position"),
     )
-    stop = (figures["last"] or 0) + 1
-    compactions = session.compaction_events.filter(position__lt=stop).aggregate(
+    following = session.messages.filter(seq__gte=upto).aggregate(first=Min("position"))["first"]
+    events = session.compaction_events.all()
+    if following is not None:
+        events = events.filter(position__lt=following)
+    compactions = events.aggregate(
         ok=Count("pk", filter=Q(kind=CompactionEvent.Kind.OK)),
         reverted=Count("pk", filter=Q(kind=CompactionEvent.Kind.REVERT)),
     )
-    named = {
-        ident: None
-        for text in lost.texts(messages.filter(role=Message.Role.USER))
-        for ident in find_identifiers(text.text)
-        if ident.kind not in lost.NOT_CHECKED
-    }
+    identifiers, _ = lost.identifiers_in(lost.texts(messages))
     kept = 0
-    if named:
-        memory = restore_view(session, stop)
+    if identifiers:
+        memory = restore_view(session, following)
         context = "\n".join(m.text for m in memory.get_context())
-        kept = sum(ok for _, ok in kept_in(context, named))
+        kept = sum(ok for _, ok in kept_in(context, identifiers))
     return Side(
-        compactions["ok"] - compactions["reverted"],
+        compactions["ok"],
+        compactions["reverted"],
         figures["sent"] or 0,
         figures["peak"] or 0,
         kept,
-        len(named),
+        len(identifiers),
     )
 
 

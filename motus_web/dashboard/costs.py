@@ -21,6 +21,25 @@ from typing import Any
 from genai_prices import Usage, calc_price
 
 PRICE_DATA = f"genai-prices {version('genai-prices')}"
+SMALLEST = Decimal("0.000001")  # below it an amount reads "< $0.000001"
+
+
+def dollars(amount: Decimal | float) -> str:
+    """An estimated amount in dollars, as a person reads it, never in
+    scientific notation: cents from $1 (``"$1,234.57"``), four significant
+    digits below (``"$0.04125"``, ``"$0.000075"``), ``"< $0.000001"`` for a
+    smaller non-zero amount, ``"$0"`` for none."""
+    value = Decimal(str(amount))
+    if value == 0:
+        return "$0"
+    if value >= 1:
+        return f"${value:,.2f}"
+    if value < SMALLEST:
+        return f"< ${SMALLEST:f}"
+    places = 3 - value.adjusted()  # adjusted(): the exponent of the first digit
+    text = f"{value:.{places}f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
 
 
 @dataclass(frozen=True, slots=True)

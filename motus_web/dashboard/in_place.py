@@ -227,20 +227,38 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
         as_of = form_number(request, "as_of")
         with acting(request, "compact", f"{session.public_id} compact@{as_of}", back) as spent:
             event = in_place.compact_now(session, instructions, as_of=as_of)
-            if event is None:
-                done, where = "Nothing to compact: the context holds too little to fold.", back
-            else:
-                where = reverse(
-                    "dashboard:compaction_detail", args=[session.public_id, event.position]
-                )
-                done = (
-                    f"Compaction {event.number} done."
-                    if event.kind == CompactionEvent.Kind.OK
-                    else "The compaction failed; the context is as it was."
-                )
+            where = reverse("dashboard:compaction_detail", args=[session.public_id, event.position])
+            done = (
+                f"Compaction {event.number} done."
+                if event.kind == CompactionEvent.Kind.OK
+                else "The compaction failed; the context is as it was."
+            )
             once.done(spent, where, done)
     except Refused as refused:
         return refused.response(request)
-    ok = event is not None and event.kind == CompactionEvent.Kind.OK
-    (messages.success if ok else messages.warning)(request, done)
+    except in_place.NothingToFoldError as error:
+        # Nothing was logged and the token is unspent: the form may be sent again.
+        return _not_compacted(request, session, str(error), instructions, None, status=409)
+    if event.kind != CompactionEvent.Kind.OK:
+        return _not_compacted(request, session, event.error or "", instructions, where)
+    messages.success(request, done)
     return see_other(where)
+
+
+def _not_compacted(
+    request: HttpRequest,
+    session: Session,
+    why: str,
+    instructions: str,
+    event_url: str | None,
+    status: int = 200,
+) -> HttpResponse:
+    """The page of a Compact now that did not compact: why, in words, and the
+    instructions typed (``event_url``: the failed attempt's page, if logged)."""
+    context = {
+        "session": session,
+        "why": why,
+        "instructions": instructions,
+        "event_url": event_url,
+    }
+    return render(request, "dashboard/compact_failed.html", context, status=status)

@@ -143,6 +143,26 @@ def _checked(text: Text, ignored: set[str]) -> list[Identifier]:
     ]
 
 
+def identifiers_in(
+    texts: Sequence[Text],
+) -> tuple[dict[Identifier, int | None], set[Identifier]]:
+    """The identifiers a summary of ``texts`` is checked for, each with the seq
+    of the first text holding it, and those a user named. This is the one
+    definition the pages use (a compaction's report, a replay's comparison):
+    every speaker's and tool result's identifiers, not the tools' own names,
+    only paths and URLs of source code, no ``NOT_CHECKED`` kinds."""
+    ignored = {name.casefold() for text in texts for name in text.tools}
+    by_user: set[Identifier] = set()
+    first: dict[Identifier, int | None] = {}
+    for text in texts:
+        found = _checked(text, ignored)
+        for ident in found:
+            first.setdefault(ident, text.seq)
+        if text.role == Message.Role.USER:
+            by_user.update(found)
+    return first, by_user
+
+
 def report(
     event: CompactionEvent,
     folded: Sequence[Text],
@@ -151,18 +171,10 @@ def report(
 ) -> Report:
     """Every identifier in ``folded`` and in ``previous_summary``, kept or lost
     in ``summary`` (an operator's correction of it), else in ``event.summary``."""
-    ignored = {name.casefold() for text in folded for name in text.tools}
     before = list(folded)
     if previous_summary:
         before.append(Text(None, "summary", previous_summary))
-    by_user: set[Identifier] = set()
-    first: dict[Identifier, int | None] = {}
-    for text in before:
-        found = _checked(text, ignored)
-        for ident in found:
-            first.setdefault(ident, text.seq)
-        if text.role == Message.Role.USER:
-            by_user.update(found)
+    first, by_user = identifiers_in(before)
     checked = kept_in(event.summary if summary is None else summary, first)
     return Report(
         tuple(Found(ident, kept, ident in by_user, first[ident]) for ident, kept in checked),

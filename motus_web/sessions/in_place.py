@@ -201,36 +201,42 @@ def compactor_name(session: Session) -> str | None:
     return (model.compact_model or model.model) if model is not None else None
 
 
+class NothingToFoldError(ValueError):
+    """Compact now found nothing to fold; the message says why
+    (``CompactionMemory.nothing_to_fold``). Nothing was logged."""
+
+
 def compact_now(
     session: Session, instructions: str, *, as_of: int, model: Any = None
-) -> CompactionEvent | None:
+) -> CompactionEvent:
     """Compact the session's context now with ``instructions`` (what the
     summary must keep; ``""``: none). ``model`` is a configured chat model
     (``motus_web.chat.providers.ChatModel``: its client and summary model
     write the summary); ``None``: the session's own model when it is
     configured, else the offline summariser. Returns the event logged: the
-    compaction, or a failed attempt (the context is then as it was); ``None``
-    when there was nothing to fold. The chat's own control calls this too,
-    from a thread (synchronous ORM).
+    compaction, or a failed attempt (the context is then as it was; its
+    ``error`` says why). Synchronous ORM: call it from a thread in async code.
 
     The summary request runs inside the action's transaction, under the
     lease: a turn cannot start meanwhile, and a crash logs nothing. Raises
-    ``StaleTargetError`` when the session logged anything since ``as_of``,
-    ``SessionBusyError`` while a chat turn writes it."""
+    ``NothingToFoldError`` when there is nothing to fold (before any request,
+    logging nothing), ``StaleTargetError`` when the session logged anything
+    since ``as_of``, ``SessionBusyError`` while a chat turn writes it."""
     model = model if model is not None else _configured(session)
     client = model.client() if model is not None else None
     summary_model = (model.compact_model or model.model) if model is not None else None
     with writing(
         session, "compact", as_of=as_of, client=client, compact_model=summary_model
     ) as memory:
+        why = memory.nothing_to_fold()
+        if why is not None:
+            async_to_sync(_close)(client)
+            raise NothingToFoldError(why)
         async_to_sync(_compact)(memory, instructions.strip() or None, client)
-    return (
-        session.compaction_events.filter(
-            position__gte=as_of, kind__in=[CompactionEvent.Kind.OK, CompactionEvent.Kind.FAILED]
-        )
-        .order_by("-position")
-        .first()
-    )
+    # A manual compaction with something to fold always logs its outcome.
+    return session.compaction_events.filter(
+        position__gte=as_of, kind__in=[CompactionEvent.Kind.OK, CompactionEvent.Kind.FAILED]
+    ).latest("position")
 
 
 async def _compact(
@@ -240,5 +246,9 @@ async def _compact(
     try:
         await memory.compact(instructions=instructions)
     finally:
-        if (aclose := getattr(client, "aclose", None)) is not None:
-            await aclose()
+        await _close(client)
+
+
+async def _close(client: ChatClient | None) -> None:
+    if (aclose := getattr(client, "aclose", None)) is not None:
+        await aclose()

@@ -190,8 +190,8 @@
     },
     compaction(frame) {
       if (frame.phase === "started" && frame.manual) {
-        const keeping = frame.instructions ? ", keeping " + frame.instructions : "";
-        note("Compacting now, as asked" + keeping + " (" + fmt(frame.tokens_before) + " tokens)…", "compacting");
+        const keep = frame.instructions ? ", with the instructions “" + frame.instructions + "”" : ", without instructions";
+        note("Compacting now, as asked" + keep + ": " + fmt(frame.tokens_before) + " tokens (threshold " + fmt(frame.threshold) + ")…", "compacting");
       } else if (frame.phase === "started") {
         note("Compacting: " + fmt(frame.tokens_before) + " tokens passed the threshold of " + fmt(frame.threshold) + "…", "compacting");
       } else if (frame.phase === "finished") {
@@ -223,6 +223,7 @@
       }
       if (frame.reason === "compacted") say("Compacted.");
       else if (frame.reason === "already_done") say("That compaction was already done.");
+      else if (frame.reason === "not_compacted") say("Not compacted: " + frame.why + ". The context is as it was.");
       else if (frame.reason === "interrupted") say("Stopped. The partial answer is kept, marked as interrupted.");
       else if (frame.reason === "answer") say("Done.");
       else if (frame.reason === "max_steps") say("The agent stopped after too many steps.");

@@ -220,6 +220,19 @@ async def test_a_malformed_reply_is_an_extraction_error_and_writes_nothing(text:
     assert store.count(ANN) == 0
 
 
+async def test_an_echoed_reply_is_described_never_quoted() -> None:
+    # An echo model answers with the excerpt itself: the error must not show it.
+    echoed = "echo: EXISTING MEMORIES: (none) NEW MESSAGES: my passport number is P4829173"
+    with ScriptedServer(openai=[{"text": echoed}]) as server:
+        async with OpenAIChatClient(server.openai_base_url, api_key="k", timeout_s=5) as client:
+            with pytest.raises(ExtractionError) as raised:
+                await ModelExtractor(client, "small").extract(excerpt(("user", "I like tea.")))
+    message = str(raised.value)
+    assert "P4829173" not in message
+    assert "EXISTING" not in message
+    assert f"{len(echoed)} characters, not JSON" in message
+
+
 async def test_a_cut_reply_or_a_server_error_is_an_extraction_error() -> None:
     script = [{"text": '{"memories": []}', "finish_reason": "length"}, {"error": "server"}]
     with ScriptedServer(openai=script) as server:

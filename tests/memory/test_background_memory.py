@@ -296,3 +296,31 @@ async def test_an_answer_to_the_previous_turns_question_is_remembered_with_it() 
     await memory.drain()
     texts = {m.text for m in store.memories(ANN)}
     assert 'They were awestruck and humbled. (answering "How did your kids react to it?")' in texts
+
+
+async def test_a_compaction_model_named_offline_means_the_offline_extractor() -> None:
+    # The summariser's rule: "offline" names no model, so nothing is sent to the client.
+    client = FakeClient(replies=["Noted."])
+    config = CompactionMemoryConfig(compact_model_name="offline")
+    memory = background(SQLiteLongTermStore(), config=config, client=client, model_name="gpt-4o")
+    assert memory.extractor.name == "offline"
+    await one_turn(memory, "My dog's name is Biscuit.")
+    await memory.drain()
+    (written,) = records(memory, "memory_extraction")
+    assert written["extractor"] == "offline"
+    assert "error" not in written
+    assert client.requests == []
+
+
+async def test_a_failing_extractors_message_is_bounded_in_its_record() -> None:
+    class Quoting(BlockedExtractor):
+        async def extract(self, excerpt: Excerpt) -> list[Candidate]:
+            raise ValueError("could not read: " + excerpt.messages[0][1].text * 50)
+
+    memory = background(SQLiteLongTermStore(), extractor=Quoting())
+    await one_turn(memory, "My passport number is P4829173, please keep it.")
+    await memory.drain()
+    (failed,) = records(memory, "memory_extraction")
+    assert failed["error"].startswith("ValueError: could not read: ")
+    assert len(failed["error"]) < 300
+    assert failed["error"].endswith("characters)")

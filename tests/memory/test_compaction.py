@@ -299,7 +299,17 @@ async def test_a_compaction_always_lowers_the_token_count() -> None:
     memory = memory_with(compact_fn=lambda m, s: "x " * 2000)
     await add_all(memory, user("q " + LONG), answer(LONG))
     assert memory.compaction_count == 0
-    assert "would not lower" in memory.get_memory_trace()["events"][-1]["error"]
+    assert "would not make the context smaller" in memory.get_memory_trace()["events"][-1]["error"]
+
+
+async def test_nothing_to_fold_says_why() -> None:
+    memory = memory_with()
+    assert memory.nothing_to_fold() == "nothing to fold: the context holds no message yet"
+    await add_all(memory, user("Book a flight to Oslo."))
+    assert "only the latest turn" in (memory.nothing_to_fold() or "")
+    assert await memory.compact() is None
+    await add_all(memory, answer("Done."), user("And a hotel."), answer(LONG))
+    assert memory.nothing_to_fold() is None
 
 
 async def test_a_compact_fn_that_hangs_times_out_and_leaves_the_context() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +15,7 @@ from pytest_django import Settings
 
 from memory import BackgroundMemory, CompactionMemoryConfig
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
+from motus_web.chat.forms import memory_config
 from motus_web.chat.tools import new_chat_tool_schemas
 from motus_web.sessions import memories, operations
 from motus_web.sessions.long_term_store import DjangoLongTermStore, owner_scope
@@ -31,8 +33,10 @@ def server(settings: Settings) -> Iterator[ScriptedServer]:
         yield running
 
 
-def remembering_chat(owner: User, name: str = "") -> Session:
-    config = CompactionMemoryConfig()
+def remembering_chat(
+    owner: User, name: str = "", config: CompactionMemoryConfig | None = None
+) -> Session:
+    config = config or CompactionMemoryConfig()
     scope = owner_scope(owner.pk, name)
     return create_session(
         owner,
@@ -167,3 +171,29 @@ async def test_a_second_chat_in_the_scope_recalls_what_the_first_learned(
     store = DjangoLongTermStore()
     remembered = await database_sync_to_async(store.memories)(owner_scope(owner.pk))
     assert [m.provenance[0].session_id for m in remembered] == [first.public_id]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_readmes_echo_recipe_extracts_offline_and_a_second_chat_recalls(
+    owner: User, settings: Settings
+) -> None:
+    # The README's recipe: an echo model that cannot extract, COMPACT_MODEL=offline.
+    with ScriptedServer(api_key="test-key-123", fallback="echo") as echo:
+        model = dataclasses.replace(scripted_model(echo.openai_base_url), compact_model="offline")
+        settings.MOTUS_CHAT_MODELS = (model,)
+        said = "My dog's name is Biscuit and my passport number is P4829173."
+        config = memory_config(None, model)
+        first = await database_sync_to_async(remembering_chat)(owner, config=config)
+        frames = await turn(owner, first, said)
+        second = await database_sync_to_async(remembering_chat)(owner, config=config)
+        await turn(owner, second, "What is my dog's name?")
+    card = next(f for f in frames if f.get("event") == "memory_extraction")["html"]
+    assert "extraction failed" not in card
+    assert "by offline" in card
+    assert "Biscuit" in card
+    # Only the chat turns reached the echo model: no extraction request was sent to it.
+    assert len(echo.requests) == 2
+    assert all("EXISTING MEMORIES" not in json.dumps(r.body) for r in echo.requests)
+    _, page = await database_sync_to_async(step_of_reply)(owner, second)
+    assert "Long-term memories" in page
+    assert "Biscuit" in page

@@ -152,6 +152,32 @@ def test_a_user_types_a_message_and_watches_the_reply_stream_in(
     assert body["messages"][-1]["role"] == "tool"
 
 
+def test_compact_now_with_nothing_to_fold_says_so_and_no_turn_failed(
+    asgi_url: str, model_server: ScriptedServer, session: Session, page: Any
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    log_in_at(page, f"{asgi_url}/login/?next=/sessions/{session.public_id}/chat/")
+    expect(page.get_by_role("status")).to_have_text("Connected")
+
+    page.locator("#compact-instructions").fill("keep every booking reference")
+    page.locator("#compact-now").click()
+
+    status = page.get_by_role("status")
+    expect(status).to_have_text(
+        "Not compacted: nothing to fold: the context holds no message yet. "
+        "The context is as it was."
+    )
+    notes = page.locator(".live-note")
+    expect(notes.first).to_contain_text(
+        "Compacting now, as asked, with the instructions “keep every booking reference”"
+    )
+    expect(notes.first).not_to_contain_text("passed the threshold")
+    expect(status).not_to_contain_text("turn failed")
+    page.screenshot(path=SCREENSHOTS / "chat-compact-nothing.png")
+
+
 def log_in_at(page: Any, url: str) -> None:
     page.goto(url)
     page.get_by_label("Username").fill("olivia")

@@ -291,3 +291,32 @@ async def test_compact_now_compacts_once_however_often_the_frame_is_sent(
     assert compactions[0]["instructions"] == "keep bookings"
     assert await database_sync_to_async(ActionToken.objects.filter(action="compact").count)() == 1
     await socket.disconnect()
+
+
+async def test_compact_now_that_cannot_compact_says_why_and_no_turn_failed(
+    owner: User, server: ScriptedServer
+) -> None:
+    session = await database_sync_to_async(chat_session)(owner, 600)
+    socket = await opened(owner, session)
+    frame = {"type": "compact", "token": "tok-" + "b" * 30, "instructions": "keep bookings"}
+    await socket.send_json_to(frame)
+    empty = await frames_until(socket, "finished")
+    server.add("openai", ScriptedReply(text="Noted."))
+    await socket.send_json_to({"type": "send", "text": "Booking B1 flies to Oslo."})
+    await frames_until(socket, "finished")
+    server.add("openai", ScriptedReply(text="A summary far longer than the turn. " * 30))
+    await socket.send_json_to({**frame, "token": "tok-" + "c" * 30})
+    longer = await frames_until(socket, "finished")
+    await socket.disconnect()
+
+    for frames, why in [
+        (empty, "nothing to fold: the context holds no message yet"),
+        (longer, "the summary would not make the context smaller"),
+    ]:
+        started = next(f for f in frames if f["type"] == "compaction" and f["phase"] == "started")
+        assert started["manual"] is True
+        assert started["instructions"] == "keep bookings"
+        assert frames[-1]["reason"] == "not_compacted"
+        assert frames[-1]["why"].startswith(why)
+    # Neither spent its token: each form may be sent again.
+    assert await database_sync_to_async(ActionToken.objects.filter(action="compact").count)() == 0

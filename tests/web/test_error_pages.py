@@ -1,4 +1,4 @@
-"""403 and 404 are the product's own pages: styled, with a way back."""
+"""403, 404 and 405 are the product's own pages: styled, with a way back."""
 
 from __future__ import annotations
 
@@ -45,3 +45,28 @@ def test_a_form_without_its_csrf_token_gets_a_styled_403_that_says_why(owner: Us
     assert "<h1>Not allowed</h1>" in html
     assert "did not carry this site's security token" in html
     assert_own_page(html)
+
+
+def test_an_action_address_opened_with_get_gets_a_styled_405_back_to_its_session(
+    owner: User,
+) -> None:
+    session = make_session(owner)
+    client = logged_in(owner)
+    before = session.compaction_events.count()
+
+    for name in ("compact_now", "undo_compaction", "delete_session"):
+        response = client.get(reverse(f"dashboard:{name}", args=[session.public_id]))
+        assert response.status_code == 405
+        assert "POST" in response["Allow"]
+        html = response.content.decode()
+        assert "<h1>Not a page to open</h1>" in html
+        assert "Nothing was done" in html
+        assert f'href="{reverse("dashboard:session_detail", args=[session.public_id])}"' in html
+        assert 'class="topbar"' in html
+        assert "dashboard/motus.css" in html
+    assert client.head(reverse("dashboard:compact_now", args=[session.public_id])).content == b""
+    assert session.compaction_events.count() == before
+    # A page that only shows, sent a POST, gets the page too, with the way to the list.
+    posted = client.post(reverse("dashboard:session_list"))
+    assert posted.status_code == 405
+    assert_own_page(posted.content.decode())

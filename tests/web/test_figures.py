@@ -10,6 +10,7 @@ from django.urls import reverse
 from genai_prices import Usage, calc_price
 
 from motus_web.chat.render import record_frames
+from motus_web.dashboard.costs import dollars
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 from tests.test_log_store_contract import message, meta
@@ -90,8 +91,8 @@ def test_each_reply_and_the_session_show_the_estimated_cost_of_the_reported_usag
 
     one = price("gpt-4o", 12_000, 4_000, 800)
     both = one + price("gpt-4o", 30_000, 0, 1_500)
-    assert f"&asymp; ${one:.4g}</span>" in html
-    assert f"<dt>Cost (estimate)</dt><dd>&asymp; ${both:.4g} " in html
+    assert f"&asymp; {dollars(one)}</span>" in html
+    assert f"<dt>Cost (estimate)</dt><dd>&asymp; {dollars(both)} " in html
     assert "2 replies; genai-prices 0.2.3 prices" in html
 
 
@@ -100,8 +101,34 @@ def test_a_reply_with_only_its_input_counted_costs_its_input_and_says_so(owner: 
 
     html = logged_in(owner).get(url("session_detail", "figures")).content.decode()
 
-    assert f"&asymp; ${price('gpt-4o', 10_000, 0, 0):.4g} (input)</span>" in html
+    assert f"&asymp; {dollars(price('gpt-4o', 10_000, 0, 0))} (input)</span>" in html
     assert "output not reported" in html
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [
+        (0, "$0"),
+        (7.5e-05, "$0.000075"),
+        (3e-07, "< $0.000001"),
+        (0.04125, "$0.04125"),
+        (0.123456, "$0.1235"),
+        (0.5, "$0.50"),
+        (1234.567, "$1,234.57"),
+    ],
+)
+def test_an_amount_reads_as_dollars_never_in_scientific_notation(amount: float, shown: str) -> None:
+    assert dollars(amount) == shown
+
+
+def test_a_tiny_reply_cost_is_shown_readably_on_the_page(owner: User) -> None:
+    stored(owner, {"provider_tokens": 30})  # 30 input tokens of gpt-4o: $0.000075
+
+    html = logged_in(owner).get(url("session_detail", "figures")).content.decode()
+
+    assert price("gpt-4o", 30, 0, 0) == pytest.approx(7.5e-05)
+    assert "&asymp; $0.000075 (input)</span>" in html
+    assert "e-0" not in html
 
 
 def test_a_model_the_price_data_does_not_know_has_no_cost(owner: User) -> None:

@@ -21,6 +21,7 @@ from motus_web.sessions import history, lease
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import ActionToken, CompactionEvent, Session
 
+from .chat_helpers import chat_session
 from .helpers import confirm, confirmation_form, logged_in, make_session
 from .test_actions import (
     add_turns,
@@ -492,6 +493,37 @@ def test_compact_now_folds_the_context_with_the_instructions_and_shows_them(
     page = client.get(response["Location"]).content.decode()
     assert 'id="compaction-instructions"' in page
     assert "keep booking B3" in page
+
+
+@pytest.mark.parametrize(
+    ("turns", "why", "status"),
+    [
+        (0, "nothing to fold: the context holds no message yet", 409),
+        (1, "the summary would not make the context smaller", 200),
+    ],
+)
+def test_compact_now_that_does_not_compact_says_why_and_shows_the_instructions(
+    owner: User, turns: int, why: str, status: int
+) -> None:
+    session = make_session(owner, turns=turns, threshold=100_000) if turns else chat_session(owner)
+    client = owner_client(session)
+    action, form = compact_form(client, session)
+    before = log_of(session.public_id)
+
+    response = client.post(action, {**form, "instructions": "keep booking B3"})
+
+    page = response.content.decode()
+    assert response.status_code == status
+    assert "Not compacted" in page
+    assert why in page
+    assert "keep booking B3" in page
+    assert not session.compaction_events.filter(kind=CompactionEvent.Kind.OK).exists()
+    after = log_of(session.public_id)
+    if turns == 0:  # nothing logged, nothing spent: the same form may be sent again
+        assert after == before
+        assert not ActionToken.objects.filter(action="compact").exists()
+    else:
+        assert [r["type"] for r in after[len(before) :]] == ["compaction_failed"]
 
 
 def test_compact_now_sent_twice_compacts_once(long_plain: Session) -> None:

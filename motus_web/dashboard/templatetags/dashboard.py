@@ -167,11 +167,10 @@ def reply_cost(context: template.Context, message: Any) -> Any:
 
 @register.filter
 def dollars(amount: Any) -> str:
-    """An estimated amount in dollars, to four significant places for small ones."""
-    value = float(amount)
-    if value == 0:
-        return "$0"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4g}"
+    """An estimated amount in dollars (``costs.dollars``: never ``$7.5e-05``)."""
+    from ..costs import dollars as readable
+
+    return readable(amount)
 
 
 @register.simple_tag
