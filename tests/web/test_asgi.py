@@ -190,7 +190,11 @@ def uvicorn_port() -> Iterator[int]:
         yield port
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        try:  # a graceful stop waits for its sockets' channel-layer reads (seconds on Redis)
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
 
 
 def test_uvicorn_answers_413_to_a_large_upload_without_waiting_for_its_body(
