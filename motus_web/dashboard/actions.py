@@ -13,6 +13,7 @@ asks first: undo appends a revert, restore and fork create new sessions.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -54,6 +55,23 @@ def confirm_page(
 def see_other(url: str) -> HttpResponseRedirect:
     """303 See Other: the browser GETs the result, whatever it POSTed."""
     return HttpResponseRedirect(url, status=303)
+
+
+def act_once(
+    request: HttpRequest, *, action: str, target: str, back: str, result: str, do: Callable[[], str]
+) -> HttpResponse:
+    """Do ``do`` once for the form's token (``acting``, in its transaction):
+    it returns the message to show, which a second submission's refusal
+    links to ``result`` with; 303 to ``result``. A refusal answers with its
+    page; any other exception leaves ``do`` rolled back and propagates."""
+    try:
+        with acting(request, action, target, back) as spent:
+            done = do()
+            once.done(spent, result, done)
+    except Refused as refused:
+        return refused.response(request)
+    messages.success(request, done)
+    return see_other(result)
 
 
 def form_number(request: HttpRequest, name: str) -> int:
@@ -106,14 +124,21 @@ def undo_compaction(request: HttpRequest, public_id: str) -> HttpResponse:
     reason = request.POST.get("reason", "").strip()[:500] or "undone from the dashboard"
     try:
         target, as_of = form_number(request, "target"), form_number(request, "as_of")
-        with acting(request, "undo", f"{session.public_id} compaction@{target}", back) as spent:
-            number = operations.undo_compaction(session, reason, target=target, as_of=as_of)
-            done = f"Compaction {number} undone; the log has a revert record."
-            once.done(spent, session_url(session), done)
     except Refused as refused:
         return refused.response(request)
-    messages.success(request, done)
-    return see_other(session_url(session))
+
+    def undo() -> str:
+        number = operations.undo_compaction(session, reason, target=target, as_of=as_of)
+        return f"Compaction {number} undone; the log has a revert record."
+
+    return act_once(
+        request,
+        action="undo",
+        target=f"{session.public_id} compaction@{target}",
+        back=back,
+        result=session_url(session),
+        do=undo,
+    )
 
 
 # -- restore to before a compaction, fork from a message --------------------------

@@ -23,7 +23,7 @@ from motus_web.sessions import history, in_place, once
 from motus_web.sessions.models import CompactionEvent, Session
 
 from .access import visible_session
-from .actions import confirm_page, form_number, see_other, session_url
+from .actions import act_once, confirm_page, form_number, see_other, session_url
 from .exactly_once import Refused, acting
 from .rendering import render
 
@@ -125,16 +125,24 @@ def _rewind(request: HttpRequest, session: Session, point: LogPoint, back: str) 
     reason = _reason(request, f"rewound to {point} from the dashboard")
     try:
         as_of = form_number(request, "as_of")
-        with acting(request, "rewind", f"{session.public_id} {point}", back) as spent:
-            number = in_place.rewind(session, point, reason, as_of=as_of)
-            done = f"Rewind {number}: the session continues from {point}."
-            once.done(spent, session_url(session), done)
-    except CompactionError as error:
-        return _cannot(request, session, "Not rewound", str(error), status=409)
     except Refused as refused:
         return refused.response(request)
-    messages.success(request, done)
-    return see_other(session_url(session))
+
+    def rewind() -> str:
+        number = in_place.rewind(session, point, reason, as_of=as_of)
+        return f"Rewind {number}: the session continues from {point}."
+
+    try:
+        return act_once(
+            request,
+            action="rewind",
+            target=f"{session.public_id} {point}",
+            back=back,
+            result=session_url(session),
+            do=rewind,
+        )
+    except CompactionError as error:
+        return _cannot(request, session, "Not rewound", str(error), status=409)
 
 
 @require_safe
@@ -174,14 +182,21 @@ def undo_rewind(request: HttpRequest, public_id: str, number: int) -> HttpRespon
     reason = _reason(request, f"rewind {number} undone from the dashboard")
     try:
         as_of = form_number(request, "as_of")
-        with acting(request, "undo-rewind", f"{session.public_id} rewind{number}", back) as spent:
-            new = in_place.undo_rewind(session, number, reason, as_of=as_of)
-            done = f"Rewind {number} undone (rewind {new} went back to just before it)."
-            once.done(spent, session_url(session), done)
     except Refused as refused:
         return refused.response(request)
-    messages.success(request, done)
-    return see_other(session_url(session))
+
+    def undo() -> str:
+        new = in_place.undo_rewind(session, number, reason, as_of=as_of)
+        return f"Rewind {number} undone (rewind {new} went back to just before it)."
+
+    return act_once(
+        request,
+        action="undo-rewind",
+        target=f"{session.public_id} rewind{number}",
+        back=back,
+        result=session_url(session),
+        do=undo,
+    )
 
 
 # -- correct a compaction's summary --------------------------------------------------
@@ -204,14 +219,21 @@ def correct_summary(request: HttpRequest, public_id: str, position: int) -> Http
     reason = _reason(request, "corrected from the dashboard")
     try:
         target, as_of = form_number(request, "target"), form_number(request, "as_of")
-        with acting(request, "correct", f"{session.public_id} summary@{target}", page) as spent:
-            event = in_place.correct_summary(session, target, text, reason, as_of=as_of)
-            done = f"The summary of compaction {event.number} was corrected."
-            once.done(spent, page, done)
     except Refused as refused:
         return refused.response(request)
-    messages.success(request, done)
-    return see_other(page)
+
+    def correct() -> str:
+        event = in_place.correct_summary(session, target, text, reason, as_of=as_of)
+        return f"The summary of compaction {event.number} was corrected."
+
+    return act_once(
+        request,
+        action="correct",
+        target=f"{session.public_id} summary@{target}",
+        back=page,
+        result=page,
+        do=correct,
+    )
 
 
 # -- compact now ---------------------------------------------------------------------
