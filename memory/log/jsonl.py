@@ -6,15 +6,15 @@ with a single ``write`` on a file opened with ``O_APPEND``, under an exclusive
 crash mid-write can leave at most a torn last line; reads skip it and report
 it with its line number, and the next append first ends that line so the new
 record starts on a fresh one. A write that fails (the disk is full) is cut off
-again before ``LogError`` is raised, so nothing half-written stays. With
+again before ``LogError`` is raised, so nothing half-written stays. A record
+is in the file (the operating system's cache) when ``append`` returns; with
 ``fsync=True`` every write is also forced to disk (survives an OS crash or
-power loss, at the cost of latency).
+power loss, at the cost of latency). The descriptors stay open between lines
+and a log moved aside is reopened at its path (``memory.log.appender``).
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -24,6 +24,7 @@ import orjson
 
 from ..errors import LogError, SessionNotFoundError
 from ..json_values import loads
+from .appender import append_line
 from .records import LogRecord, serialise
 from .store import LogProblem, validate_session_id
 
@@ -55,16 +56,7 @@ class JSONLLogStore:
                 f"record for session {session_id!r} is not JSON-serialisable: {exc}"
             ) from exc
         try:
-            fd = _open_for_append(path)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                if _ends_mid_line(fd):
-                    line = b"\n" + line
-                _write_whole(fd, line)
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)  # closing releases the lock
+            append_line(path, line, fsync=self.fsync)
         except OSError as exc:
             raise LogError(f"cannot append to {path}: {exc}") from exc
 
@@ -219,35 +211,3 @@ def _line_number(handle: Any, offset: int) -> int:
         newlines += chunk.count(b"\n")
         offset -= len(chunk)
     return newlines + 1
-
-
-def _open_for_append(path: Path) -> int:
-    """A descriptor of ``path`` opened for appending, the folder created if it is missing."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
-    try:
-        return os.open(path, flags, 0o644)
-    except FileNotFoundError:  # the first record of the first session
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, flags, 0o644)
-
-
-def _write_whole(fd: int, line: bytes) -> None:
-    """Write ``line`` at the end of ``fd`` (locked) whole, or not at all.
-
-    A disk that fills mid-write gives a short write or ``ENOSPC`` after part
-    of the line: the part is cut off again (``ftruncate`` to the size before),
-    so no half record is left for a read to skip, and ``OSError`` is raised.
-    """
-    size = os.fstat(fd).st_size
-    try:
-        written = os.write(fd, line)
-        if written != len(line):
-            raise OSError(errno.ENOSPC, f"short write: {written} of {len(line)} bytes")
-    except OSError:
-        os.ftruncate(fd, size)
-        raise
-
-
-def _ends_mid_line(fd: int) -> bool:
-    size = os.fstat(fd).st_size
-    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"

@@ -75,7 +75,8 @@ class Truncation:
 class Fitted:
     """A tool result as it enters the context: ``message`` (cut or as given),
     the ``truncation`` when it was cut, and the tokens of its content, counted
-    on the way (``None`` when the message was not looked at)."""
+    on the way (``None`` when they were not counted: not a tool result, or
+    one with no more UTF-8 bytes than the limit, which cannot be over it)."""
 
     message: ChatMessage
     truncation: Truncation | None
@@ -121,7 +122,8 @@ def fit_tool_result(message: ChatMessage, max_tokens: int, counter: TokenCounter
 
 
 def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    # ``isascii`` is O(1) on a str: most tool results are not copied to be measured.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _choose_marker(
@@ -147,11 +149,16 @@ def _marker(
 def _truncate_text(
     message: ChatMessage, content: str, max_tokens: int, counter: TokenCounter
 ) -> Fitted:
+    original_bytes = _utf8_len(content)
+    if original_bytes <= max_tokens:
+        # Every token covers at least one UTF-8 byte (the chunked count of
+        # long runs too), so this text cannot be over the limit: it is not
+        # tokenised here but when the memory counts the message.
+        return Fitted(message, None, None)
     counted = counter.counted(content)
     original = counted.tokens
     if original <= max_tokens:
         return Fitted(message, None, original)
-    original_bytes = _utf8_len(content)
     use_full, reserve = _choose_marker(counter, max_tokens, original, original_bytes)
 
     def marker(kept_tokens: int) -> str:

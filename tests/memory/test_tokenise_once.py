@@ -93,6 +93,29 @@ async def test_a_basic_memory_counts_a_message_when_a_size_is_first_asked_for(
     ]
 
 
+async def test_a_tool_result_no_longer_in_bytes_than_its_limit_is_counted_only_when_read(
+    encoded: Counter[str],
+) -> None:
+    """It cannot be over the limit (a token is at least a byte), so nothing
+    is encoded on its way in; its figures are still an eager count's."""
+    messages = conversation()
+    result = messages[2].text
+    assert len(result.encode()) <= 2_000 < len(result.encode()) * 4
+    memory = BasicMemory(model_name=MODEL, max_tool_result_tokens=2_000)
+    for message in messages:
+        await memory.add_message(message)
+    assert not any(encoded[text] for text in (*(m.text for m in messages), "call_1"))
+    size = memory.estimate_context_tokens()
+    assert encoded[result] == 1
+    eager = CompactionMemory(
+        config=CompactionMemoryConfig(max_tool_result_tokens=2_000), model_name=MODEL
+    )
+    for message in messages:
+        await eager.add_message(message)
+    assert size == eager.estimate_context_tokens()
+    assert memory.get_context() == eager.get_context()
+
+
 async def test_restoring_tokenises_no_message(encoded: Counter[str], tmp_path: Path) -> None:
     memory = CompactionMemory(
         config=CompactionMemoryConfig(session_id="again", log_base_path=tmp_path),

@@ -277,3 +277,20 @@ def test_a_json_result_is_cut_from_its_own_token_ids(
     assert encoded.count(original) == 1
     # Besides the whole text: the markers, and a few characters at the cut with the marker.
     assert all(len(text) < 200 for text in encoded if text != original), encoded
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list("ab .\n\u00e9\u4e2d\U0001f600<|>")) | st.characters(),
+        max_size=600,
+    ),
+    run=st.sampled_from(["", "a" * 5_000, " " * 5_000, "." * 5_000, "\u00e9" * 5_000]),
+    model=st.sampled_from(["gpt-4o", "gpt-4"]),
+)
+def test_no_text_counts_more_tokens_than_its_utf8_bytes(text: str, run: str, model: str) -> None:
+    """The bound that lets a tool result no longer in bytes than the limit
+    pass uncounted: long runs, counted in chunks, keep it too."""
+    whole = text + run + text
+    count = TokenCounter.for_model(model).count(whole)
+    assert count <= len(whole.encode("utf-8", "surrogatepass"))
