@@ -74,36 +74,53 @@ def append_line(path: Path, line: bytes, *, fsync: bool) -> None:
     """
     key = os.fspath(path)
     with _lock:
-        kept = _descriptor(key)
         try:
-            fcntl.flock(kept.fd, fcntl.LOCK_EX)
-            try:
-                size = os.fstat(kept.fd).st_size
-                if size != kept.end and size > 0 and os.pread(kept.fd, 1, size - 1) != b"\n":
-                    line = b"\n" + line
-                _write_whole(kept.fd, line, size)
-                kept.end = size + len(line)
-                if fsync:
-                    os.fsync(kept.fd)
-            finally:
-                fcntl.flock(kept.fd, fcntl.LOCK_UN)
+            while not _append_once(key, line, fsync):
+                _close(key)  # moved aside or deleted: the path's file from now on
         except OSError:
             _close(key)
             raise
 
 
-def _descriptor(key: str) -> _Open:
-    """The kept descriptor of the file ``key`` names now, opened if need be."""
+def _append_once(key: str, line: bytes, fsync: bool) -> bool:
+    """Append ``line`` through the kept descriptor of ``key`` (opened if
+    there is none); ``False`` when the path no longer names its file."""
     kept = _open.get(key)
-    if kept is not None:
-        try:
-            status = os.stat(key)
-        except FileNotFoundError:
-            status = None
-        if status is not None and (status.st_dev, status.st_ino) == kept.ident:
-            _open.move_to_end(key)
-            return kept
-        _close(key)  # moved aside or deleted: the path's file from now on
+    if kept is None:
+        kept = _opened(key)
+    else:
+        _open.move_to_end(key)
+    fd = kept.fd
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        # Under the lock the path's size is the file's end, when the path
+        # still names this descriptor's file.
+        size = _size_if_same(key, kept)
+        if size is None:
+            return False
+        if size != kept.end and size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        _write_whole(fd, line, size)
+        kept.end = size + len(line)
+        if fsync:
+            os.fsync(fd)
+        return True
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _size_if_same(key: str, kept: _Open) -> int | None:
+    """The size of the file at ``key`` if it is the one ``kept`` is open on."""
+    try:
+        status = os.stat(key)
+    except FileNotFoundError:
+        return None
+    return status.st_size if (status.st_dev, status.st_ino) == kept.ident else None
+
+
+def _opened(key: str) -> _Open:
+    """A new kept descriptor of the file at ``key`` (the least recently used
+    one closed when ``MAX_OPEN`` are open)."""
     kept = _open[key] = _Open(_open_for_append(key))
     if len(_open) > MAX_OPEN:
         _close(next(iter(_open)))

@@ -138,8 +138,9 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import operator
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
@@ -217,6 +218,9 @@ class LogRecord:
     type: ClassVar[str] = ""
     _fields: ClassVar[tuple[tuple[str, Checker], ...]] = ()
     _cleaned: ClassVar[tuple[str, ...]] = ("ts", "extra")  # every field, set by ``_record``
+    # The values of ``_fields`` and of ``_cleaned`` as tuples (``_getter``).
+    _field_values: ClassVar[Any]
+    _cleaned_values: ClassVar[Any]
 
     ts: str | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -226,8 +230,7 @@ class LogRecord:
         # passed, which the store refuses (LogError) if JSON cannot hold it.
         if _PARSED_JSON.get():
             return  # parsed from JSON text: no lone surrogate can be in it
-        for name in self._cleaned:
-            value = getattr(self, name)
+        for name, value in zip(self._cleaned, self._cleaned_values(self), strict=True):
             # Numbers, messages, ASCII text and empty containers hold no lone
             # surrogate: most fields, skipped fast.
             if not value or isinstance(value, _NOTHING_TO_CLEAN):
@@ -243,8 +246,7 @@ class LogRecord:
         out: dict[str, Any] = {"type": self.type_name}
         if self.ts is not None:
             out["ts"] = self.ts
-        for name, _ in self._fields:
-            value = getattr(self, name)
+        for (name, _), value in zip(self._fields, self._field_values(self), strict=True):
             if value is not None:
                 out[name] = message_form(value) if isinstance(value, ChatMessage) else value
         out.update(self.extra)
@@ -302,6 +304,19 @@ class LogRecord:
 _RECORD_TYPES: dict[str, type[LogRecord]] = {}
 
 
+def _getter(names: Sequence[str]) -> Any:
+    """A class attribute that gives the tuple of a record's attributes
+    ``names`` in one call (``operator.attrgetter``, whose result for one name
+    is the value itself, so fewer than two take the slow way)."""
+    if len(names) > 1:
+        return staticmethod(operator.attrgetter(*names))
+    return staticmethod(lambda record: tuple(getattr(record, name) for name in names))
+
+
+LogRecord._field_values = _getter(())
+LogRecord._cleaned_values = _getter(LogRecord._cleaned)
+
+
 def _record(type_name: str) -> Callable[[type[LogRecord]], type[LogRecord]]:
     def register(cls: type[LogRecord]) -> type[LogRecord]:
         cls.type = type_name
@@ -311,6 +326,8 @@ def _record(type_name: str) -> Callable[[type[LogRecord]], type[LogRecord]]:
             (f.name, _checker(hints[f.name])) for f in dataclasses.fields(cls) if f.name not in base
         )
         cls._cleaned = ("ts", "extra", *(name for name, _ in cls._fields))
+        cls._field_values = _getter([name for name, _ in cls._fields])
+        cls._cleaned_values = _getter(cls._cleaned)
         _RECORD_TYPES[type_name] = cls
         return cls
 
