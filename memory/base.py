@@ -302,9 +302,12 @@ class BaseMemory(ABC):
             self._recorder.record(
                 self._state.message_record(ingested, provider_tokens=reported, usage=report)
             )
-        await self.flush()
+        # A flush that has nothing to do is not awaited: two coroutines less a message.
+        if not self._recorder.idle:
+            await self.flush()
         await self._after_add(ingested)
-        await self.flush()
+        if not self._recorder.idle:
+            await self.flush()
         return ingested.context_message
 
     async def flush(self) -> None:
@@ -319,7 +322,8 @@ class BaseMemory(ABC):
 
     def _trace_message(self, ingested: Ingested) -> None:
         c = ingested.classification
-        fields: dict[str, Any] = {
+        event: dict[str, Any] = {
+            "type": "message",
             "timestamp": ingested.ts,
             "seq": ingested.seq,
             "role": ingested.message.role,
@@ -332,16 +336,16 @@ class BaseMemory(ABC):
             ),
         }
         if ingested.message.tool_calls:
-            fields["tool_calls"] = [
+            event["tool_calls"] = [
                 {"id": t.id, "name": t.name} for t in ingested.message.tool_calls
             ]
         if ingested.message.tool_call_id is not None:
-            fields["tool_call_id"] = ingested.message.tool_call_id
+            event["tool_call_id"] = ingested.message.tool_call_id
         if ingested.message.role == "tool":
-            fields["tool_name"] = ingested.message.name
+            event["tool_name"] = ingested.message.name
         if ingested.truncation is not None:
-            fields["truncated"] = ingested.truncation.as_dict()
-        self._trace.add("message", **fields)
+            event["truncated"] = ingested.truncation.as_dict()
+        self._trace.append(event)
 
     def compaction_due(self) -> int | None:
         """The threshold the context is over when this memory is about to

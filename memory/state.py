@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Self
 from .call_ids import with_call_ids
 from .json_values import clean_text
 from .lazy_tokens import ContextFigure, RunningTotal, TokenCell
-from .log.records import MessageRecord, now_iso
+from .log.records import MessageRecord, built_clean, now_iso
 from .messages import INSTRUCTION_ROLES, ChatMessage, InstructionRole, InvalidMessageError
 from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from .tokens.calibration import TokenCalibration
@@ -47,9 +47,9 @@ Entry = tuple[ChatMessage, EntryMeta, int]
 """One context message, where it came from, and its tokens."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs a call per field, per message
 class Ingested:
-    """The outcome of adding one message: what the log and the trace need."""
+    """The outcome of adding one message: what the log and the trace need (read only)."""
 
     seq: int
     message: ChatMessage
@@ -297,7 +297,7 @@ class ContextState:
         context's size now, with it)."""
         truncation = ingested.truncation
         c = ingested.classification
-        return MessageRecord(
+        fields: dict[str, Any] = dict(
             ts=ingested.ts,
             seq=ingested.seq,
             message=ingested.message,
@@ -317,6 +317,11 @@ class ContextState:
             provider_tokens=provider_tokens,
             usage=usage,
         )
+        if usage is not None or provider_tokens is not None:
+            return MessageRecord(**fields)  # the caller's report: cleaned as any value
+        # Otherwise every field is the memory's own: clean messages, numbers,
+        # ASCII units, and anomaly texts made of those messages' ids.
+        return built_clean(MessageRecord, **fields)
 
     def push(
         self, message: ChatMessage, meta: EntryMeta, tokens: int | TokenCell | None = None

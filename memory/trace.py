@@ -30,6 +30,12 @@ class Trace:
         self._totals[event_type] += 1
         return event
 
+    def append(self, event: dict[str, Any]) -> None:
+        """Record ``event``, a dict that starts with its ``type`` and ``timestamp``
+        (``add`` without building the dict again: one per message)."""
+        self._events.append(event)
+        self._totals[event["type"]] += 1
+
     def clear(self) -> int:
         """Drop every event and total; returns how many events were held."""
         held = len(self._events)

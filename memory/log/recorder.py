@@ -112,14 +112,20 @@ class Recorder:
         if waits:
             self._unheard.append(record)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and no flush under way: ``flush()`` would do nothing."""
+        lock = self._flushing
+        return not (self._unwritten or self._unheard) and (lock is None or not lock.locked())
+
     async def flush(self) -> None:
         """Write what an async store has queued, then await async listeners, in
         order. Flushes from concurrent tasks (a background extraction beside a
         turn) take turns, so no record is written twice; cancelling a flush
         never leaves a record half-known: see the module docstring."""
+        if self.idle:
+            return  # what the lock would find
         lock = self._flushing
-        if not (self._unwritten or self._unheard) and (lock is None or not lock.locked()):
-            return  # nothing queued and no flush under way: what the lock would find
         if lock is None:
             lock = self._flushing = asyncio.Lock()
         async with lock:

@@ -142,7 +142,7 @@ import operator
 import types
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import orjson
 
@@ -523,6 +523,20 @@ RECORD_TYPES: frozenset[str] = frozenset(_RECORD_TYPES)
 # lone surrogates and ``memory.json_values.loads`` cleans them, so such values
 # need no second cleaning (a restore builds one record per log line).
 _PARSED_JSON: contextvars.ContextVar[bool] = contextvars.ContextVar("parsed_json", default=False)
+
+
+_R = TypeVar("_R", bound="LogRecord")
+
+
+def built_clean(cls: type[_R], **fields: Any) -> _R:
+    """``cls(**fields)`` for fields known to hold no lone surrogate (the
+    memory's own values: messages, which clean themselves, numbers, ASCII
+    names), so the cleaning walk is skipped."""
+    token = _PARSED_JSON.set(True)
+    try:
+        return cls(**fields)
+    finally:
+        _PARSED_JSON.reset(token)
 
 
 def record_from_dict(
