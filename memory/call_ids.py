@@ -48,6 +48,9 @@ def with_call_ids(
     open batch's unanswered calls in call order and those it has answered;
     ``message`` itself when it needs no id."""
     if message.role == "assistant" and message.tool_calls:
+        call_ids = [call.id for call in message.tool_calls]
+        if all(call_ids) and len(set(call_ids)) == len(call_ids):
+            return message  # the usual case: every call has its own id
         seen: set[str] = set()
         calls = []
         for i, call in enumerate(message.tool_calls):
@@ -55,9 +58,7 @@ def with_call_ids(
                 call = dataclasses.replace(call, id=assigned_id(seq, i))
             seen.add(call.id)
             calls.append(call)
-        if any(new is not old for new, old in zip(calls, message.tool_calls, strict=True)):
-            return _current_form(dataclasses.replace(message, tool_calls=tuple(calls)))
-        return message
+        return _current_form(dataclasses.replace(message, tool_calls=tuple(calls)))
     ids = message.tool_call_ids
     if message.role == "tool" and (
         ids in ((), ("",)) or (len(ids) == 1 and ids[0] in answered and ids[0] not in open_ids)

@@ -63,8 +63,9 @@ class TurnTracker:
 
     def classify(self, message: ChatMessage) -> Classification:
         """Classify ``message`` and advance the tracker. Never raises."""
+        calls = message.tool_calls
         return self.classify_ids(
-            message.role, tuple(c.id for c in message.tool_calls), message.tool_call_ids
+            message.role, tuple(c.id for c in calls) if calls else (), message.tool_call_ids
         )
 
     def classify_ids(
