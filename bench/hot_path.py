@@ -5,10 +5,17 @@ One run, one generated agent workload (``memory_bench.session``: units A/B/C,
 ``compact_fn`` for every compacting memory, so no summariser is timed. Every
 variant, the reference's too, takes the workload ``BATCH`` messages at a
 time, in turns, so that the shared machine's drifting speed falls on all of
-them alike. Prints the mean cost per message of:
+them alike; the time is the process's CPU time (``time.process_time``), so
+the other jobs of a shared machine weigh less than in wall time. Prints the
+mean cost per message of:
 
-- the floor: tiktoken's raw encode of the same texts;
-- ``BasicMemory``, also with tool results cut to ``CUT`` tokens;
+- the floor: tiktoken's raw encode of the texts a message's count covers
+  (its content, its calls' arguments, a result's ``tool_call_id``; the
+  roles and tool names, a handful of short strings, are counted once each);
+- ``BasicMemory``, also with its size read after every message (which
+  counts every message: on its way in a basic memory counts only a tool
+  result that could be over its limit), and with tool results cut to
+  ``CUT`` tokens;
   ``CompactionMemory`` without a log, with a JSONL log, and with compaction
   on (threshold 8,000);
 - ``get_session_state().to_dict()`` with every message in context (ms: the
@@ -28,8 +35,11 @@ the reference's ``BasicMemory`` and ``CompactionMemory`` run the same workload
 re-tokenises the whole context on every add, so its compaction-off case runs
 on ``--reference-messages`` messages only.
 
+Ends with the same figures as the Markdown table the README carries.
+
 Usage: ``python bench/hot_path.py [--messages 8000] [--restore-sizes 1000 10000 100000]
-[--restore-runs 3] [--reference WHEEL]``.
+[--restore-runs 3] [--reference WHEEL] [--cold-runs 9]`` (``--restore-sizes``
+with no size skips the restores, ``--cold-runs 0`` the cold process).
 Figures, not assertions: compare within one run.
 """
 
@@ -95,7 +105,8 @@ def feeder(add: Callable[[Any], Awaitable[Any]]) -> Callable[[Sequence[Any]], No
 
 
 def floor_variant(messages: list[dict[str, Any]]) -> Variant:
-    """tiktoken's own encode of each message's texts (content and call arguments)."""
+    """tiktoken's own encode of each message's texts that a count covers:
+    content, call arguments, a result's ``tool_call_id``."""
     encode = load_bundled_encoding(encoding_for_model(MODEL).encoding_name).encode_ordinary
 
     def feed(batch: Sequence[dict[str, Any]]) -> None:
@@ -104,14 +115,16 @@ def floor_variant(messages: list[dict[str, Any]]) -> Variant:
                 encode(m["content"])
             for call in m.get("tool_calls") or ():
                 encode(call["function"]["arguments"])
+            if isinstance(m.get("tool_call_id"), str):
+                encode(m["tool_call_id"])
 
     return FLOOR, feed, messages, len(messages)
 
 
 def interleaved(variants: Sequence[Variant]) -> dict[str, float]:
-    """Mean µs per message of each variant, run batch by batch in turns, so a
-    drift of the shared machine's speed (and the garbage one variant leaves
-    the next) falls on all of them alike."""
+    """Mean CPU µs per message of each variant, run batch by batch in turns,
+    so a drift of the shared machine's speed (and the garbage one variant
+    leaves the next) falls on all of them alike."""
     spent = dict.fromkeys((label for label, *_ in variants), 0.0)
     counted = dict.fromkeys(spent, 0)
     longest = max(limit for *_, limit in variants)
@@ -122,9 +135,9 @@ def interleaved(variants: Sequence[Variant]) -> dict[str, float]:
             if start >= limit:
                 continue
             batch = messages[start : min(start + BATCH, limit)]
-            began = time.perf_counter()
+            began = time.process_time()
             feed(batch)
-            spent[label] += time.perf_counter() - began
+            spent[label] += time.process_time() - began
             counted[label] += len(batch)
     return {label: spent[label] / counted[label] * 1e6 for label in spent}
 
@@ -145,6 +158,22 @@ def state_ms(memory: Any) -> tuple[float, float]:
 
 CUT = 1_000  # the tool-result limit of the truncation rows, in tokens
 CUT_LABEL = f"BasicMemory, tool results cut to {CUT:,} tokens"
+SIZED_LABEL = "BasicMemory, its size read after every message"
+
+
+def sized_feeder(memory: Any) -> Callable[[Sequence[Any]], None]:
+    """``feeder`` that reads ``estimate_context_tokens()`` after each message."""
+    loop = asyncio.new_event_loop()
+
+    def feed(batch: Sequence[Any]) -> None:
+        async def run() -> None:
+            for message in batch:
+                await memory.add_message(message)
+                memory.estimate_context_tokens()
+
+        loop.run_until_complete(run())
+
+    return feed
 
 
 def ours(messages: list[dict[str, Any]], folder: Path) -> tuple[list[Variant], Any]:
@@ -153,6 +182,7 @@ def ours(messages: list[dict[str, Any]], folder: Path) -> tuple[list[Variant], A
     n = len(typed)
     out: list[Variant] = [
         ("BasicMemory", feeder(BasicMemory(model_name=MODEL).add_message), typed, n),
+        (SIZED_LABEL, sized_feeder(BasicMemory(model_name=MODEL)), typed, n),
     ]
     cut = BasicMemory(model_name=MODEL, max_tool_result_tokens=CUT)
     out.append((CUT_LABEL, feeder(cut.add_message), typed, n))
@@ -361,6 +391,98 @@ def cold_start(runs: int) -> list[float]:
     return [statistics.median(f[i] for f in figures) for i in range(3)]
 
 
+ROWS = (
+    ("BasicMemory", "`BasicMemory`"),
+    (SIZED_LABEL, "`BasicMemory`, its size read after every message"),
+    (CUT_LABEL, f"`BasicMemory`, tool results cut to {CUT:,} tokens"),
+    ("CompactionMemory, compaction off, no log", "`CompactionMemory`, compaction off, no log"),
+    (
+        "CompactionMemory, compaction off, JSONL log",
+        "`CompactionMemory`, compaction off, JSONL log",
+    ),
+    (
+        "CompactionMemory, compaction on (8,000), JSONL log",
+        "`CompactionMemory`, compaction on (threshold 8,000), JSONL log",
+    ),
+)
+"""The README's rows of the per-message figures: (variant label, row name)."""
+
+
+class Table:
+    """The README's Markdown table, filled as the figures come."""
+
+    def __init__(self) -> None:
+        self.lines = [
+            "| case | ours | reference | reference / ours |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+
+    def row(self, *cells: str) -> None:
+        self.lines.append("| " + " | ".join(cells) + " |")
+
+    def print(self) -> None:
+        print("\nThe README's table:\n")
+        print("\n".join(self.lines))
+
+
+def per_message_rows(table: Table, cost: dict[str, float], floor: float, few: int) -> None:
+    table.row("floor: tiktoken's own encode of the same texts", f"{floor:,.0f} µs", "", "")
+    for label, name in ROWS:
+        if label not in cost:
+            continue
+        value = cost[label]
+        ours = f"{value:,.0f} µs ({value / floor:.2f}x the floor)"
+        ref = cost.get(f"reference: {label}")
+        if ref is None:
+            table.row(name, ours, "", "")
+            continue
+        note = (
+            f"{few:,} messages: it re-tokenises the context on every add"
+            if label == "CompactionMemory, compaction off, no log"
+            else f"{ref / floor:.2f}x"
+        )
+        table.row(name, ours, f"{ref:,.0f} µs ({note})", f"{ref / value:.2f}x")
+
+
+def restore_rows(table: Table, figures: dict[tuple[str, int], dict[str, float]]) -> None:
+    sizes = sorted({size for _, size in figures})
+    if not sizes:
+        return
+    counts = " / ".join(f"{size:,}" for size in sizes)
+
+    def cells(case: str, key: str) -> str:
+        return " / ".join(_ms(figures[case, size][key]) for size in sizes)
+
+    for case, _ in RESTORE_CASES:
+        ours = f"{cells(case, 'restore')} ms (`full_replay=True`: {cells(case, 'full')} ms)"
+        if "reference" in figures[case, sizes[0]]:
+            ratios = " / ".join(
+                f"{figures[case, n]['reference'] / figures[case, n]['restore']:.1f}x" for n in sizes
+            )
+            table.row(
+                f"`restore_from_log`, log {case}, {counts} messages",
+                ours,
+                f"{cells(case, 'reference')} ms",
+                ratios,
+            )
+        else:
+            table.row(f"`restore_from_log`, log {case}, {counts} messages", ours, "", "")
+    without, with_ = RESTORE_CASES[1][0], RESTORE_CASES[0][0]
+    parse_ratios = " / ".join(
+        f"{figures[without, n]['restore'] / figures[without, n]['parse']:.2f}x" for n in sizes
+    )
+    table.row(
+        f"orjson parse of the same file, {without} ({with_})",
+        f"{cells(without, 'parse')} ms ({cells(with_, 'parse')} ms)",
+        "",
+        f"ours {parse_ratios} the parse",
+    )
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=8_000)
@@ -370,7 +492,9 @@ def main() -> None:
     parser.add_argument("--restore-runs", type=int, default=3)
     parser.add_argument("--cold-runs", type=int, default=9)
     args = parser.parse_args()
+    started = time.gmtime()
     messages = session(args.messages, seed=3)
+    table = Table()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         motus = load_reference(args.reference, folder) if args.reference else None
@@ -387,10 +511,11 @@ def main() -> None:
             reference_warm_up = [motus.models.ChatMessage(**m) for m in messages[:50]]
             basic = motus.memory.basic_memory.BasicMemory(model_name=MODEL)
             feeder(basic.add_message)(reference_warm_up)
+        load = os.getloadavg()[0]
         cost = interleaved(variants)
         floor = cost.pop(FLOOR)
         print(
-            f"{len(messages):,} messages; mean µs per message (lower is better), every "
+            f"{len(messages):,} messages; mean CPU µs per message (lower is better), every "
             f"variant run {BATCH} messages at a time in turns"
         )
         print(f"  {FLOOR}: {floor:8.0f}")
@@ -408,16 +533,27 @@ def main() -> None:
             print(line)
         if motus is not None:
             print(f"  * the reference's first {args.reference_messages:,} messages only")
+        per_message_rows(table, cost, floor, args.reference_messages)
         print(f"  {STATE}, first call / median of 5 more:")
         rows = [("ours", state_ms(state_memory))]
         if ref_state is not None:
             rows.append(("reference", state_ms(ref_state)))
         for who, (first, median) in rows:
             print(f"    {who:<10} {first:6.1f} / {median:6.1f}")
+        state_cells = [f"{first:.1f} / {median:.1f} ms" for _, (first, median) in rows]
+        if len(state_cells) == 2:
+            ratio = f"{rows[1][1][0] / rows[0][1][0]:.1f}x / {rows[1][1][1] / rows[0][1][1]:.1f}x"
+            table.row(
+                "`get_session_state().to_dict()`, every message in context: first call / "
+                "median of 5 more",
+                *state_cells,
+                ratio,
+            )
         print(
             f"  restore_from_log, ms (median of {args.restore_runs} turns; ratios: "
             "to the orjson parse of the file, and reference / ours):"
         )
+        restores: dict[tuple[str, int], dict[str, float]] = {}
         for case, threshold in RESTORE_CASES:
             for size in args.restore_sizes:
                 ms = {
@@ -426,6 +562,7 @@ def main() -> None:
                         size, threshold, folder, motus, args.restore_runs
                     ).items()
                 }
+                restores[case, size] = ms
                 line = (
                     f"    {case:<20} {size:>7,} messages: ours {ms['restore']:8.1f} "
                     f"({ms['restore'] / ms['parse']:4.2f}x the parse), full replay "
@@ -438,12 +575,25 @@ def main() -> None:
                         f"  reference/ours {ms['reference'] / ms['restore']:6.2f}x"
                     )
                 print(line)
-    imported, counted, built = cold_start(args.cold_runs)
+        restore_rows(table, restores)
+    if args.cold_runs > 0:
+        imported, counted, built = cold_start(args.cold_runs)
+        print(
+            f"  cold process (median of {args.cold_runs}): import memory {imported:.0f} ms; "
+            f"first message counted {counted:.0f} ms after it; a tool result needing "
+            f"tiktoken's encoder {built:.0f} ms after that"
+        )
+        table.row(
+            "cold process: `import memory`, then the first message counted",
+            f"{imported:.0f} ms, then {counted:.0f} ms",
+            "",
+            "",
+        )
     print(
-        f"  cold process (median of {args.cold_runs}): import memory {imported:.0f} ms; "
-        f"first message counted {counted:.0f} ms after it; a tool result needing "
-        f"tiktoken's encoder {built:.0f} ms after that"
+        f"\nRun on {time.strftime('%Y-%m-%d at %H:%M UTC', started)}, load average "
+        f"{load:.1f} when the per-message figures began ({os.cpu_count()} CPUs)"
     )
+    table.print()
 
 
 if __name__ == "__main__":
