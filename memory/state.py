@@ -210,13 +210,18 @@ class ContextState:
         """Count the messages still uncounted (``lazy_tokens``), and recount
         when the messages list was edited directly (the design's
         custom-memory example calls ``self._messages.clear()``)."""
-        if self._edited():
+        if self._edited() or not self._pending:
             return
         pending, self._pending = self._pending, []
         for index, cell in pending:
             tokens = cell.get()
             self.tokens[index] = tokens
             self.tokens_total += tokens
+        # Every cell is counted now: the running totals since the last read are
+        # summed in one pass, which unlinks them, so the ones no trace event
+        # holds are freed (a chain of one per message would live on, and the
+        # cyclic collector would walk it again and again).
+        self._running.get()
 
     def _edited(self) -> bool:
         """Recount everything if the messages list was edited directly; says whether it was."""
