@@ -378,6 +378,12 @@ class ChatMessage:
             object.__setattr__(self, "_dict_form", form)
         return form
 
+    def serialisable_dict(self) -> dict[str, Any]:
+        """The chat-format dict for a serializer that drops it at once: the
+        message's own when built already, else a new one, not kept."""
+        form = self._dict_form
+        return form if form is not None else self._build_dict()
+
     def _build_dict(self) -> dict[str, Any]:
         extra = dict(self.extra)
         role = "function" if extra.pop(_FUNCTION_ROLE, False) else self.role

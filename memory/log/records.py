@@ -256,7 +256,7 @@ class LogRecord:
         """One line of a JSONL log, without the newline. Raises ``TypeError``
         for a value JSON cannot hold (orjson's own error)."""
         # Serialised at once, so the messages' own dicts need no defensive copy.
-        return orjson.dumps(self._as_dict(ChatMessage.shared_dict))
+        return orjson.dumps(self._as_dict(ChatMessage.serialisable_dict))
 
     @property
     def type_name(self) -> str:
