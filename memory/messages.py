@@ -229,7 +229,8 @@ class ChatMessage:
     extra: Mapping[str, Any] = field(default_factory=dict)
     reasoning_content: str | None = None
     thinking_blocks: tuple[Mapping[str, Any], ...] | None = None
-    # The chat-format dict, built on the first ``to_dict`` (often the log's) and
+    # The chat-format dict, built on the first ``to_dict`` (not the log's: see
+    # ``serialisable_dict``) and
     # never handed out: ``to_dict`` gives copies of it (see ``_fresh``).
     _dict_form: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
