@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,15 @@ def test_an_upgraded_reference_log_restores_the_same_context(log: Path, tmp_path
     # What each original record said stands; the upgrade only adds.
     for before, after in zip(original, upgraded, strict=True):
         assert after | before == after
+
+
+@pytest.mark.parametrize(
+    "ns", [0, 1_764_608_400_000_000_000, 1_764_608_400_123_456_789, 1_764_608_459_999_999_999]
+)
+def test_now_iso_is_datetime_isoformat_of_the_moment(
+    ns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(records.time, "time_ns", lambda: ns)
+    second, micro = divmod(ns // 1_000, 1_000_000)
+    moment = datetime.fromtimestamp(second, UTC).replace(microsecond=micro)
+    assert records.now_iso() == moment.isoformat()
