@@ -605,8 +605,9 @@ def main() -> None:
             "",
         )
     print(
-        f"\nRun on {time.strftime('%Y-%m-%d at %H:%M UTC', started)}, load average "
-        f"{load:.1f} when the per-message figures began ({os.cpu_count()} CPUs)"
+        f"\nRun on {time.strftime('%Y-%m-%d at %H:%M UTC', started)}; load average "
+        f"{load:.1f} when the per-message figures began, {os.getloadavg()[0]:.1f} at the end "
+        f"({os.cpu_count()} CPUs)"
     )
     table.print()
 
