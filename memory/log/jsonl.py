@@ -88,7 +88,19 @@ class JSONLLogStore:
         included (counted for the lines that need one). Raises
         ``SessionNotFoundError`` as ``read`` does.
         """
-        return self._records_reversed(self._open(session_id), problems)
+        return (record for record, _ in self.read_reversed_lines(session_id, problems))
+
+    def read_reversed_lines(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """``read_reversed``, each record with its line: ``(record, line)``,
+        the line's bytes as the file holds them (a JSON object, its newline
+        kept, so ``json_values.loads(line) == record``). A restore keeps the
+        line of a context message and parses it again when the message is
+        first read (``memory.log.logged_message``). A subclass that reads
+        records from elsewhere overrides this method: ``read_reversed`` is
+        built on it."""
+        return self._lines_reversed(self._open(session_id), problems)
 
     def _open(self, session_id: str) -> Any:
         """The log file of ``session_id``, open for binary reading."""
@@ -111,12 +123,13 @@ class JSONLLogStore:
                     yield item
 
     @staticmethod
-    def _records_reversed(
+    def _lines_reversed(
         handle: Any, problems: list[LogProblem] | None
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[tuple[dict[str, Any], bytes]]:
         # Line numbers are counted once, at the first problem (from the file's
         # start); every line read after it is the one before.
         number: int | None = None
+        loads = orjson.loads
         with handle:
             for offset, raw in _lines_backward(handle):
                 if number is not None:
@@ -124,7 +137,7 @@ class JSONLLogStore:
                 # The common line first, without parse_line's calls (a restore
                 # of a log without compactions reads every line this way).
                 try:
-                    item: dict[str, Any] | LogProblem = orjson.loads(raw)
+                    item: dict[str, Any] | LogProblem = loads(raw)
                 except orjson.JSONDecodeError:
                     if not raw.strip():
                         continue
@@ -133,7 +146,7 @@ class JSONLLogStore:
                     if type(item) is not dict or type(item.get("type")) is not str:
                         item = parse_line(0, raw)
                 if not isinstance(item, LogProblem):
-                    yield item
+                    yield item, raw
                 elif problems is not None:
                     if number is None:
                         number = _line_number(handle, offset)
