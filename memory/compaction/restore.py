@@ -433,11 +433,6 @@ def _lines_reversed(
     return ((record, None) for record in store.read_reversed(session_id, problems))
 
 
-# A read that leaves more new objects than this for the collector to walk
-# has them moved to the oldest generation instead (see ``_collector_paused``).
-_PROMOTE_AFTER = 10_000
-
-
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a tail is read, and what
@@ -461,7 +456,9 @@ def _collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        if gc.get_count()[0] > _PROMOTE_AFTER and not gc.get_freeze_count():
+        # More than the young generation's threshold: a collection would
+        # have run during the read (an empty read leaves others' objects be).
+        if gc.get_count()[0] > gc.get_threshold()[0] and not gc.get_freeze_count():
             gc.freeze()
             gc.unfreeze()
         if was_enabled:
