@@ -39,11 +39,13 @@ end, at the first of
 3. a ``rewind`` (its target is then found the same way, further back).
 
 The records after the start are applied as usual. The context messages
-before it are read on backwards from their records, each held as its log
-dict and typed on first use (``memory.log.logged_message``), so a restore
-applies at most ``CHECKPOINT_EVERY`` records, or one compaction's worth,
-however long the log is, and otherwise only parses the lines of the
-messages still in the context. A log without
+before it are read on backwards from their records, each held unbuilt
+(``memory.log.logged_message``): as its line when the store keeps lines
+(``memory.log.store.LineLogStore``: the JSONL store), else as its dict, and
+built on first use. So a restore applies at most ``CHECKPOINT_EVERY``
+records, or one compaction's worth, however long the log is, and otherwise
+only parses the lines of the messages still in the context, once each (a
+line that does not parse is a problem of the restore, with its number). A log without
 such a start (shorter, or written before checkpoints: older versions, the
 reference implementation, other tools) is applied whole, as is any log whose
 tail does not apply cleanly; ``restore_from_log(..., full_replay=True)``

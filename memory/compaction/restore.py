@@ -435,32 +435,24 @@ def _lines_reversed(
 
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a tail is read, and what
-    the read kept moved to the oldest generation without a walk.
+    """Python's cyclic garbage collector off while a tail is read: the read
+    keeps two objects per context message (the unbuilt message and its
+    ``EntryMeta``: tens of thousands for a log without compactions), and
+    each collection of the young generation during the read would walk them
+    again. They form no cycles, so nothing is left for it to find; it is on
+    again after, and its next collection walks them once.
 
-    The read keeps two objects per context message (the unbuilt message and
-    its ``EntryMeta``: a hundred thousand each for a log without compactions
-    of that many messages) and, collected as it went, each collection of the
-    young generations would walk them again. They form no cycles and are all
-    held by the state, so a walk finds nothing: the young generations are
-    instead moved to the oldest at once (``gc.freeze()`` then
-    ``gc.unfreeze()``), which takes no time where the collection that would
-    otherwise follow the read cost a fifth of the parse (issue 22). What
-    other code left young goes with them (at most the young generations'
-    thresholds, some 7,000 objects): a cycle among those is freed by the
-    next full collection instead of an earlier one. Not done when the
-    process has frozen objects of its own (``gc.freeze()`` before a fork),
-    which ``gc.unfreeze()`` would let go."""
+    (Moving them to the oldest generation without that walk, with
+    ``gc.freeze()`` and ``gc.unfreeze()``, was tried: it saves the walk, a
+    fifth of the parse, but objects moved so do not count towards the next
+    full collection, and a dropped memory is a reference cycle, freed only
+    by one: a process restoring memory after memory would hold their
+    garbage far longer.)"""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        # More than the young generation's threshold: a collection would
-        # have run during the read (an empty read leaves others' objects be).
-        if gc.get_count()[0] > gc.get_threshold()[0] and not gc.get_freeze_count():
-            gc.freeze()
-            gc.unfreeze()
         if was_enabled:
             gc.enable()
 
