@@ -126,16 +126,36 @@ class JSONLLogStore:
     def _lines_reversed(
         handle: Any, problems: list[LogProblem] | None
     ) -> Iterator[tuple[dict[str, Any], bytes]]:
-        # Line numbers are counted once, at the first problem (from the file's
-        # start); every line read after it is the one before.
+        # The file is read backwards in blocks (``_BLOCK``, or as much again as
+        # is held: a long line costs linear time), and each block cut into
+        # lines from its end, each keeping its newline (the last line lacks it
+        # only when the file does). One loop, without a generator of lines
+        # beneath it: a restore of a log without compactions runs it for
+        # every line. Line numbers are counted once, at the first problem
+        # (from the file's start); every line read after it is the one before.
         number: int | None = None
         loads = orjson.loads
         with handle:
-            for offset, raw in _lines_backward(handle):
+            start = handle.seek(0, os.SEEK_END)  # the file offset of buf[0]
+            buf = b""
+            stop = 0  # buf[:stop] is still to be cut into lines
+            while True:
+                cut = buf.rfind(b"\n", 0, stop - 1) if stop > 1 else -1
+                if cut < 0:
+                    if start:
+                        size = min(max(_BLOCK, stop), start)
+                        start -= size
+                        handle.seek(start)
+                        buf = handle.read(size) + buf[:stop]
+                        stop = len(buf)
+                        continue
+                    if not stop:
+                        return
+                raw = buf[cut + 1 : stop]
+                offset, stop = start + cut + 1, cut + 1
                 if number is not None:
                     number -= 1
-                # The common line first, without parse_line's calls (a restore
-                # of a log without compactions reads every line this way).
+                # The common line first, without parse_line's calls.
                 try:
                     item: dict[str, Any] | LogProblem = loads(raw)
                 except orjson.JSONDecodeError:
@@ -194,31 +214,6 @@ def parse_line(number: int, raw: bytes) -> dict[str, Any] | LogProblem:
 
 
 _BLOCK = 1 << 16
-
-
-def _lines_backward(handle: Any) -> Iterator[tuple[int, bytes]]:
-    """``(byte offset, line)`` of a binary file's lines, last first; each line
-    keeps its newline, so the last one lacks it only when the file does."""
-    end = handle.seek(0, os.SEEK_END)
-    start = end  # the file offset of buf[0]
-    buf = b""
-    stop = 0  # buf[:stop] is still to be split into lines
-    while True:
-        cut = buf.rfind(b"\n", 0, stop - 1) if stop > 1 else -1
-        if cut >= 0:
-            yield start + cut + 1, buf[cut + 1 : stop]
-            stop = cut + 1
-            continue
-        if start == 0:
-            if stop:
-                yield 0, buf[:stop]
-            return
-        # At least as much again as is held: a long line costs linear time.
-        size = min(max(_BLOCK, stop), start)
-        start -= size
-        handle.seek(start)
-        buf = handle.read(size) + buf[:stop]
-        stop = len(buf)
 
 
 def _line_number(handle: Any, offset: int) -> int:

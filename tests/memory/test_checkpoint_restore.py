@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, Usage
 from memory.compaction import checkpoint
 from memory.errors import CompactionError
-from memory.log import InMemoryLogStore, JSONLLogStore, LogStore
+from memory.log import InMemoryLogStore, JSONLLogStore, LogStore, jsonl
 from memory.log.logged_message import LoggedMessage
 from memory.log.prefix import LogPoint, PointNotFoundError
 
@@ -481,3 +481,54 @@ async def test_a_restore_leaves_the_collector_as_it_found_it(
     finally:
         gc.enable()
         gc.set_threshold(*threshold)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.builds(
+                lambda n, text: orjson.dumps({"type": "message", "seq": n, "t": text}),
+                st.integers(0, 99),
+                st.text(max_size=40),
+            ),
+            st.sampled_from([b"", b"  ", b"not json", b"[1]", b'{"type"', b"\xff"]),
+        ),
+        max_size=30,
+    ),
+    block=st.integers(1, 64),
+    ends=st.booleans(),
+)
+def test_a_backward_read_in_any_block_size_gives_the_lines_of_a_forward_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[bytes], block: int, ends: bool
+) -> None:
+    """Blocks of any size (lines across their edges, longer than them): the
+    records, their lines and their problems are a forward read's, reversed."""
+    monkeypatch.setattr(jsonl, "_BLOCK", block)
+    data = b"\n".join(lines) + (b"\n" if ends and lines else b"")
+    (tmp_path / "any.jsonl").write_bytes(data)
+    store = JSONLLogStore(tmp_path)
+    forward: list[Any] = []
+    backward: list[Any] = []
+
+    records = list(store.read("any", forward))
+    pairs = list(store.read_reversed_lines("any", backward))
+
+    assert [record for record, _ in pairs] == records[::-1]
+    assert all(orjson.loads(line) == record for record, line in pairs)
+    assert sorted(line.rstrip(b"\n") for _, line in pairs) == sorted(
+        line for line in lines if line.strip() and isinstance(_parsed(line), dict)
+    )
+    assert [(p.line, p.error, p.torn) for p in backward[::-1]] == [
+        (p.line, p.error, p.torn) for p in forward
+    ]
+
+
+def _parsed(line: bytes) -> Any:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None
