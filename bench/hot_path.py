@@ -501,69 +501,22 @@ def main() -> None:
     parser.add_argument("--reference-messages", type=int, default=1_000)
     parser.add_argument("--restore-runs", type=int, default=3)
     parser.add_argument("--cold-runs", type=int, default=9)
+    parser.add_argument(
+        "--only-restore",
+        action="store_true",
+        help="only the restore_from_log figures (no per-message variants, no cold process)",
+    )
     args = parser.parse_args()
     started = time.gmtime()
     messages = session(args.messages, seed=3)
     table = Table()
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         motus = load_reference(args.reference, folder) if args.reference else None
-        variants, state_memory = ours(messages, folder)
-        variants.insert(0, floor_variant(messages))
-        ref_state = None
-        if motus is not None:
-            theirs, ref_state = reference(motus, messages, args.reference_messages, folder)
-            variants += theirs
-        # Each side's encoders built and code warm before anything is timed.
-        warm_up = [ChatMessage.from_dict(m) for m in messages[:50]]
-        feeder(BasicMemory(model_name=MODEL).add_message)(warm_up)
-        if motus is not None:
-            reference_warm_up = [motus.models.ChatMessage(**m) for m in messages[:50]]
-            basic = motus.memory.basic_memory.BasicMemory(model_name=MODEL)
-            feeder(basic.add_message)(reference_warm_up)
-        # The inputs (every variant's own messages) are in place: the cyclic
-        # collector is told to leave them alone, so its walks over the bench's
-        # own data are charged to no variant (what each memory keeps it walks).
-        gc.collect()
-        gc.freeze()
-        load = os.getloadavg()[0]
-        cost = interleaved(variants)
-        floor = cost.pop(FLOOR)
-        print(
-            f"{len(messages):,} messages; mean CPU µs per message (lower is better), every "
-            f"variant run {BATCH} messages at a time in turns"
-        )
-        print(f"  {FLOOR}: {floor:8.0f}")
-        for label, value in cost.items():
-            if label.startswith("reference: "):
-                continue
-            line = f"  {label:<52} {value:8.0f} ({value / floor:4.2f}x the floor)"
-            ref = cost.get(f"reference: {label}")
-            if ref is not None:
-                few = "" if label != "CompactionMemory, compaction off, no log" else "*"
-                line += (
-                    f"  reference{few} {ref:8.0f} ({ref / floor:4.2f}x)"
-                    f"  reference/ours {ref / value:6.2f}x"
-                )
-            print(line)
-        if motus is not None:
-            print(f"  * the reference's first {args.reference_messages:,} messages only")
-        per_message_rows(table, cost, floor, args.reference_messages)
-        print(f"  {STATE}, first call / median of 5 more:")
-        rows = [("ours", state_ms(state_memory))]
-        if ref_state is not None:
-            rows.append(("reference", state_ms(ref_state)))
-        for who, (first, median) in rows:
-            print(f"    {who:<10} {first:6.1f} / {median:6.1f}")
-        state_cells = [f"{first:.1f} / {median:.1f} ms" for _, (first, median) in rows]
-        if len(state_cells) == 2:
-            ratio = f"{rows[1][1][0] / rows[0][1][0]:.1f}x / {rows[1][1][1] / rows[0][1][1]:.1f}x"
-            table.row(
-                "`get_session_state().to_dict()`, every message in context: first call / "
-                "median of 5 more",
-                *state_cells,
-                ratio,
-            )
+        held: list[Any] = []
+        if not args.only_restore:
+            held, load = per_message(args, messages, folder, motus, table)
         print(
             f"  restore_from_log, ms (median of {args.restore_runs} turns; ratios: "
             "to the orjson parse of the file, and reference / ours):"
@@ -571,27 +524,12 @@ def main() -> None:
         restores: dict[tuple[str, int], dict[str, float]] = {}
         for case, threshold in RESTORE_CASES:
             for size in args.restore_sizes:
-                ms = {
-                    k: v * 1e3
-                    for k, v in restore_figures(
-                        size, threshold, folder, motus, args.restore_runs
-                    ).items()
-                }
-                restores[case, size] = ms
-                line = (
-                    f"    {case:<20} {size:>7,} messages: ours {ms['restore']:8.1f} "
-                    f"({ms['restore'] / ms['parse']:4.2f}x the parse), full replay "
-                    f"{ms['full']:8.1f}, orjson parse {ms['parse']:8.1f}"
+                restores[case, size] = print_restore(
+                    case, size, threshold, folder, motus, args.restore_runs
                 )
-                if "reference" in ms:
-                    line += (
-                        f", reference {ms['reference']:8.1f} "
-                        f"({ms['reference'] / ms['parse']:4.2f}x)"
-                        f"  reference/ours {ms['reference'] / ms['restore']:6.2f}x"
-                    )
-                print(line)
         restore_rows(table, restores)
-    if args.cold_runs > 0:
+        del held
+    if args.cold_runs > 0 and not args.only_restore:
         imported, counted, built = cold_start(args.cold_runs)
         print(
             f"  cold process (median of {args.cold_runs}): import memory {imported:.0f} ms; "
@@ -610,6 +548,93 @@ def main() -> None:
         f"({os.cpu_count()} CPUs)"
     )
     table.print()
+
+
+def per_message(
+    args: argparse.Namespace, messages: list[dict[str, Any]], folder: Path, motus: Any, table: Table
+) -> tuple[list[Any], float]:
+    """Print the per-message variants' figures and the session state's, and add
+    their rows to ``table``; returns what they hold (the memories), which the
+    caller keeps alive through the restores so those run in the same process as
+    always (a large heap), and the load average when the timing began."""
+    variants, state_memory = ours(messages, folder)
+    variants.insert(0, floor_variant(messages))
+    ref_state = None
+    if motus is not None:
+        theirs, ref_state = reference(motus, messages, args.reference_messages, folder)
+        variants += theirs
+    # Each side's encoders built and code warm before anything is timed.
+    warm_up = [ChatMessage.from_dict(m) for m in messages[:50]]
+    feeder(BasicMemory(model_name=MODEL).add_message)(warm_up)
+    if motus is not None:
+        reference_warm_up = [motus.models.ChatMessage(**m) for m in messages[:50]]
+        basic = motus.memory.basic_memory.BasicMemory(model_name=MODEL)
+        feeder(basic.add_message)(reference_warm_up)
+    # The inputs (every variant's own messages) are in place: the cyclic
+    # collector is told to leave them alone, so its walks over the bench's
+    # own data are charged to no variant (what each memory keeps it walks).
+    gc.collect()
+    gc.freeze()
+    load = os.getloadavg()[0]
+    cost = interleaved(variants)
+    floor = cost.pop(FLOOR)
+    print(
+        f"{len(messages):,} messages; mean CPU µs per message (lower is better), every "
+        f"variant run {BATCH} messages at a time in turns"
+    )
+    print(f"  {FLOOR}: {floor:8.0f}")
+    for label, value in cost.items():
+        if label.startswith("reference: "):
+            continue
+        line = f"  {label:<52} {value:8.0f} ({value / floor:4.2f}x the floor)"
+        ref = cost.get(f"reference: {label}")
+        if ref is not None:
+            few = "" if label != "CompactionMemory, compaction off, no log" else "*"
+            line += (
+                f"  reference{few} {ref:8.0f} ({ref / floor:4.2f}x)"
+                f"  reference/ours {ref / value:6.2f}x"
+            )
+        print(line)
+    if motus is not None:
+        print(f"  * the reference's first {args.reference_messages:,} messages only")
+    per_message_rows(table, cost, floor, args.reference_messages)
+    print(f"  {STATE}, first call / median of 5 more:")
+    rows = [("ours", state_ms(state_memory))]
+    if ref_state is not None:
+        rows.append(("reference", state_ms(ref_state)))
+    for who, (first, median) in rows:
+        print(f"    {who:<10} {first:6.1f} / {median:6.1f}")
+    state_cells = [f"{first:.1f} / {median:.1f} ms" for _, (first, median) in rows]
+    if len(state_cells) == 2:
+        ratio = f"{rows[1][1][0] / rows[0][1][0]:.1f}x / {rows[1][1][1] / rows[0][1][1]:.1f}x"
+        table.row(
+            "`get_session_state().to_dict()`, every message in context: first call / "
+            "median of 5 more",
+            *state_cells,
+            ratio,
+        )
+    return [variants, state_memory, ref_state], load
+
+
+def print_restore(
+    case: str, size: int, threshold: int, folder: Path, motus: Any, runs: int
+) -> dict[str, float]:
+    """Print one restore row (ours, full replay, the orjson parse, the reference)
+    and return its figures in ms."""
+    ms = {k: v * 1e3 for k, v in restore_figures(size, threshold, folder, motus, runs).items()}
+    line = (
+        f"    {case:<20} {size:>7,} messages: ours {ms['restore']:8.1f} "
+        f"({ms['restore'] / ms['parse']:4.2f}x the parse), full replay "
+        f"{ms['full']:8.1f}, orjson parse {ms['parse']:8.1f}"
+    )
+    if "reference" in ms:
+        line += (
+            f", reference {ms['reference']:8.1f} "
+            f"({ms['reference'] / ms['parse']:4.2f}x)"
+            f"  reference/ours {ms['reference'] / ms['restore']:6.2f}x"
+        )
+    print(line)
+    return ms
 
 
 if __name__ == "__main__":

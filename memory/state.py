@@ -350,10 +350,19 @@ class ContextState:
 
     def replace(self, entries: list[Entry]) -> None:
         """Make the context ``entries``."""
-        self.messages = [m for m, _, _ in entries]
-        self.meta = [meta for _, meta, _ in entries]
-        self.tokens = [t for _, _, t in entries]
-        self.tokens_total = sum(self.tokens)
+        self.replace_columns(
+            [m for m, _, _ in entries], [meta for _, meta, _ in entries], [t for _, _, t in entries]
+        )
+
+    def replace_columns(
+        self, messages: list[ChatMessage], meta: list[EntryMeta], tokens: list[int]
+    ) -> None:
+        """Make the context ``messages`` (parallel lists, as the state holds
+        them, which it takes as its own: a restore's, built for it)."""
+        self.messages = messages
+        self.meta = meta
+        self.tokens = tokens
+        self.tokens_total = sum(tokens)
         self._pending = []
         self._running = RunningTotal(None, None, self.tokens_total)
 

@@ -22,7 +22,8 @@ from memory import (
     LogStore,
     SessionNotFoundError,
 )
-from memory.log import AsyncLogStore, ReversibleLogStore, records
+from memory.json_values import loads
+from memory.log import AsyncLogStore, LineLogStore, ReversibleLogStore, records
 from motus_web.sessions.log_store import DatabaseLogStore
 from tests.memory import variants
 from tests.memory.test_invariants import assert_restores_exactly, conversations, run
@@ -143,6 +144,26 @@ def test_it_reads_the_records_back_newest_first(store: LogStore) -> None:
     assert list(store.read_reversed("s1")) == log[::-1]
     with pytest.raises(SessionNotFoundError):
         store.read_reversed("never-written")
+
+
+def test_a_store_that_hands_over_lines_gives_each_record_with_the_line_it_parses_from(
+    store: LogStore,
+) -> None:
+    """A restore keeps a context message as its line and parses it later
+    (``memory.log.logged_message``): the line must be the record's own. A
+    store without lines (the database's) is read through ``read_reversed``."""
+    log = a_log("s1")
+    for record in log:
+        store.append("s1", record)
+
+    if not isinstance(store, LineLogStore):
+        assert isinstance(store, DatabaseLogStore | InMemoryLogStore)
+        return
+    pairs = list(store.read_reversed_lines("s1"))
+    assert [record for record, _ in pairs] == log[::-1]
+    assert all(isinstance(line, bytes) and loads(line) == record for record, line in pairs)
+    with pytest.raises(SessionNotFoundError):
+        store.read_reversed_lines("never-written")
 
 
 def test_it_keeps_fields_and_record_types_it_does_not_know(store: LogStore) -> None:

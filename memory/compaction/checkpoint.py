@@ -39,11 +39,13 @@ end, at the first of
 3. a ``rewind`` (its target is then found the same way, further back).
 
 The records after the start are applied as usual. The context messages
-before it are read on backwards from their records, each held as its log
-dict and typed on first use (``memory.log.logged_message``), so a restore
-applies at most ``CHECKPOINT_EVERY`` records, or one compaction's worth,
-however long the log is, and otherwise only parses the lines of the
-messages still in the context. A log without
+before it are read on backwards from their records, each held unbuilt
+(``memory.log.logged_message``): as its line when the store keeps lines
+(``memory.log.store.LineLogStore``: the JSONL store), else as its dict, and
+built on first use. So a restore applies at most ``CHECKPOINT_EVERY``
+records, or one compaction's worth, however long the log is, and otherwise
+only parses the lines of the messages still in the context, once each (a
+line that does not parse is a problem of the restore, with its number). A log without
 such a start (shorter, or written before checkpoints: older versions, the
 reference implementation, other tools) is applied whole, as is any log whose
 tail does not apply cleanly; ``restore_from_log(..., full_replay=True)``
@@ -55,9 +57,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard, cast
+from typing import Any, NamedTuple, TypeGuard, cast
 
-from ..log.logged_message import logged
+from ..log.logged_message import context_message_of, logged, logged_line
 from ..log.prefix import LogPoint
 from ..log.records import (
     CHECKPOINT,
@@ -71,7 +73,8 @@ from ..log.records import (
     Rewind,
     record_from_dict,
 )
-from ..state import Entry, EntryMeta
+from ..messages import ChatMessage
+from ..state import EntryMeta
 from ..units import TurnTracker, Unit
 from .state import CompactionState
 
@@ -218,13 +221,27 @@ def _is_str_list(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
+Line = tuple[dict[str, Any], bytes | None]
+"""A record read from a log, with its line's bytes when the store keeps
+lines (``memory.log.store.LineLogStore``), else ``None``."""
+
+
+class Context(NamedTuple):
+    """Context messages read from their records: the state's parallel lists
+    (``ContextState.messages``, ``meta``, ``tokens``), in seq order."""
+
+    messages: list[ChatMessage]
+    meta: list[EntryMeta]
+    tokens: list[int]
+
+
 @dataclass(slots=True)
 class Tail:
     """What a backward read found.
 
     ``records`` are the records after the start, in log order. The start is
-    ``compaction`` (with its ``checkpoint`` and the context entries of its
-    ``kept`` messages, in seq order), or ``rewind`` (with ``prefix``: the tail
+    ``compaction`` (with its ``checkpoint`` and the context of its ``kept``
+    messages), or ``rewind`` (with ``prefix``: the tail
     of the log up to the rewind's target), or neither: the read reached the
     log's first record, and ``records`` is the whole log.
     """
@@ -232,7 +249,7 @@ class Tail:
     records: list[dict[str, Any]]
     compaction: Compaction | None = None
     checkpoint: Checkpoint | None = None
-    kept: list[Entry] = field(default_factory=list)
+    kept: Context = field(default_factory=lambda: Context([], [], []))
     rewind: Rewind | None = None
     prefix: Tail | None = None
     periodic: CheckpointRecord | None = None
@@ -247,9 +264,10 @@ class Tail:
         return "rewind" if self.rewind is not None else "log"
 
 
-def read_tail(backward: Iterator[dict[str, Any]]) -> Tail | None:
+def read_tail(backward: Iterator[Line]) -> Tail | None:
     """Find where a restore starts in a log read from its end (``backward``
-    yields its records newest first; see the module for the rule).
+    yields its records newest first, each with its line or ``None``; see the
+    module for the rule).
 
     Returns ``None`` when a restore cannot start from what was read: no usable
     start within ``MAX_TAIL_RECORDS`` records, a kept message whose record is
@@ -258,7 +276,7 @@ def read_tail(backward: Iterator[dict[str, Any]]) -> Tail | None:
     """
     after: list[dict[str, Any]] = []
     reverted: set[int] = set()
-    for raw in backward:
+    for raw, _ in backward:
         kind = raw.get("type")
         if kind == SESSION_META:
             after.append(raw)
@@ -352,7 +370,7 @@ def periodic(state: CompactionState) -> CheckpointRecord | None:
 
 
 def _rewind_start(
-    raw: dict[str, Any], backward: Iterator[dict[str, Any]], after: list[dict[str, Any]]
+    raw: dict[str, Any], backward: Iterator[Line], after: list[dict[str, Any]]
 ) -> Tail | None:
     """The tail starting at rewind ``raw``: the log up to its target is read
     on from the same backward read (the records between are no longer in force)."""
@@ -363,9 +381,9 @@ def _rewind_start(
         return None
     if not isinstance(record, Rewind):
         return None
-    for older in backward:
+    for older, line in backward:
         if point.names(older):
-            rest = _chain([older], backward) if point.includes_its_record else backward
+            rest = _chain([(older, line)], backward) if point.includes_its_record else backward
             prefix = read_tail(rest)
             if prefix is None:
                 return None
@@ -374,59 +392,71 @@ def _rewind_start(
     return None
 
 
-def _chain(first: list[dict[str, Any]], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def _chain(first: list[Line], rest: Iterator[Line]) -> Iterator[Line]:
     yield from first
     yield from rest
 
 
-def _kept(backward: Iterator[dict[str, Any]], seqs: list[int]) -> list[Entry] | None:
-    """The context entries of the messages ``seqs``, from their records read on
-    backwards; ``None`` if one is missing or unusable. (This loop runs once
-    per record of a log without compactions: it stays lean.)"""
+def _kept(backward: Iterator[Line], seqs: list[int]) -> Context | None:
+    """The context of the messages ``seqs``, from their records read on
+    backwards; ``None`` if one is missing or unusable. Each message is held
+    unbuilt (``memory.log.logged_message``): as its line when the store gave
+    one, else as its dict. (This loop runs once per record of a log without
+    compactions: it stays lean.)"""
     wanted = set(seqs)
-    found: dict[int, Entry] = {}
+    found: set[int] = set()
+    messages: list[ChatMessage] = []
+    metas: list[EntryMeta] = []
+    counts: list[int] = []
     lowest = min(wanted, default=0)
     missing = len(wanted)
-    for raw in backward if wanted else ():
+    descending = True  # as a backward read of a log gives them
+    previous = None
+    for raw, line in backward if wanted else ():
         if raw.get("type") != MESSAGE:
             continue
         seq = raw.get("seq")
         if type(seq) is not int or seq < lowest:  # ``type(x) is int`` refuses bools too
             break
         if seq in wanted and seq not in found:
-            entry = _entry(raw, seq)
-            if entry is None:
+            message = context_message_of(raw)
+            tokens, unit, index = raw.get("tokens"), raw.get("unit"), raw.get("unit_index")
+            if not (
+                type(message) is dict
+                and message.get("role") in ENTRY_ROLES
+                and type(tokens) is int
+                and unit in UNITS
+                and type(index) is int
+            ):
                 return None
-            found[seq] = entry
+            messages.append(logged(message) if line is None else logged_line(line))
+            metas.append(_meta(EntryMeta, (seq, unit, index)))
+            counts.append(tokens)
+            if previous is not None and seq > previous:
+                descending = False
+            previous = seq
+            found.add(seq)
             missing -= 1
             if not missing:
                 break
     if missing:
         return None
-    return [found[seq] for seq in sorted(found)]
+    if descending:
+        messages.reverse()
+        metas.reverse()
+        counts.reverse()
+        return Context(messages, metas, counts)
+    order = sorted(range(len(metas)), key=lambda i: metas[i].seq or 0)
+    return Context(
+        [messages[i] for i in order], [metas[i] for i in order], [counts[i] for i in order]
+    )
 
 
 _meta = tuple.__new__  # an EntryMeta without its Python-level __new__
 
 
-def _entry(raw: dict[str, Any], seq: int) -> Entry | None:
-    """The context entry of message record ``raw``, its message untyped until
-    read (``memory.log.logged_message``); ``None`` if it lacks what one needs."""
-    message = raw.get("context_message") or raw.get("message")
-    tokens, unit, index = raw.get("tokens"), raw.get("unit"), raw.get("unit_index")
-    if not (
-        type(message) is dict
-        and message.get("role") in ENTRY_ROLES
-        and type(tokens) is int
-        and unit in UNITS
-        and type(index) is int
-    ):
-        return None
-    return logged(message), _meta(EntryMeta, (seq, unit, index)), tokens
-
-
 def start_at(
-    state: CompactionState, compaction: Compaction, checkpoint: Checkpoint, kept: list[Entry]
+    state: CompactionState, compaction: Compaction, checkpoint: Checkpoint, kept: Context
 ) -> None:
     """Give ``state`` (new, built from the log's session_meta) the state it
     had just after ``compaction``: the checkpoint's instructions, tools,
@@ -439,7 +469,7 @@ def start_at(
 
 
 def start_at_periodic(
-    state: CompactionState, record: CheckpointRecord, checkpoint: Checkpoint, kept: list[Entry]
+    state: CompactionState, record: CheckpointRecord, checkpoint: Checkpoint, kept: Context
 ) -> None:
     """Give ``state`` (new) the state of checkpoint record ``record``: no
     compaction in force, the context ``kept``."""
@@ -447,13 +477,13 @@ def start_at_periodic(
     state.compaction_number = record.compaction_number or 0
 
 
-def start_at_checkpoint(state: CompactionState, checkpoint: Checkpoint, kept: list[Entry]) -> None:
+def start_at_checkpoint(state: CompactionState, checkpoint: Checkpoint, kept: Context) -> None:
     """The checkpoint's instructions, tools, calibration, numbers and open tool
     batch, and the context ``kept``."""
     state.set_system_prompt(checkpoint.system_prompt, checkpoint.system_role)
     state.calibration.load(checkpoint.calibration)
     state.set_tools(checkpoint.tools)
-    state.replace(kept)
+    state.replace_columns(*kept)
     state.next_seq = checkpoint.next_seq
     state.tracker = checkpoint.tracker()
     state.rewind_number = checkpoint.rewind_number

@@ -65,7 +65,7 @@ from ..log.records import (
     UnknownRecord,
     record_from_dict,
 )
-from ..log.store import LogProblem, LogStore, ReversibleLogStore
+from ..log.store import LineLogStore, LogProblem, LogStore, ReversibleLogStore
 from ..trace import Trace
 from . import checkpoint
 from .base import compaction_trace_fields
@@ -412,7 +412,7 @@ def _from_tail(
     after it, which a full read reports in its own words)."""
     problems: list[LogProblem] = []
     with _collector_paused():
-        tail = checkpoint.read_tail(store.read_reversed(session_id, problems))
+        tail = checkpoint.read_tail(_lines_reversed(store, session_id, problems))
     if tail is None:
         return None
     trace = Trace(trace_max_events)
@@ -423,13 +423,31 @@ def _from_tail(
     return Restored(state, {}, CompactionMemoryConfig(), problems, trace, start)
 
 
+def _lines_reversed(
+    store: ReversibleLogStore, session_id: str, problems: list[LogProblem]
+) -> Iterator[checkpoint.Line]:
+    """The records of ``store``'s log newest first, each with its line when
+    the store keeps lines (the context's messages are then held as lines)."""
+    if isinstance(store, LineLogStore):
+        return store.read_reversed_lines(session_id, problems)
+    return ((record, None) for record in store.read_reversed(session_id, problems))
+
+
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while a tail is read: the read
-    builds a dict per record (tens of thousands for a log without
-    compactions) and holds the context's, and each collection of the young
-    generation walks them again, which cost more than parsing them. They form
-    no cycles, so nothing is left for it to find; it is on again after."""
+    keeps two objects per context message (the unbuilt message and its
+    ``EntryMeta``: tens of thousands for a log without compactions), and
+    each collection of the young generation during the read would walk them
+    again. They form no cycles, so nothing is left for it to find; it is on
+    again after, and its next collection walks them once.
+
+    (Moving them to the oldest generation without that walk, with
+    ``gc.freeze()`` and ``gc.unfreeze()``, was tried: it saves the walk, a
+    fifth of the parse, but objects moved so do not count towards the next
+    full collection, the only one that then frees them, and a dropped
+    memory is a reference cycle: a process restoring memory after memory
+    would hold their garbage far longer.)"""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

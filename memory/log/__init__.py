@@ -2,8 +2,8 @@
 
 - ``records``: one frozen dataclass per record type, and their serializer pair;
 - ``recorder``: ``Recorder``, which writes a memory's records and tells its listeners;
-- ``store``: the ``LogStore`` interface (and ``ReversibleLogStore``, read from the end),
-  session-id rules and ``LogProblem``;
+- ``store``: the ``LogStore`` interface (and ``ReversibleLogStore``, read from the end,
+  ``LineLogStore``, which also hands over the lines), session-id rules and ``LogProblem``;
 - ``jsonl``: ``JSONLLogStore`` (one crash-safe JSONL file per session) and ``parse_lines``;
 - ``in_memory``: ``InMemoryLogStore``;
 - ``prefix``: ``LogPoint`` (a place in a log) and ``PrefixStore`` (a log read up to one).
@@ -19,6 +19,7 @@ from .store import (
     SESSION_ID_MAX_LENGTH,
     AsyncLogStore,
     InvalidSessionIdError,
+    LineLogStore,
     LogProblem,
     LogStore,
     ReversibleLogStore,
@@ -31,6 +32,7 @@ __all__ = [
     "InMemoryLogStore",
     "InvalidSessionIdError",
     "JSONLLogStore",
+    "LineLogStore",
     "Listener",
     "LogPoint",
     "LogProblem",

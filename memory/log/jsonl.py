@@ -80,7 +80,19 @@ class JSONLLogStore:
         included (counted for the lines that need one). Raises
         ``SessionNotFoundError`` as ``read`` does.
         """
-        return self._records_reversed(self._open(session_id), problems)
+        return (record for record, _ in self.read_reversed_lines(session_id, problems))
+
+    def read_reversed_lines(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """``read_reversed``, each record with its line: ``(record, line)``,
+        the line's bytes as the file holds them (a JSON object, its newline
+        kept, so ``json_values.loads(line) == record``). A restore keeps the
+        line of a context message and parses it again when the message is
+        first read (``memory.log.logged_message``). A subclass that reads
+        records from elsewhere overrides this method: ``read_reversed`` is
+        built on it."""
+        return self._lines_reversed(self._open(session_id), problems)
 
     def _open(self, session_id: str) -> Any:
         """The log file of ``session_id``, open for binary reading."""
@@ -103,20 +115,41 @@ class JSONLLogStore:
                     yield item
 
     @staticmethod
-    def _records_reversed(
+    def _lines_reversed(
         handle: Any, problems: list[LogProblem] | None
-    ) -> Iterator[dict[str, Any]]:
-        # Line numbers are counted once, at the first problem (from the file's
-        # start); every line read after it is the one before.
+    ) -> Iterator[tuple[dict[str, Any], bytes]]:
+        # The file is read backwards in blocks (``_BLOCK``, or as much again as
+        # is held: a long line costs linear time), and each block cut into
+        # lines from its end, each keeping its newline (the last line lacks it
+        # only when the file does). One loop, without a generator of lines
+        # beneath it: a restore of a log without compactions runs it for
+        # every line. Line numbers are counted once, at the first problem
+        # (from the file's start); every line read after it is the one before.
         number: int | None = None
+        loads = orjson.loads
         with handle:
-            for offset, raw in _lines_backward(handle):
+            start = handle.seek(0, os.SEEK_END)  # the file offset of buf[0]
+            buf = b""
+            stop = 0  # buf[:stop] is still to be cut into lines
+            while True:
+                cut = buf.rfind(b"\n", 0, stop - 1) if stop > 1 else -1
+                if cut < 0:
+                    if start:
+                        size = min(max(_BLOCK, stop), start)
+                        start -= size
+                        handle.seek(start)
+                        buf = handle.read(size) + buf[:stop]
+                        stop = len(buf)
+                        continue
+                    if not stop:
+                        return
+                raw = buf[cut + 1 : stop]
+                offset, stop = start + cut + 1, cut + 1
                 if number is not None:
                     number -= 1
-                # The common line first, without parse_line's calls (a restore
-                # of a log without compactions reads every line this way).
+                # The common line first, without parse_line's calls.
                 try:
-                    item: dict[str, Any] | LogProblem = orjson.loads(raw)
+                    item: dict[str, Any] | LogProblem = loads(raw)
                 except orjson.JSONDecodeError:
                     if not raw.strip():
                         continue
@@ -125,7 +158,7 @@ class JSONLLogStore:
                     if type(item) is not dict or type(item.get("type")) is not str:
                         item = parse_line(0, raw)
                 if not isinstance(item, LogProblem):
-                    yield item
+                    yield item, raw
                 elif problems is not None:
                     if number is None:
                         number = _line_number(handle, offset)
@@ -173,31 +206,6 @@ def parse_line(number: int, raw: bytes) -> dict[str, Any] | LogProblem:
 
 
 _BLOCK = 1 << 16
-
-
-def _lines_backward(handle: Any) -> Iterator[tuple[int, bytes]]:
-    """``(byte offset, line)`` of a binary file's lines, last first; each line
-    keeps its newline, so the last one lacks it only when the file does."""
-    end = handle.seek(0, os.SEEK_END)
-    start = end  # the file offset of buf[0]
-    buf = b""
-    stop = 0  # buf[:stop] is still to be split into lines
-    while True:
-        cut = buf.rfind(b"\n", 0, stop - 1) if stop > 1 else -1
-        if cut >= 0:
-            yield start + cut + 1, buf[cut + 1 : stop]
-            stop = cut + 1
-            continue
-        if start == 0:
-            if stop:
-                yield 0, buf[:stop]
-            return
-        # At least as much again as is held: a long line costs linear time.
-        size = min(max(_BLOCK, stop), start)
-        start -= size
-        handle.seek(start)
-        buf = handle.read(size) + buf[:stop]
-        stop = len(buf)
 
 
 def _line_number(handle: Any, offset: int) -> int:

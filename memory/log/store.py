@@ -112,6 +112,26 @@ class ReversibleLogStore(LogStore, Protocol):
 
 
 @runtime_checkable
+class LineLogStore(ReversibleLogStore, Protocol):
+    """A reversible store that also hands over each record's stored line.
+
+    A restore of a long context keeps each context message as its record's
+    line and parses it again when the message is first read, rather than
+    holding the dict every record parsed to (``memory.log.logged_message``).
+    ``JSONLLogStore`` is one; a store without lines (a database's rows) gives
+    dicts, which a restore holds as they are.
+    """
+
+    def read_reversed_lines(
+        self, session_id: str, problems: list[LogProblem] | None = None
+    ) -> Iterator[tuple[dict[str, Any], bytes]]:
+        """``read_reversed``, each record with its line: ``(record, line)``,
+        where ``line`` is the record's JSON as stored (UTF-8 bytes; parsing it
+        gives ``record`` again). Problems and errors as ``read_reversed``."""
+        ...
+
+
+@runtime_checkable
 class AsyncLogStore(LogStore, Protocol):
     """A store whose writes must be awaited (a database driven from an event loop).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from hypothesis import strategies as st
 from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, Usage
 from memory.compaction import checkpoint
 from memory.errors import CompactionError
-from memory.log import InMemoryLogStore, JSONLLogStore, LogStore
+from memory.log import InMemoryLogStore, JSONLLogStore, LogStore, jsonl
 from memory.log.logged_message import LoggedMessage
 from memory.log.prefix import LogPoint, PointNotFoundError
 
@@ -379,3 +380,155 @@ def test_a_backward_read_numbers_its_problems_as_a_forward_read_does(tmp_path: P
         (p.line, p.error, p.torn) for p in forward
     ]
     assert [p.line for p in forward] == [2, 5, 7, 9]
+
+
+async def flat_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CompactionMemory:
+    """48 messages without a compaction, a checkpoint every 10 (the last at seq 39)."""
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 10)
+    return await long_session(JSONLLogStore(tmp_path), "flat", turns=12, threshold=10**9)
+
+
+async def test_messages_restored_from_a_jsonl_log_are_held_as_their_lines_until_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSONL log hands over each record's line: a context message before
+    the checkpoint is kept as its line, not the dict it parsed to, and built
+    from it on its first read (its context form: a cut tool result's cut)."""
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 10)
+    store = JSONLLogStore(tmp_path)
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(
+            session_id="cut", token_threshold=10**9, max_tool_result_tokens=30
+        ),
+        log_store=store,
+        model_name=MODEL,
+    )
+    for turn in range(3):
+        await memory.add_message(user(f"Where is order #{turn}?"))
+        await memory.add_message(calls(f"call_{turn}"))
+        await memory.add_message(result(f"call_{turn}", f"order #{turn} is in Lyon " * 40))
+        await memory.add_message(answer("In Lyon."))
+    await memory.flush()
+    logged = [r for r in store.read("cut") if r["type"] == "message"]
+    assert sum("context_message" in r for r in logged) == 3  # each long result was cut
+
+    restored = CompactionMemory.restore_from_log("cut", log_store=store)
+
+    messages = restored._state.messages
+    assert all(isinstance(m, LoggedMessage) and not _built(m) for m in messages[:10])
+    sources = [object.__getattribute__(m, "_logged") for m in messages[:10]]
+    assert all(isinstance(source, bytes) for source in sources)
+    assert [orjson.loads(source)["seq"] for source in sources] == list(range(10))
+    assert messages == memory._state.messages  # built: the context forms, cuts included
+    assert [object.__getattribute__(m, "_logged") for m in messages[:10]] == [None] * 10
+    assert state(restored) == state(memory)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda line: line.replace(b'"content":"', b'"content":"\xff', 1), id="utf-8"),
+        pytest.param(lambda line: line.replace(b"}", b"", 1), id="json"),
+    ],
+)
+async def test_a_damaged_line_among_the_context_messages_is_reported_by_the_restore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: Any
+) -> None:
+    """Every line a restore keeps unparsed has been parsed once by it: a
+    line that is not JSON, or not UTF-8, is a problem of the restore, named
+    by its line number (as a full replay names it), never an error at a
+    later read of the message."""
+    await flat_session(tmp_path, monkeypatch)
+    path = tmp_path / "flat.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    number = next(i for i, line in enumerate(lines) if b'"seq":4,' in line) + 1  # a question
+    assert damage(lines[number - 1]) != lines[number - 1]
+    lines[number - 1] = damage(lines[number - 1])
+    path.write_bytes(b"".join(lines))
+
+    restored = CompactionMemory.restore_from_log("flat", log_store=JSONLLogStore(tmp_path))
+    full = CompactionMemory.restore_from_log(
+        "flat", log_store=JSONLLogStore(tmp_path), full_replay=True
+    )
+
+    assert number in {p.line for p in restored.restore_problems}
+    assert [str(p) for p in restored.restore_problems] == [str(p) for p in full.restore_problems]
+    assert 4 not in [meta.seq for meta in restored._state.meta]
+    assert [m.to_dict() for m in restored._state.messages] == [
+        m.to_dict() for m in full._state.messages
+    ]
+
+
+async def test_a_restore_leaves_the_collector_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector is paused while the log is read; after it, it is on
+    again if it was, and what the restore kept is where a collection finds
+    it (the young generation: nothing moved past the collector's counting)."""
+    await flat_session(tmp_path, monkeypatch)
+    store = JSONLLogStore(tmp_path)
+    threshold = gc.get_threshold()
+    try:
+        gc.disable()
+        CompactionMemory.restore_from_log("flat", log_store=store)
+        assert not gc.isenabled()
+        gc.enable()
+        gc.set_threshold(5, 10**9, 10**9)  # young collections often; none of the older ones
+        restored = CompactionMemory.restore_from_log("flat", log_store=store)
+        assert gc.isenabled()
+        young = {id(o) for generation in (0, 1) for o in gc.get_objects(generation)}
+        assert all(id(m) in young for m in restored._state.messages[:40])
+    finally:
+        gc.enable()
+        gc.set_threshold(*threshold)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.builds(
+                lambda n, text: orjson.dumps({"type": "message", "seq": n, "t": text}),
+                st.integers(0, 99),
+                st.text(max_size=40),
+            ),
+            st.sampled_from([b"", b"  ", b"not json", b"[1]", b'{"type"', b"\xff"]),
+        ),
+        max_size=30,
+    ),
+    block=st.integers(1, 64),
+    ends=st.booleans(),
+)
+def test_a_backward_read_in_any_block_size_gives_the_lines_of_a_forward_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[bytes], block: int, ends: bool
+) -> None:
+    """Blocks of any size (lines across their edges, longer than them): the
+    records, their lines and their problems are a forward read's, reversed."""
+    monkeypatch.setattr(jsonl, "_BLOCK", block)
+    data = b"\n".join(lines) + (b"\n" if ends and lines else b"")
+    (tmp_path / "any.jsonl").write_bytes(data)
+    store = JSONLLogStore(tmp_path)
+    forward: list[Any] = []
+    backward: list[Any] = []
+
+    records = list(store.read("any", forward))
+    pairs = list(store.read_reversed_lines("any", backward))
+
+    assert [record for record, _ in pairs] == records[::-1]
+    assert all(orjson.loads(line) == record for record, line in pairs)
+    assert sorted(line.rstrip(b"\n") for _, line in pairs) == sorted(
+        line for line in lines if line.strip() and isinstance(_parsed(line), dict)
+    )
+    assert [(p.line, p.error, p.torn) for p in backward[::-1]] == [
+        (p.line, p.error, p.torn) for p in forward
+    ]
+
+
+def _parsed(line: bytes) -> Any:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("type"), str) else None
