@@ -23,7 +23,7 @@ from types import TracebackType
 from django.db import connection, transaction
 
 COMMIT_MESSAGES = 2_000  # messages one transaction holds at most (after the batch that passes it)
-COMMIT_SECONDS = 0.25  # a transaction open this long is committed at the next batch's end
+COMMIT_SECONDS = 0.1  # a transaction open this long is committed at the next batch's end
 
 
 class Transactions:
