@@ -919,8 +919,8 @@ class Writer:
         (``commits``); the messages written. ``claim`` runs with the first batch
         and marks the session ``incomplete`` until ``_complete``.
 
-        Anything raised but a database failure deletes what was written of the
-        session (``_discard``), then propagates; after a database failure (or a
+        Anything raised after the first batch but a database failure deletes
+        what was written of the session (``_discard``), then propagates; after a database failure (or a
         crash) the committed part stays ``incomplete``, for the next import to
         replace. ``LogCorruptError.line`` counts from the first batch's first record.
         """
@@ -952,7 +952,9 @@ class Writer:
                 self._checkpoint()
         except BaseException as error:
             self._writing = None
-            if not _database_failed(error):
+            # Before its first batch is written the session is not this import's (its
+            # savepoint rolled back; the id may be another import's session).
+            if records_before and not _database_failed(error):
                 self._discard(session_id)
             raise
         finally:
