@@ -84,9 +84,11 @@ def wait_for(what: str, ready: Callable[[], bool], patience: float = 90.0) -> No
 
 def finished(*pks: int) -> Callable[[], bool]:
     # One query: a job claimed between two (queued, then running) would pass both.
-    return lambda: not ImportJob.objects.filter(
-        pk__in=pks, status__in=[Status.RUNNING, Status.QUEUED]
-    ).exists()
+    return lambda: (
+        not ImportJob.objects.filter(
+            pk__in=pks, status__in=[Status.RUNNING, Status.QUEUED]
+        ).exists()
+    )
 
 
 def runs(count: int, tag: str) -> bytes:

@@ -922,7 +922,8 @@ class Writer:
         Anything raised after the first batch but a database failure deletes
         what was written of the session (``_discard``), then propagates; after a
         database failure (or a crash) the committed part stays ``incomplete``,
-        for the next import to replace. ``LogCorruptError.line`` counts from the first batch's first record.
+        for the next import to replace. ``LogCorruptError.line`` counts from the first
+        batch's first record.
         """
         store = DatabaseLogStore(parents=self._owned(), announce=False)
         written = records_before = 0
