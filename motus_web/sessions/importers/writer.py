@@ -1005,7 +1005,8 @@ class Writer:
             changes["updated_at"] = activity  # "last activity" is the conversation's
         self.transactions.begin()
         Session.objects.filter(public_id=session_id).update(**changes)
-        transaction.on_commit(lambda: announce(session_id, [meta]))
+        # Shown nowhere before this commit, so no page is in its group yet.
+        transaction.on_commit(lambda: announce(session_id, [meta], group=False))
 
 
 def _messages_in(batch: list[LogRecord] | list[dict[str, Any]]) -> int:
