@@ -52,6 +52,7 @@ from the text.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -59,13 +60,15 @@ from typing import Any, Protocol
 
 from ..messages import ChatMessage
 from .code import CODE_KINDS, reads_as_code, without_bodies
-from .identifiers import find_identifiers, normalise
+from .identifiers import Identifier, find_identifiers, normalise
 
 LEDGER_HEADING = "Kept verbatim from earlier in the conversation:"
 LEDGER_SHARE = 0.4
 """Share of a summary's token budget the ledger may take."""
 SCAN_CHARS = 20_000
 """Characters of one message read for entries (a huge tool result's head)."""
+IDENTIFIERS_CACHE = 1_024
+"""Texts whose identifiers are kept (``_identifiers_of``): at most 20 MB of text."""
 
 INSTRUCTION = "instruction"
 # Ranks: what gives way first has the lowest.
@@ -356,9 +359,17 @@ def _carried_id(identifier: Any) -> bool:
     return identifier.kind in _USER_ID_KINDS and not identifier.value.isdigit()
 
 
+@functools.lru_cache(maxsize=IDENTIFIERS_CACHE)
+def _identifiers_of(text: str) -> tuple[Identifier, ...]:
+    """``find_identifiers``, kept for the last texts scanned (each at most
+    ``SCAN_CHARS``): the same tool result or request comes back in many
+    sessions of one file (half the scans of the tau-bench demo's import)."""
+    return tuple(find_identifiers(text))
+
+
 def _labelled(text: str, skip: frozenset[str] = frozenset()) -> Iterable[tuple[Any, str]]:
     """Each identifier of ``text`` (but those in ``skip``) with the words that label it."""
-    for identifier in find_identifiers(text):
+    for identifier in _identifiers_of(text):
         if identifier.value in skip:
             continue
         at = text.find(identifier.value)

@@ -10,15 +10,15 @@ row's progress, refusals, cancel and "import again". The row is claimed once
 more (queued -> running, a conditional update), so a task delivered twice
 runs its job once.
 
-Progress goes to the job row between sessions; while a session is being
-written its transaction is open (on SQLite it holds the database's write
-lock), so this process keeps the latest figures in memory too and its pages
-show those (``with_live_progress``).
+Progress goes to the job row when the import has just committed (between its
+short transactions, ``importers.commits``); while a transaction is open (on
+SQLite it holds the database's write lock) this process keeps the latest
+figures in memory too and its pages show those (``with_live_progress``).
 
 Cancelling is cooperative: ``cancel`` sets the in-process event first (so the
 import stops at its next checkpoint even while the row waits for SQLite's write
 lock), then the row's flag, which a runner in another process sees at its next
-checkpoint. The session being written is rolled back; the committed ones stay.
+checkpoint. The session being written is deleted; the finished ones stay.
 
 On a crash: a crash while the upload is saved leaves a file that no job names
 (``interrupt_stale`` removes such files after a day); a crash while a job runs
@@ -32,8 +32,6 @@ own host, its process (pid and start time, so a reused pid does not pass) exists
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 import uuid
@@ -70,19 +68,20 @@ from .operations import (
     TooManyMessagesError,
     restore_from_file,
 )
+from .runners import elsewhere_alive, worker_id
 
 logger = logging.getLogger(__name__)
 
 Status = ImportJob.Status
 INTERRUPTED = (
-    "The server stopped while this file was being imported. The sessions it had finished "
-    "are kept; the one it was writing was rolled back. Import it again to finish: "
-    "what is already there is skipped."
+    "The server stopped while this file was being imported. The sessions it had "
+    "committed are kept; the ones it was writing are not shown. Import it again to "
+    "finish: what is already there is skipped, what was half-written is written anew."
 )
 LOST_DATABASE = (
     "The connection to the database was lost during this import. The sessions it had "
-    "finished are kept; the one it was writing was rolled back. Import it again to "
-    "finish: what is already there is skipped."
+    "committed are kept; the ones it was writing are not shown. Import it again to "
+    "finish: what is already there is skipped, what was half-written is written anew."
 )
 NOT_QUEUED = (
     "The task queue could not be reached, so the file was not queued for import. "
@@ -91,7 +90,6 @@ NOT_QUEUED = (
 RESTORE = "restore"  # ``options["kind"]`` of a job that restores a Motus log
 _LOCKED_RETRY_SECONDS = 0.5
 _ORPHAN_MAX_AGE = timedelta(days=1)  # how long a file no job names is kept
-_TOKEN = uuid.uuid4().hex[:12]  # tells this process from an earlier one with the same pid
 
 _lock = threading.Lock()
 _wakeup = threading.Condition(_lock)
@@ -99,23 +97,6 @@ _pending = 0  # wake-ups the import threads have not yet answered
 _threads: list[threading.Thread] = []
 _cancels: dict[int, threading.Event] = {}  # running here: job pk -> its cancel event
 _live: dict[int, dict[str, int]] = {}  # running here: job pk -> its latest progress
-
-
-def process_start(pid: int) -> str:
-    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``
-    field 22, proc(5)); ``""`` when it does not exist or there is no ``/proc``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return ""
-    return fields[19].decode()  # fields after "(comm) " start at field 3
-
-
-def worker_id() -> str:
-    """``host:pid:start:token``: names this process as the runner of a job."""
-    pid = os.getpid()
-    return f"{socket.gethostname()}:{pid}:{process_start(pid)}:{_TOKEN}"
 
 
 def spool() -> Storage:
@@ -429,8 +410,8 @@ class _Tracker:
             _live[self.pk] = figures
         if self.cancelled.is_set():
             raise ImportCancelled
-        if progress.in_session:
-            return  # a write now would be part of the session's transaction
+        if progress.in_transaction:
+            return  # a write now would be part of the import's uncommitted transaction
         # Also how another process's cancel is seen: the row no longer matches.
         written = ImportJob.objects.filter(
             pk=self.pk, status=Status.RUNNING, worker=worker_id(), cancel_requested=False
@@ -508,17 +489,7 @@ def runner_alive(pk: int, worker: str, heartbeat: Any) -> bool:
     if worker == worker_id():
         with _lock:
             return pk in _cancels
-    stale_before = timezone.now() - timedelta(seconds=settings.MOTUS_IMPORT_STALE_SECONDS)
-    if heartbeat is None or heartbeat < stale_before:
-        return False
-    host, _, rest = worker.partition(":")
-    if host != socket.gethostname():
-        return True
-    pid, _, rest = rest.partition(":")
-    started, _, _ = rest.partition(":")
-    if not pid.isdigit() or int(pid) == os.getpid():
-        return False  # an earlier process with this pid (a restarted container)
-    return bool(started) and process_start(int(pid)) == started
+    return elsewhere_alive(worker, heartbeat)
 
 
 def _remove_orphans() -> None:

@@ -44,12 +44,13 @@ def validate_public_id(value: str) -> None:
 
 class SessionQuerySet(models.QuerySet["Session"]):
     def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> SessionQuerySet:
-        """Staff see every session; everyone else sees the sessions they own."""
+        """Staff see every complete session; everyone else the complete sessions they
+        own (a session an import is still writing is nobody's yet: ``incomplete``)."""
         if getattr(user, "is_staff", False):
-            return self
+            return self.filter(incomplete=False)
         if not user.is_authenticated:
             return self.none()
-        return self.filter(owner=user)
+        return self.filter(owner=user, incomplete=False)
 
 
 class Session(models.Model):
@@ -82,6 +83,10 @@ class Session(models.Model):
     # What an import stored, to tell a newer copy of the same conversation from
     # a changed one: {"units": [fingerprint, ...]} (see importers.identity).
     source_state = LosslessJSONField(default=dict, blank=True)
+    # True while an import writes the session in several committed batches: no page,
+    # chat, fork or search shows it (``visible_to``) until its last batch clears this.
+    # A crash leaves it true; importing the file again replaces it (importers.writer).
+    incomplete = models.BooleanField(default=False)
 
     # Totals kept by the log store in the same transaction as each record.
     message_count = models.PositiveIntegerField(default=0)
@@ -140,6 +145,8 @@ class Session(models.Model):
 
     def is_visible_to(self, user: AbstractBaseUser | AnonymousUser) -> bool:
         """What ``Session.objects.visible_to(user)`` says of this session, without a query."""
+        if self.incomplete:
+            return False
         if getattr(user, "is_staff", False):
             return True
         return user.is_authenticated and self.owner_id is not None and self.owner_id == user.pk

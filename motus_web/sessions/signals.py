@@ -35,14 +35,17 @@ def session_group(public_id: str) -> str:
     return "session.h" + hashlib.sha256(public_id.encode()).hexdigest()
 
 
-def announce(session_id: str, records: list[dict[str, Any]]) -> None:
-    """Tell receivers and the session's group about ``records``, just committed.
+def announce(session_id: str, records: list[dict[str, Any]], *, group: bool = True) -> None:
+    """Tell receivers and (with ``group``) the session's group about ``records``,
+    just committed. ``group=False`` for a session no page could show before
+    this commit (a new import): its group has no one to tell, and each send from
+    sync code costs a thread (``async_to_sync``).
 
     A failure here is logged, never raised: the records are stored whatever a
     listener does with the news.
     """
     records_committed.send(sender=announce, session_id=session_id, records=records)
-    layer = get_channel_layer()
+    layer = get_channel_layer() if group else None
     if layer is None:
         return
     notice = {

@@ -23,11 +23,12 @@ from django.urls import reverse
 from django.utils import timezone
 from pytest_django import Settings
 
-from motus_web.sessions import jobs
+from motus_web.sessions import jobs, runners
 from motus_web.sessions.importers import (
     ImportCancelled,
     ImportOptions,
     Progress,
+    commits,
     import_stream,
 )
 from motus_web.sessions.models import ImportJob, Session
@@ -212,8 +213,16 @@ def test_the_refused_sessions_of_a_run_are_listed_with_their_reasons(owner: User
     assert reverse("dashboard:session_detail", args=[session.public_id]) in html
 
 
+@pytest.fixture
+def commit_per_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each session of a small file committed on its own (it ends past the bound)."""
+    monkeypatch.setattr(commits, "COMMIT_MESSAGES", 1)
+
+
 @pytest.mark.django_db(transaction=True)
-def test_progress_is_written_between_sessions(owner: User, committed: list[str]) -> None:
+def test_progress_is_written_after_each_commit(
+    owner: User, committed: list[str], commit_per_session: None
+) -> None:
     job = upload(logged_in(owner))
     seen: list[tuple[int, int, int]] = []
 
@@ -268,7 +277,7 @@ def test_two_runners_never_claim_one_job(owner: User) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_cancel_stops_the_job_between_sessions_and_keeps_what_was_committed(
-    owner: User, settings: Settings, committed: list[str]
+    owner: User, settings: Settings, committed: list[str], commit_per_session: None
 ) -> None:
     client = logged_in(owner)
     job = upload(client)
@@ -294,13 +303,16 @@ def test_cancel_stops_the_job_between_sessions_and_keeps_what_was_committed(
     assert reverse("dashboard:session_detail", args=[session.public_id]) in html
 
 
-def test_a_checkpoint_that_cancels_mid_session_rolls_that_session_back() -> None:
+def test_a_checkpoint_that_cancels_mid_session_deletes_that_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(commits, "COMMIT_MESSAGES", 1)  # its first batch is committed
     short = {"messages": CHAT}
     long = {"messages": [{"role": "user", "content": f"turn {n}"} for n in range(1200)]}
     data = as_jsonl(short, long)
 
     def checkpoint(progress: Progress) -> None:
-        if progress.in_session and progress.messages_read > 600:
+        if progress.messages_read > 600:  # after the long session's second batch
             raise ImportCancelled
 
     report = import_stream(io.BytesIO(data), "f.jsonl", ImportOptions(checkpoint=checkpoint))
@@ -440,7 +452,7 @@ def test_a_runner_whose_pid_now_names_another_process_is_dead(
 ) -> None:
     client = logged_in(owner)
     reused, same, silent = upload(client), upload(client, "b.json"), upload(client, "c.json")
-    host, start = socket.gethostname(), jobs.process_start(live_process)
+    host, start = socket.gethostname(), runners.process_start(live_process)
     # The runner of ``reused`` had this pid in an earlier container: another start time.
     running(reused, f"{host}:{live_process}:{int(start) - 1}:earlier")
     running(same, f"{host}:{live_process}:{start}:token")
@@ -607,7 +619,7 @@ def test_one_slow_job_does_not_hold_the_next(
     checkpoint = jobs._Tracker.__call__
 
     def slow_first(tracker: Any, progress: Progress) -> None:
-        if tracker.pk == slow.pk and not progress.in_session:
+        if tracker.pk == slow.pk and not progress.in_transaction:
             second_done.wait(timeout=60)  # held until the other job is done
         checkpoint(tracker, progress)
 

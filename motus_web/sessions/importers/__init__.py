@@ -74,12 +74,13 @@ def import_stream(
 ) -> ImportReport:
     """Import every session in ``stream`` (binary, seekable); ``source`` names it in messages.
 
-    Each session is written in its own transaction; problems are reported
-    with the file's name, the line or record, and the field, and never leave
-    half a session. ``subagents`` are a Claude Code session's subagent
+    Sessions are written in short committed transactions (``commits``), a
+    long one in several, shown only once complete; problems are reported with
+    the file's name, the line or record, and the field, and never leave half
+    a session. ``subagents`` are a Claude Code session's subagent
     transcripts. Call from sync code (not inside a running event loop).
     When ``options.checkpoint`` raises ``ImportCancelled``, the report says
-    ``cancelled`` and holds what was committed before. A gzip file that expands
+    ``cancelled`` and holds the sessions finished before (committed). A gzip file that expands
     past ``options.max_plain_bytes`` stops there (``stopped``, with a problem);
     the sessions committed before stay.
     """
@@ -88,10 +89,13 @@ def import_stream(
         digest = _digest(stream)
         writer = Writer(source, digest, options)
         plain = bounded_plain(stream, options.max_plain_bytes)
-        for found in _found(plain, source, subagents or [], options.max_messages):
-            writer.take(found)
-            if writer.report.stopped:
-                break
+        # Leaving this block commits what is written (also when the import stops on
+        # a cap, a cancel or a bug), and rolls it back only when the database failed.
+        with writer.transactions:
+            for found in _found(plain, source, subagents or [], options.max_messages):
+                writer.take(found)
+                if writer.report.stopped:
+                    break
     except PlainTooLarge as error:
         report = writer.report if writer is not None else ImportReport()
         report.stopped = True

@@ -1,9 +1,14 @@
-"""Write what the parsers found into the database, one transaction per session.
+"""Write what the parsers found into the database, in short committed transactions.
 
 Every session is written through ``DatabaseLogStore`` (the only writer of
-session rows) in batches, inside one transaction: a session that is refused
-half-way (a bad message, JSON that breaks, the upload's message cap) leaves
-nothing behind, and memory holds one batch plus the memory's live context.
+session rows) in batches, in the import's transactions (``commits``): several
+small sessions share one, a long one spans several. A new session is
+``incomplete`` (shown nowhere) from its first batch until its last one is
+written; one refused half-way (a bad message, JSON that breaks, the upload's
+message cap, Cancel) is deleted, and one left half-written by a crash is
+replaced when the file is imported again (``_stored``). An update in place
+(``_append``) is one transaction. Memory holds one batch plus the memory's
+live context.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +29,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Q, QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from memory import (
     ChatMessage,
@@ -39,8 +47,10 @@ from memory.tokens import TokenCounter
 
 from ..log_store import DatabaseLogStore
 from ..models import Session
+from ..runners import elsewhere_alive, worker_id
 from ..signals import announce
 from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fingerprints
+from .commits import Transactions
 from .formats import ParsedSession
 from .formats._io import PlainTooLarge, kind
 from .formats.times import last_activity
@@ -52,12 +62,14 @@ from .identity import (
     fingerprints,
     relation,
 )
-from .ingest import batched, chat_message
+from .ingest import BATCH, batched, chat_message
 from .runner import Replayer
 from .sources import AgentSession, Found, MotusLog, Problem, Refused, Transcript, clip
 
 logger = logging.getLogger(__name__)
 _ATTEMPTS = 3  # a new id per attempt when another import takes the id first
+_WRITING: set[str] = set()  # sessions this process's imports are writing now
+_WRITING_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,23 +153,22 @@ class ImportReport:
 class Progress:
     """Where an import is, as its checkpoint sees it.
 
-    ``in_session`` is true after a batch, inside the transaction of a session
-    being written: nothing of that session is committed yet, and a database
-    write made now would commit or roll back with it. It is false between
-    sessions, when everything in ``report`` is committed.
+    ``in_transaction`` is true while the import's transaction holds writes not
+    committed yet (``commits``): a database write made now would commit or roll
+    back with them. When it is false, everything in ``report`` is committed.
     """
 
     report: ImportReport
     messages_read: int  # messages read from the file so far, refused ones included
-    in_session: bool
+    in_transaction: bool
 
 
 class ImportCancelled(Exception):
     """Raised by a checkpoint to stop an import.
 
-    Raised inside a session's transaction, it rolls that session back; the
-    sessions committed before it stay. ``import_stream`` returns the report
-    with ``cancelled`` set.
+    Raised while a session is written, it deletes that session; the sessions
+    written before it stay (they are committed). ``import_stream`` returns the
+    report with ``cancelled`` set.
     """
 
 
@@ -167,6 +178,10 @@ class _CapReached(Refused):
 
 class _Conflict(Exception):
     """Another import wrote the same conversation first: look again at what is stored."""
+
+
+class _BeingWritten(Exception):
+    """Another import, still running, is writing the same conversation now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +222,8 @@ class Writer:
         self.options = options
         self.report = ImportReport()
         self.messages_seen = 0
+        self.transactions = Transactions()
+        self._writing: str | None = None  # the new session being written, incomplete
 
     def take(self, found: Found) -> None:
         if self.report.stopped:
@@ -215,15 +232,28 @@ class Writer:
             self._take(found)
         except (ImportCancelled, PlainTooLarge, OperationalError, InterfaceError):
             raise  # a lost database stops the import too (see _guarded)
+        except _BeingWritten:
+            self._problem(_location_of(found), _BUSY)
         except Exception as error:
             # See _write: a bug met by one session is that session's problem only.
             logger.exception("importing %s failed", self.source)
             self._problem("", f"{INTERNAL_ERROR} ({type(error).__name__})")
-        self._checkpoint(in_session=False)
+        self._commit_if_due()
+        self._checkpoint()
 
-    def _checkpoint(self, *, in_session: bool) -> None:
+    def _checkpoint(self) -> None:
         if self.options.checkpoint is not None:
-            self.options.checkpoint(Progress(self.report, self.messages_seen, in_session))
+            progress = Progress(self.report, self.messages_seen, self.transactions.open)
+            self.options.checkpoint(progress)
+
+    def _commit_if_due(self) -> None:
+        """End the import's transaction when it holds enough (``commits``); a session
+        still being written says first that its writer is alive (``_stored``)."""
+        if not self.transactions.due():
+            return
+        if self._writing is not None:
+            Session.objects.filter(public_id=self._writing).update(source_state=_writing_state())
+        self.transactions.commit()
 
     def _take(self, found: Found) -> None:
         if isinstance(found, Problem):
@@ -242,10 +272,10 @@ class Writer:
         return f"{owner}:{self.digest}:{index}"
 
     def _owned(self) -> QuerySet[Session]:
-        """The owner's sessions (with no owner: the sessions without one)."""
+        """The owner's complete sessions (with no owner: the sessions without one)."""
         if self.options.owner is None:
-            return Session.objects.filter(owner__isnull=True)
-        return Session.objects.filter(owner=self.options.owner.pk)
+            return Session.objects.filter(owner__isnull=True, incomplete=False)
+        return Session.objects.filter(owner=self.options.owner.pk, incomplete=False)
 
     def _problem(self, location: str, message: str) -> None:
         self.report.problems.append(Problem(self.source, location, message))
@@ -475,20 +505,39 @@ class Writer:
         if not isinstance(parent_id, str) or parent_id == parsed.original_id:
             return None
         key = conversation_key(self._owner_pk(), parsed.source_format, parent_id)
-        found = Session.objects.filter(source_key=key).values_list("public_id", flat=True).first()
+        stored = Session.objects.filter(source_key=key, incomplete=False)
+        found = stored.values_list("public_id", flat=True).first()
         return (found, None) if found else None
 
     # -- updates in place ----------------------------------------------------------------
 
     def _stored(self, key: str) -> tuple[str, list[str]] | None:
-        """The session stored under ``key``: its public id and its fingerprints."""
-        row = Session.objects.filter(source_key=key).values_list("public_id", "source_state")
-        found = row.first()
+        """The session stored under ``key``: its public id and its fingerprints.
+
+        A session another import left half-written (``incomplete``: its writer
+        crashed or lost the database) is deleted, so that this import writes it
+        anew: ``None``. One whose writer is still running raises ``_BeingWritten``.
+        """
+        row = Session.objects.filter(source_key=key)
+        found = row.values_list("public_id", "source_state", "incomplete").first()
         if found is None:
             return None
-        state = found[1] if isinstance(found[1], dict) else {}
+        public_id, state, incomplete = found
+        state = state if isinstance(state, dict) else {}
+        if incomplete:
+            if _writer_alive(public_id, state):
+                raise _BeingWritten
+            logger.info("replacing session %s, left half-written by an import", public_id)
+            self._discard(public_id)
+            return None
         units = state.get("units")
-        return found[0], [str(u) for u in units] if isinstance(units, list) else []
+        return public_id, [str(u) for u in units] if isinstance(units, list) else []
+
+    def _discard(self, public_id: str) -> None:
+        """Delete a session written in part (its rows go with it), in the import's transaction."""
+        self.transactions.begin()
+        with transaction.atomic():
+            Session.objects.filter(public_id=public_id).delete()
 
     def _converge(
         self,
@@ -712,7 +761,8 @@ class Writer:
         branched: bool,
     ) -> None:
         """Write a log as a new session: under its own id when that is free, else a
-        new one (``renamed``). One transaction; a crash mid-write leaves nothing.
+        new one (``renamed``), in batches (``_write_rows``): a crash mid-write
+        leaves it ``incomplete``, shown nowhere and replaced by the next import.
         Raises ``_Conflict`` when another import stored ``key`` first."""
         where = f"session {log_id}"
         for attempt in range(_ATTEMPTS):
@@ -720,11 +770,15 @@ class Writer:
             if attempt or branched or self._taken(log_id):
                 session_id = uuid.uuid4().hex
             rows = [{**found[0], "session_id": session_id}, *found[1:]]
+            original = "" if session_id == log_id else log_id
+            chunks = (rows[start : start + BATCH] for start in range(0, len(rows), BATCH))
             try:
-                with transaction.atomic():
-                    DatabaseLogStore(parents=self._owned()).extend(session_id, rows)
-                    original = "" if session_id == log_id else log_id
-                    self._claim(session_id, key, original, units, parent)
+                self._write_rows(
+                    session_id,
+                    chunks,
+                    lambda: self._claim(session_id, key, original, parent),  # noqa: B023
+                )
+                self._complete(session_id, rows[0], units)
             except LogCorruptError as error:
                 if error.line == 1 and self._taken(session_id):
                     # Another import created the session after we found the id free.
@@ -754,24 +808,34 @@ class Writer:
     # -- the one write path -------------------------------------------------------------
 
     def _write(self, plan: _Plan) -> tuple[str, int] | None:
-        """Write one new session in one transaction; its public id and messages written.
+        """Write one new session (``_write_rows``); its public id and messages written.
 
-        ``None`` if refused (a problem says why; nothing of it stays: a crash
-        mid-write rolls the transaction back). Tried once: the id is new (a
-        UUID), and the messages may be a stream that cannot be read twice.
-        Raises ``_Conflict`` when another import stored the same key first.
+        ``None`` if refused (a problem says why; what was written of it is
+        deleted; a crash mid-write leaves it ``incomplete``). Tried once: the id
+        is new (a UUID), and the messages may be a stream that cannot be read
+        twice. Raises ``_Conflict`` when another import stored the same key first.
         """
         session_id = uuid.uuid4().hex
-        written = self._guarded(plan.location, lambda: self._write_batches(session_id, plan))
+        written = self._guarded(
+            plan.location, lambda: self._write_batches(session_id, plan), whole=False
+        )
         if written is None:
             return None
         self.report.imported.append(session_id)
         return session_id, written
 
-    def _guarded(self, location: str, write: Callable[[], int]) -> int | None:
-        """Run ``write`` in a transaction; refusals become problems (``None``)."""
+    def _guarded(
+        self, location: str, write: Callable[[], int], *, whole: bool = True
+    ) -> int | None:
+        """Run ``write``; refusals become problems (``None``). ``whole``: in one
+        transaction (a savepoint of the import's), rolled back on a refusal;
+        otherwise ``write`` commits as it goes and cleans up after itself."""
         try:
-            with transaction.atomic():
+            if whole:
+                self.transactions.begin()
+                with transaction.atomic():
+                    written = write()
+            else:
                 written = write()
         except (ImportCancelled, _Conflict):
             raise
@@ -796,12 +860,13 @@ class Writer:
             self._problem(location, f"the memory refused the messages: {error}")
             return None
         except (OperationalError, InterfaceError):
-            # The database itself failed (its connection dropped, say): the session is
-            # rolled back, and the rest cannot be written either, so the import stops.
+            # The database itself failed (its connection dropped, say): what was not
+            # committed is rolled back, and the rest cannot be written either, so the
+            # import stops.
             raise
         except Exception as error:
             # A bug met by one session must not fail the others, nor the page: the
-            # session is refused (its transaction rolled back) and the trace logged.
+            # session is refused (what was written of it deleted) and the trace logged.
             logger.exception("importing %s, %s failed", self.source, location)
             self._problem(location, f"{INTERNAL_ERROR} ({type(error).__name__})")
             return None
@@ -811,38 +876,92 @@ class Writer:
     def _write_batches(self, session_id: str, plan: _Plan, *, fresh: bool = True) -> int:
         """Write the session's batches; the number of messages written.
 
-        ``fresh``: a new session (its first record is the session_meta), else
-        an update whose records are announced as they commit, so the session's
-        live pages and its chat see them.
+        ``fresh``: a new session (its first record is the session_meta), written
+        by ``_write_rows`` and announced once complete; else an update (inside
+        ``_append``'s transaction) whose records are announced as they commit,
+        so the session's live pages and its chat see them.
         """
-        # A new session is announced once, after the commit, with the session_meta:
-        # a session written in many batches is not held in memory until then.
-        store = DatabaseLogStore(parents=self._owned(), announce=not fresh)
-        meta: dict[str, Any] | None = None
-        written = 0
-        for batch in plan.batches(session_id):
-            if not batch:
-                continue
-            if meta is None and fresh:
-                first = batch[0]
-                assert isinstance(first, records.SessionMeta)
-                batch[0] = dataclasses.replace(
-                    first, title=clip(plan.title, 200), extra={**first.extra, **plan.meta_extra}
-                )
-                meta = batch[0].to_dict()
-            store.extend(session_id, batch)
-            written += sum(1 for record in batch if isinstance(record, records.MessageRecord))
-            self._checkpoint(in_session=True)
         if not fresh:
+            store = DatabaseLogStore(parents=self._owned())
+            written = 0
+            for batch in plan.batches(session_id):
+                store.extend(session_id, batch)
+                written += _messages_in(batch)
+                self._checkpoint()
             return written
-        if meta is None:
+        meta: list[dict[str, Any]] = []
+
+        def titled() -> Iterator[list[LogRecord]]:
+            for batch in plan.batches(session_id):
+                if batch and not meta:
+                    first = batch[0]
+                    assert isinstance(first, records.SessionMeta)
+                    extra = {**first.extra, **plan.meta_extra}
+                    batch[0] = dataclasses.replace(first, title=clip(plan.title, 200), extra=extra)
+                    meta.append(batch[0].to_dict())
+                yield batch
+
+        claim = functools.partial(self._claim, session_id, plan.key, plan.original_id, plan.parent)
+        written = self._write_rows(session_id, titled(), claim)
+        if not meta:
             raise Refused(plan.location, "no messages besides a system prompt")
-        self._claim(session_id, plan.key, plan.original_id, plan.units, plan.parent)
-        if plan.activity is not None:
-            # "Last activity" is the conversation's, not the import's.
-            Session.objects.filter(public_id=session_id).update(updated_at=plan.activity)
-        announced = meta
-        transaction.on_commit(lambda: announce(session_id, [announced]))
+        self._complete(session_id, meta[0], plan.units, plan.activity)
+        return written
+
+    def _write_rows(
+        self,
+        session_id: str,
+        batches: Iterator[list[LogRecord]] | Iterator[list[dict[str, Any]]],
+        claim: Callable[[], None],
+    ) -> int:
+        """Write a new session's ``batches`` (its session_meta first), each in a
+        savepoint of the import's transaction, committing between them when due
+        (``commits``); the messages written. ``claim`` runs with the first batch
+        and marks the session ``incomplete`` until ``_complete``.
+
+        Anything raised after the first batch but a database failure deletes
+        what was written of the session (``_discard``), then propagates; after a
+        database failure (or a crash) the committed part stays ``incomplete``,
+        for the next import to replace. ``LogCorruptError.line`` counts from the first
+        batch's first record.
+        """
+        store = DatabaseLogStore(parents=self._owned(), announce=False)
+        written = records_before = 0
+        with _WRITING_LOCK:
+            _WRITING.add(session_id)
+        self._writing = session_id
+        try:
+            for batch in batches:
+                if not batch:
+                    continue
+                self.transactions.begin()
+                try:
+                    with transaction.atomic():
+                        store.extend(session_id, batch)
+                        if not records_before:
+                            claim()
+                except LogCorruptError as error:
+                    if error.line is None or not records_before:
+                        raise
+                    line = error.line + records_before
+                    raise LogCorruptError(str(error.__cause__), line=line) from error.__cause__
+                records_before += len(batch)
+                messages = _messages_in(batch)
+                written += messages
+                self.transactions.wrote(messages)
+                self._commit_if_due()
+                self._checkpoint()
+        except BaseException as error:
+            self._writing = None
+            # Before its first batch is written the session is not this import's (its
+            # savepoint rolled back; the id may be another import's session).
+            if records_before and not _database_failed(error):
+                self._discard(session_id)
+            raise
+        finally:
+            self._writing = None
+            with _WRITING_LOCK:
+                _WRITING.discard(session_id)
         return written
 
     def _claim(
@@ -850,11 +969,11 @@ class Writer:
         session_id: str,
         key: str,
         original_id: str,
-        units: list[str] | None,
         parent: tuple[str, int | None] | None = None,
     ) -> None:
-        """Mark the new session as this import's; raises ``IntegrityError`` when
-        another import claimed ``key`` first (the transaction then rolls back)."""
+        """Mark the new session as this import's, and ``incomplete`` while it is
+        written; raises ``IntegrityError`` when another import claimed ``key``
+        first (the first batch's savepoint then rolls back)."""
         links: dict[str, Any] = {}
         if parent is not None:
             trunk = self._owned().filter(public_id=parent[0]).first()
@@ -864,9 +983,71 @@ class Writer:
             source=clip(self.name.replace("\x00", "\ufffd"), 255),
             source_key=key,
             original_id=original_id,
-            source_state={"units": units} if units is not None else {},
+            source_state=_writing_state(),
+            incomplete=True,
             **links,
         )
+
+    def _complete(
+        self,
+        session_id: str,
+        meta: dict[str, Any],
+        units: list[str] | None,
+        activity: datetime | None = None,
+    ) -> None:
+        """The session's last batch is written: show it, with the fingerprints that
+        identify it (``identity``), and announce its session_meta after the commit."""
+        changes: dict[str, Any] = {
+            "incomplete": False,
+            "source_state": {"units": units} if units is not None else {},
+        }
+        if activity is not None:
+            changes["updated_at"] = activity  # "last activity" is the conversation's
+        self.transactions.begin()
+        Session.objects.filter(public_id=session_id).update(**changes)
+        # Shown nowhere before this commit, so no page is in its group yet.
+        transaction.on_commit(lambda: announce(session_id, [meta], group=False))
+
+
+def _messages_in(batch: list[LogRecord] | list[dict[str, Any]]) -> int:
+    return sum(
+        1
+        for record in batch
+        if isinstance(record, records.MessageRecord)
+        or (isinstance(record, dict) and record.get("type") == records.MESSAGE)
+    )
+
+
+def _database_failed(error: BaseException) -> bool:
+    """Whether ``error`` is the database's own failure (nothing more can be written)."""
+    cause = error.__cause__ if isinstance(error, LogError) else error
+    return isinstance(cause, (OperationalError, InterfaceError))
+
+
+def _writing_state() -> dict[str, Any]:
+    """An incomplete session's ``source_state``: who writes it, and when it last said so."""
+    return {"writing": {"runner": worker_id(), "at": timezone.now().isoformat()}}
+
+
+def _writer_alive(public_id: str, state: dict[str, Any]) -> bool:
+    """Whether the import that writes incomplete session ``public_id`` still runs."""
+    writing = state.get("writing")
+    if not isinstance(writing, dict):
+        return False
+    runner, at = writing.get("runner"), writing.get("at")
+    if runner == worker_id():
+        with _WRITING_LOCK:
+            return public_id in _WRITING
+    moment = parse_datetime(at) if isinstance(at, str) else None
+    return isinstance(runner, str) and elsewhere_alive(runner, moment)
+
+
+def _location_of(found: Found) -> str:
+    if isinstance(found, MotusLog):
+        return f"line {found.lines[0]}"
+    if isinstance(found, AgentSession):
+        return f"session {found.index}"
+    return getattr(found, "location", "")
 
 
 def _conflict(error: Exception) -> bool:
@@ -878,6 +1059,7 @@ INTERNAL_ERROR = (
     "could not be imported because of an error in Motus; the server log has the details"
 )
 _RACE = "imported at the same time by another request; import the file again"
+_BUSY = "being imported by another import right now; import the file again when it has ended"
 
 
 def _log_unit(record: dict[str, Any]) -> dict[str, Any]:
