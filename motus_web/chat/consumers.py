@@ -16,9 +16,11 @@ may see the session (its owner, or staff); it is closed with a documented code:
 Everyone following a session is in its channel-layer group
 (``session_group``): the log store announces stored records there
 (``log.records``), and a running turn publishes its live frames there
-(``chat.frame``). A channel layer drops group messages silently when a reader
-falls behind (over its per-channel capacity), so no browser state rests on a
-group message arriving:
+(``chat.frame``) for every socket but its own, which gets them straight from
+the run, never dropped (``publishing``). A channel layer drops group messages
+silently when a reader falls behind (over its per-channel capacity; on Redis
+all the sockets of a process share one such list), so no viewer's state rests
+on a group message arriving:
 
 - every frame a writer publishes carries ``run`` (one turn, replay or
   compaction) and ``sn``, its number in that run from 1; a consumer that sees
@@ -50,6 +52,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
@@ -76,6 +79,7 @@ from .frames import (
     parse_frame,
 )
 from .providers import ChatModel
+from .publishing import RunPublisher
 from .render import last_position, record_frames
 from .replay import ReplayRun, replay_of
 from .turns import ChatTurn
@@ -104,7 +108,6 @@ LAYER_DOWN_MESSAGE = (
 UNKNOWN_RUN = "?"
 T = TypeVar("T")
 Runner = ChatTurn | ReplayRun | CompactRun
-Publish = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def _visible_session(user: Any, public_id: str) -> Session | None:
@@ -152,16 +155,34 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.scope = scope
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
         self.base_send = send
+        # The frames of this socket's own run: unbounded, so none is ever dropped.
+        self.own_frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         try:
             self.channel_name = await retried(self.channel_layer.new_channel)
             self.channel_receive = functools.partial(
                 retried, functools.partial(self.channel_layer.receive, self.channel_name)
             )
-            await await_many_dispatch([receive, self.channel_receive], self.dispatch)
+            await await_many_dispatch(
+                [receive, self.channel_receive, self.own_frames.get], self.dispatch
+            )
         except StopConsumer:
             pass
         except LayerUnavailable:
             await self.give_up(CLOSE_TRY_AGAIN, LAYER_DOWN_MESSAGE)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, less its ``close_old_connections`` before every message.
+
+        That call is a hop to the process's one thread for synchronous code
+        (every socket's, the turns' database writes too): with it, each live
+        frame of each socket queued behind that work, and under load the
+        sockets' channels filled and dropped frames. Every database call here
+        goes through ``database_sync_to_async``, which closes old connections
+        itself, before and after."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
 
     async def give_up(self, code: int, message: str) -> None:
         """Say ``message`` in the chat, close with ``code`` and clean up as a
@@ -291,7 +312,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.refuse("forbidden", "only the session's owner or staff may do that here")
             return
         if isinstance(frame, Stop):
-            await self.group_send({"type": "chat.stop"})
+            if self.work is not None and not self.work.done():
+                await self.chat_stop({})  # this socket's own run: not through the layer
+            else:
+                await self.group_send({"type": "chat.stop"})
             return
         if not self.limits.work.allow():
             await self.refuse(
@@ -422,8 +446,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.catch_up()
             self.announced = False
 
+    async def chat_own_frame(self, event: dict[str, Any]) -> None:
+        """A frame of this socket's own run (``own_frames``): none is ever lost,
+        so no stall check watches it."""
+        await self.follow_frame(event, own=True)
+
     async def chat_frame(self, event: dict[str, Any]) -> None:
-        """A frame a run published to the session's group."""
+        """A frame a run of another socket published to the session's group."""
+        if event.get("origin") != self.channel_name:  # this socket's has its own
+            await self.follow_frame(event, own=False)
+
+    async def follow_frame(self, event: dict[str, Any], *, own: bool) -> None:
         run, sn = event["run"], event["sn"]
         frame = {**event["frame"], "run": run, "sn": sn}
         expected = self.live_sn + 1 if run == self.live_run else 1
@@ -434,7 +467,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         )
         if ends:
             self.live_run = None
-        else:
+        elif not own:
             self.watch(run)
         if self.cursor is None:
             if kind != "record":  # not following the records yet: its resume reads them
@@ -469,7 +502,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             if await database_sync_to_async(lease.holder_kind)(self.session.pk) is None:
                 self.live_run = None
                 if self.cursor is not None:
-                    await self.resync()
+                    try:
+                        await self.resync()
+                    except OSError:  # the browser went away meanwhile (uvicorn's
+                        return  # ClientDisconnected): its disconnect cleans up
                 return
 
     async def chat_stop(self, event: dict[str, Any]) -> None:
@@ -481,22 +517,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         group = session_group(self.session.public_id)
         await retried(functools.partial(self.channel_layer.group_send, group, message))
 
-    def publisher(self) -> Publish:
-        """The publish function of one run: its frames numbered from 1."""
-        run = uuid.uuid4().hex
-        count = 0
+    def publisher(self) -> RunPublisher:
+        """The publisher of one run: to this socket directly, to the group for the rest."""
+        return RunPublisher(self.own_frames.put_nowait, self.send_to_group)
 
-        async def publish(frame: dict[str, Any]) -> None:
-            nonlocal count
-            count += 1
-            message = {"type": "chat.frame", "frame": frame, "run": run, "sn": count}
-            try:
-                await self.group_send(message)
-            except LayerUnavailable:
-                # The run goes on storing its records; followers re-sync from the store.
-                logger.warning("a frame of run %s could not be published", run)
-
-        return publish
+    async def send_to_group(self, message: dict[str, Any]) -> None:
+        try:
+            await self.group_send({**message, "origin": self.channel_name})
+        except LayerUnavailable:
+            # The run goes on storing its records; followers re-sync from the store.
+            logger.warning("a frame of run %s could not be published", message["run"])
 
     # -- writing ------------------------------------------------------------------------
 
@@ -511,11 +541,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         holder = await self.take_lease("turn")
         if holder is None:
             return
-        publish = self.publisher()
-        turn = ChatTurn(self.session, model, publish)
+        publisher = self.publisher()
+        turn = ChatTurn(self.session, model, publisher.publish)
         text = frame.text if isinstance(frame, Send) else None
         self.runner = turn
-        self.work = asyncio.create_task(self.hold_lease(holder, turn.run(text), publish))
+        self.work = asyncio.create_task(self.hold_lease(holder, turn.run(text), publisher))
 
     async def start_compact(self, frame: Compact) -> None:
         assert self.session is not None
@@ -528,11 +558,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         holder = await self.take_lease("compact")
         if holder is None:
             return
-        publish = self.publisher()
-        run = CompactRun(self.session, model, publish, self.user_pk)
+        publisher = self.publisher()
+        run = CompactRun(self.session, model, publisher.publish, self.user_pk)
         self.runner = run
         self.work = asyncio.create_task(
-            self.hold_lease(holder, run.run(frame.token, frame.instructions), publish)
+            self.hold_lease(holder, run.run(frame.token, frame.instructions), publisher)
         )
 
     async def model_for(self, name: str | None) -> ChatModel | None:
@@ -556,10 +586,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         holder = await self.take_lease("replay")
         if holder is None:
             return
-        publish = self.publisher()
-        replay = ReplayRun(self.session, original, publish)
+        publisher = self.publisher()
+        replay = ReplayRun(self.session, original, publisher.publish)
         self.runner = replay
-        self.work = asyncio.create_task(self.hold_lease(holder, replay.run(speed), publish))
+        self.work = asyncio.create_task(self.hold_lease(holder, replay.run(speed), publisher))
 
     async def take_lease(self, kind: str) -> str | None:
         """The session's lease for one run (a holder name of its own, so that this
@@ -577,17 +607,19 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.refuse_busy()
         return None
 
-    async def hold_lease(self, holder: str, work: Awaitable[None], publish: Publish) -> None:
+    async def hold_lease(self, holder: str, work: Awaitable[None], publisher: RunPublisher) -> None:
         """Run ``work`` while renewing its lease; give it back after."""
         assert self.session is not None
         pk = self.session.pk
         renewing = asyncio.create_task(self._renew(pk, holder))
         try:
             await work
+            await publisher.flush()
         except Exception:
             logger.exception("session %s: the turn failed", self.session.public_id)
-            await publish({"type": "finished", "reason": "error", "steps": 0})
+            await publisher.publish({"type": "finished", "reason": "error", "steps": 0})
         finally:
+            publisher.close()
             renewing.cancel()
             await database_sync_to_async(lease.release)(pk, holder)
 

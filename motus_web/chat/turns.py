@@ -279,5 +279,11 @@ def event_frame(event: AgentEvent, session: Session) -> dict[str, Any] | None:
     if isinstance(event, TurnError):
         return error_frame(event.error)
     if isinstance(event, TurnFinished):
-        return {"type": "finished", "reason": event.reason, "steps": event.steps}
+        # The answer's text too: a socket that missed deltas still ends with it.
+        return {
+            "type": "finished",
+            "reason": event.reason,
+            "steps": event.steps,
+            "text": event.text,
+        }
     return None  # MessageAdded: the record frame carries it, stored

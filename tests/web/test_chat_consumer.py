@@ -183,7 +183,12 @@ async def test_a_turn_streams_in_order_and_every_message_is_stored_before_it_is_
     assert [r["pos"] for r in records] == [1, 2]
     assert "Hi there" in records[0]["html"]
     assert 'id="m1"' in records[1]["html"]
-    assert bare(frames[-1]) == {"type": "finished", "reason": "answer", "steps": 1}
+    assert bare(frames[-1]) == {
+        "type": "finished",
+        "reason": "answer",
+        "steps": 1,
+        "text": "Hello, how can I help you today?",
+    }
     assert [m["content"] for m in await database_sync_to_async(stored)(session)] == [
         "Hi there",
         "Hello, how can I help you today?",
