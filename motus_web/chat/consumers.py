@@ -91,6 +91,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
 STALL_S = 5.0  # while a run is live and silent, its lease is read this often
+RELEASE_WAIT_S = 10.0  # a run's end waits this long to give its lease back
 LAYER_ATTEMPTS = 3  # a channel-layer call is tried this often before giving up
 LAYER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, OSError)
 try:  # channels_redis raises redis' own errors (not subclasses of the built-in ones)
@@ -621,7 +622,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         finally:
             publisher.close()
             renewing.cancel()
-            await database_sync_to_async(lease.release)(pk, holder)
+            # Bounded: behind a write that never ends (the process's one sync
+            # thread stuck) it would keep this task, and the socket's close, for
+            # ever; a lease not given back expires by itself.
+            try:
+                await asyncio.wait_for(
+                    database_sync_to_async(lease.release)(pk, holder), RELEASE_WAIT_S
+                )
+            except TimeoutError:
+                logger.warning("session %s: lease not given back, it expires", self.session)
 
     async def _renew(self, pk: int, holder: str) -> None:
         while True:
