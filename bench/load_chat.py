@@ -11,16 +11,24 @@ does (after 5 s of silence it sends ``resume``, as the page does, and a
 ``sync`` saying the writer is gone ends the turn). Prints: messages sent
 against messages persisted (user messages in the
 database; they must be equal) and answers persisted; errors (a socket that
-failed, an error frame, a turn that did not end with an answer) and the
-turns whose end frame was dropped (ended by the resume); the added
+failed, an error frame, a turn that did not end with an answer); the
+turns ended by the resume (their end frame not there in time), and of those
+the end frames that came later all the same; the turns whose streamed text
+fell short of the answer; the numbered frames of a socket's own turns that
+never reached it; the added
 latency of each streamed delta, p50/p95 (from the model server sending the
 piece that ends it to the browser's socket receiving it: the chat's
 batching, the channel layer, the server's queueing); the server's peak
-resident memory (every process of it together). The client and the model
-server run on the same machine as the server. Figures, not assertions.
+resident memory (every process of it together); the client's own CPU use
+and event-loop lateness (is the client the bottleneck?). The client and the
+model server run on the same machine as the server. Figures, not assertions.
+``--trace`` adds the server's own counters (``bench/chat_trace``): frames
+dropped by the channel layer (and where), its backlogs, the websocket's
+write buffer, the dispatch and sync-thread waits.
 
 Usage: ``python bench/load_chat.py [--sessions 200] [--messages 3] [--pace 0.05]
-[--workers 1,2]``.
+[--workers 1,2] [--trace]`` (``m1`` in ``--workers``: one worker on the
+in-memory layer even with ``REDIS_URL``).
 """
 
 from __future__ import annotations
@@ -238,7 +246,8 @@ def run(
                         if frame.get("run") in ended_by_resume and frame["type"] == "finished":
                             late_ends[0] += 1
         except Exception as error:  # a failed socket counts as an error, the run goes on
-            errors.append(type(error).__name__)
+            code = getattr(getattr(error, "rcvd", None), "code", None)
+            errors.append(type(error).__name__ + (f" {code}" if code is not None else ""))
 
     async def lateness() -> None:
         while True:

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import time
+from typing import Any
 
 FOLDER = os.environ.get("MOTUS_CHAT_TRACE")
 counts: collections.Counter[str] = collections.Counter()
@@ -41,10 +42,10 @@ def _dump() -> None:
 def _install() -> None:
     from channels import layers
 
-    memory = layers.InMemoryChannelLayer
+    memory: Any = layers.InMemoryChannelLayer
     memory_send = memory.send
 
-    async def send(self, channel, message):  # type: ignore[no-untyped-def]
+    async def send(self: Any, channel: Any, message: Any) -> Any:
         try:
             await memory_send(self, channel, message)
         except layers.ChannelFull:
@@ -55,7 +56,7 @@ def _install() -> None:
     memory.send = send
     memory_remove = memory._remove_from_groups
 
-    def remove(self, channel):  # type: ignore[no-untyped-def]
+    def remove(self: Any, channel: Any) -> Any:
         counts["memory channel expired out of its groups"] += 1
         memory_remove(self, channel)
 
@@ -66,56 +67,59 @@ def _install() -> None:
     except ImportError:
         pass
     else:
-        bounded_put = core.BoundedQueue.put_nowait
+        queue: Any = core.BoundedQueue
+        bounded_put = queue.put_nowait
 
-        def put_nowait(self, item):  # type: ignore[no-untyped-def]
+        def put_nowait(self: Any, item: Any) -> Any:
             if self.full():
                 counts[f"redis receive buffer dropped oldest (for {item.get('type')})"] += 1
             bounded_put(self, item)
             _note_most("redis receive buffer backlog", self.qsize())
 
-        core.BoundedQueue.put_nowait = put_nowait
+        queue.put_nowait = put_nowait
 
         class OverCapacity(logging.Filter):
             def filter(self, record: logging.LogRecord) -> bool:
                 if "over capacity" in str(record.msg):
-                    counts["redis group_send dropped (process key over capacity)"] += record.args[0]  # type: ignore[index]
+                    dropped: Any = record.args[0]  # type: ignore[index]
+                    counts["redis group_send dropped (process key over capacity)"] += dropped
                 return True
 
         core.logger.addFilter(OverCapacity())
         core.logger.setLevel(logging.INFO)
         core.logger.propagate = False
-        redis_send = core.RedisChannelLayer.group_send
+        redis: Any = core.RedisChannelLayer
+        redis_send = redis.group_send
 
-        async def group_send(self, group, message):  # type: ignore[no-untyped-def]
+        async def group_send(self: Any, group: Any, message: Any) -> Any:
             started = time.perf_counter()
             await redis_send(self, group, message)
             totals["redis group_send s"] += time.perf_counter() - started
             counts["redis group_send"] += 1
 
-        core.RedisChannelLayer.group_send = group_send
-        receive_single = core.RedisChannelLayer.receive_single
+        redis.group_send = group_send
+        receive_single = redis.receive_single
 
-        async def single(self, channel):  # type: ignore[no-untyped-def]
+        async def single(self: Any, channel: Any) -> Any:
             out = await receive_single(self, channel)
             counts["redis messages pulled from the process key"] += 1
             return out
 
-        core.RedisChannelLayer.receive_single = single
+        redis.receive_single = single
 
     from uvicorn.protocols.websockets import websockets_sansio_impl as sansio
 
-    protocol = sansio.WebSocketsSansIOProtocol
+    protocol: Any = sansio.WebSocketsSansIOProtocol
     pause = protocol.pause_writing
 
-    def pause_writing(self):  # type: ignore[no-untyped-def]
+    def pause_writing(self: Any) -> Any:
         counts["websocket write buffer over its high-water mark"] += 1
         pause(self)
 
     protocol.pause_writing = pause_writing
     ws_send = protocol.send
 
-    async def sansio_send(self, message):  # type: ignore[no-untyped-def]
+    async def sansio_send(self: Any, message: Any) -> Any:
         started = time.perf_counter()
         await ws_send(self, message)
         waited = time.perf_counter() - started
@@ -132,10 +136,11 @@ def _install() -> None:
 
     from channels.consumer import AsyncConsumer
 
-    dispatch = AsyncConsumer.dispatch
-    lag_started = []
+    consumer: Any = AsyncConsumer
+    dispatch = consumer.dispatch
+    lag_started: list[asyncio.Task[None]] = []
 
-    async def traced_dispatch(self, message):  # type: ignore[no-untyped-def]
+    async def traced_dispatch(self: Any, message: Any) -> Any:
         if not lag_started:
             lag_started.append(asyncio.get_running_loop().create_task(_lag()))
         started = time.perf_counter()
@@ -148,13 +153,14 @@ def _install() -> None:
         if kind == "chat.frame" and message["frame"].get("type") == "finished":
             counts["chat.frame finished dispatched"] += 1
 
-    AsyncConsumer.dispatch = traced_dispatch
+    consumer.dispatch = traced_dispatch
 
     from asgiref import sync
 
-    call = sync.SyncToAsync.__call__
+    to_async: Any = sync.SyncToAsync
+    call = to_async.__call__
 
-    async def timed_call(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def timed_call(self: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
             return await call(self, *args, **kwargs)
@@ -164,7 +170,7 @@ def _install() -> None:
             totals["sync_to_async s"] += took
             _note_most("sync_to_async s", took)
 
-    sync.SyncToAsync.__call__ = timed_call
+    to_async.__call__ = timed_call
 
 
 async def _lag() -> None:

@@ -91,6 +91,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
 STALL_S = 5.0  # while a run is live and silent, its lease is read this often
+FINISHING_WAIT_S = 2.0  # a send after this socket's run ended waits this long for it to end
 RELEASE_WAIT_S = 10.0  # a run's end waits this long to give its lease back
 LAYER_ATTEMPTS = 3  # a channel-layer call is tried this often before giving up
 LAYER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, OSError)
@@ -147,6 +148,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     session: Session | None = None
     groups_joined: tuple[str, ...] = ()
     work: asyncio.Task[None] | None = None
+    own_run_ended = False  # this socket has sent the end of its latest run (``work``)
     stall: asyncio.Task[None] | None = None
     closing = False
 
@@ -325,6 +327,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 f"(at most {limits.WORK_BURST} at once, then {limits.WORK_PER_MINUTE} a minute)",
             )
             return
+        if self.work is not None and not self.work.done() and self.own_run_ended:
+            # This socket has shown its run's end (its next send is allowed):
+            # the run is giving its lease back, which takes a moment.
+            await asyncio.wait([self.work], timeout=FINISHING_WAIT_S)
         if self.work is not None and not self.work.done():
             await self.refuse_busy()
         elif isinstance(frame, Send | Retry):
@@ -412,12 +418,15 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.announced = False
         await self.catch_up()
         kind = await database_sync_to_async(lease.holder_kind)(self.session.pk)
-        if kind is None:
+        # This socket's own run's end is on its way (in ``own_frames``, never
+        # lost) even when its lease is back already: it still runs, for the page.
+        own_pending = self.work is not None and not self.own_run_ended
+        if kind is None and not own_pending:
             self.live_run = None
-        elif self.live_run is None:
+        elif self.live_run is None and not own_pending:
             self.live_run = UNKNOWN_RUN  # a writer runs whose frames this socket has not seen
             self.watch(UNKNOWN_RUN)
-        await self.send_sync(running=kind is not None)
+        await self.send_sync(running=kind is not None or own_pending)
 
     async def send_sync(self, *, running: bool, end: int | None = None) -> None:
         last = self.cursor if end is None else end
@@ -468,13 +477,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         )
         if ends:
             self.live_run = None
+            self.own_run_ended = own
         elif not own:
             self.watch(run)
         if self.cursor is None:
             if kind != "record":  # not following the records yet: its resume reads them
                 await self.send_json(frame)
             return
-        if sn != expected:
+        if sn != expected and not own:  # (its own run's frames are never lost)
             await self.resync()  # frames of this run were dropped, or this socket joined late
         elif kind == "record" and frame["pos"] > self.cursor + 1:
             await self.catch_up()  # a record announced but not seen: read it from the store
@@ -546,6 +556,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         turn = ChatTurn(self.session, model, publisher.publish)
         text = frame.text if isinstance(frame, Send) else None
         self.runner = turn
+        self.own_run_ended = False
         self.work = asyncio.create_task(self.hold_lease(holder, turn.run(text), publisher))
 
     async def start_compact(self, frame: Compact) -> None:
@@ -562,6 +573,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         publisher = self.publisher()
         run = CompactRun(self.session, model, publisher.publish, self.user_pk)
         self.runner = run
+        self.own_run_ended = False
         self.work = asyncio.create_task(
             self.hold_lease(holder, run.run(frame.token, frame.instructions), publisher)
         )
@@ -590,6 +602,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         publisher = self.publisher()
         replay = ReplayRun(self.session, original, publisher.publish)
         self.runner = replay
+        self.own_run_ended = False
         self.work = asyncio.create_task(self.hold_lease(holder, replay.run(speed), publisher))
 
     async def take_lease(self, kind: str) -> str | None:
