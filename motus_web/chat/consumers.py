@@ -129,6 +129,18 @@ def choose_model(name: str | None, session: Session) -> ChatModel | None:
     return used or (models[0] if models else None)
 
 
+def reading(call: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """A read-only ORM call to ``await``, on a thread of the event loop's pool.
+
+    Not on the process's one thread for synchronous code, where every turn's
+    writes queue: under load (200 chats on one worker) a socket's reads
+    waited there seconds each, its dispatch with them, and a socket that
+    did not take the browser's next frame for 20 s lost its keepalive
+    (uvicorn stops reading until the app takes it) and was closed 1011.
+    Writes (the lease) stay on that thread, in order."""
+    return database_sync_to_async(call, thread_sensitive=False)
+
+
 class LayerUnavailable(Exception):
     """The channel layer failed ``LAYER_ATTEMPTS`` times in a row."""
 
@@ -207,7 +219,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         public_id = self.scope["url_route"]["kwargs"]["public_id"]
-        session = await database_sync_to_async(_visible_session)(user, public_id)
+        session = await reading(_visible_session)(user, public_id)
         if session is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -344,9 +356,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         """The per-frame check of ``access``: closes the socket and says ``False``
         when its login or the session is gone; refreshes ``can_write``."""
         assert self.session is not None
-        found = await database_sync_to_async(access.check)(
-            self.session_key, self.user_pk, self.session.pk
-        )
+        found = await reading(access.check)(self.session_key, self.user_pk, self.session.pk)
         if isinstance(found, access.Access):
             self.can_write = found.can_write
             return True
@@ -410,14 +420,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         session's writer (from its lease): what the group's frames may have lost."""
         assert self.session is not None
         cursor = -1 if self.cursor is None else self.cursor
-        end = await database_sync_to_async(last_position)(self.session)
+        end = await reading(last_position)(self.session)
         if cursor > end:
             await self.past_end(cursor, end)
             self.cursor = end
             return
         self.announced = False
         await self.catch_up()
-        kind = await database_sync_to_async(lease.holder_kind)(self.session.pk)
+        kind = await reading(lease.holder_kind)(self.session.pk)
         # This socket's own run's end is on its way (in ``own_frames``, never
         # lost) even when its lease is back already: it still runs, for the page.
         own_pending = self.work is not None and not self.own_run_ended
@@ -437,7 +447,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         assert self.session is not None
         cursor = -1 if self.cursor is None else self.cursor
         while True:
-            frames = await database_sync_to_async(record_frames)(self.session, cursor)
+            frames = await reading(record_frames)(self.session, cursor)
             for frame in frames:
                 await self.send_json(frame)
                 cursor = frame["pos"]
@@ -495,7 +505,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 frame = {"type": "seen", "run": run, "sn": sn}
             self.cursor = max(self.cursor, frame.get("pos", self.cursor))
         await self.send_json(frame)
-        if ends:
+        if ends and not own:  # (its own run sent every record it stored, in order)
             await self.catch_up()
 
     def watch(self, run: str) -> None:
@@ -510,7 +520,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await asyncio.sleep(STALL_S)
             if self.live_run is None:
                 return
-            if await database_sync_to_async(lease.holder_kind)(self.session.pk) is None:
+            if await reading(lease.holder_kind)(self.session.pk) is None:
                 self.live_run = None
                 if self.cursor is not None:
                     try:
@@ -635,15 +645,18 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         finally:
             publisher.close()
             renewing.cancel()
-            # Bounded: behind a write that never ends (the process's one sync
+            # Never cancelled (this task's cancellation, the socket closing right
+            # after the end frame, would drop the call before it ran: the lease
+            # then held for its 60 s and the next send refused), but waited for
+            # boundedly: behind a write that never ends (the process's one sync
             # thread stuck) it would keep this task, and the socket's close, for
             # ever; a lease not given back expires by itself.
-            try:
-                await asyncio.wait_for(
-                    database_sync_to_async(lease.release)(pk, holder), RELEASE_WAIT_S
-                )
-            except TimeoutError:
-                logger.warning("session %s: lease not given back, it expires", self.session)
+            release = asyncio.ensure_future(database_sync_to_async(lease.release)(pk, holder))
+            done, _ = await asyncio.wait([release], timeout=RELEASE_WAIT_S)
+            if done:
+                release.result()  # a failure to give it back is raised, as any
+            else:
+                logger.warning("session %s: lease not given back yet", self.session)
 
     async def _renew(self, pk: int, holder: str) -> None:
         while True:
