@@ -82,6 +82,7 @@ from .providers import ChatModel
 from .publishing import RunPublisher
 from .render import last_position, record_frames
 from .replay import ReplayRun, replay_of
+from .threads import pooled
 from .turns import ChatTurn
 
 logger = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
 STALL_S = 5.0  # while a run is live and silent, its lease is read this often
-FINISHING_WAIT_S = 2.0  # a send after this socket's run ended waits this long for it to end
+FINISHING_WAIT_S = 2.0  # a run's end frame, and a send after it, wait this long for it to end
 RELEASE_WAIT_S = 10.0  # a run's end waits this long to give its lease back
 LAYER_ATTEMPTS = 3  # a channel-layer call is tried this often before giving up
 LAYER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, OSError)
@@ -127,19 +128,6 @@ def choose_model(name: str | None, session: Session) -> ChatModel | None:
         return next((m for m in models if m.name == name), None)
     used = next((m for m in models if m.model == session.model_name), None)
     return used or (models[0] if models else None)
-
-
-def pooled(call: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """An ORM call to ``await`` (a read, or one transaction of its own: the
-    lease's), on a thread of the event loop's pool.
-
-    Not on the process's one thread for synchronous code, where every turn's
-    record writes queue: under load (200 chats on one worker) a socket's
-    reads waited there seconds each, its dispatch with them, and a socket that
-    did not take the browser's next frame for 20 s lost its keepalive (uvicorn
-    stops reading until the app takes it) and was closed 1011; a run's lease
-    went back seconds after its end frame, and the next send was refused."""
-    return database_sync_to_async(call, thread_sensitive=False)
 
 
 class LayerUnavailable(Exception):
@@ -506,6 +494,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 # page's numbering stays whole.
                 frame = {"type": "seen", "run": run, "sn": sn}
             self.cursor = max(self.cursor, frame.get("pos", self.cursor))
+        if ends and own and self.work is not None:
+            # The run gives its lease back right after its end: the browser,
+            # told the turn is over, may send at once (a bounded wait: a run
+            # with background work after its end holds the lease longer).
+            await asyncio.wait([self.work], timeout=FINISHING_WAIT_S)
         await self.send_json(frame)
         if ends and not own:  # (its own run sent every record it stored, in order)
             await self.catch_up()
@@ -624,7 +617,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         assert self.session is not None
         holder = f"{self.channel_name}:{uuid.uuid4().hex}"[:255]
         try:
-            taken = await pooled(lease.acquire)(self.session.pk, holder, kind)
+            taken = await database_sync_to_async(lease.acquire)(self.session.pk, holder, kind)
         except IntegrityError:  # the session row went away between the check and now
             await self.shut(CLOSE_NOT_FOUND)
             return None
@@ -653,7 +646,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             # boundedly: behind a write that never ends (the process's one sync
             # thread stuck) it would keep this task, and the socket's close, for
             # ever; a lease not given back expires by itself.
-            release = asyncio.ensure_future(pooled(lease.release)(pk, holder))
+            release = asyncio.ensure_future(database_sync_to_async(lease.release)(pk, holder))
             done, _ = await asyncio.wait([release], timeout=RELEASE_WAIT_S)
             if done:
                 release.result()  # a failure to give it back is raised, as any
@@ -663,7 +656,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def _renew(self, pk: int, holder: str) -> None:
         while True:
             await asyncio.sleep(lease.RENEW_SECONDS)
-            if not await pooled(lease.renew)(pk, holder):
+            if not await database_sync_to_async(lease.renew)(pk, holder):
                 # The lease expired (this process stalled) and may be someone
                 # else's now: stop rather than write beside another writer.
                 logger.warning("session %s: writer lease lost, stopping", self.session)
