@@ -11,22 +11,31 @@ does (after 5 s of silence it sends ``resume``, as the page does, and a
 ``sync`` saying the writer is gone ends the turn). Prints: messages sent
 against messages persisted (user messages in the
 database; they must be equal) and answers persisted; errors (a socket that
-failed, an error frame, a turn that did not end with an answer) and the
-turns whose end frame was dropped (ended by the resume); the added
+failed, an error frame, a turn that did not end with an answer); the
+turns ended by the resume (their end frame not there in time), and of those
+the end frames that came later all the same; the turns whose streamed text
+fell short of the answer; the numbered frames of a socket's own turns that
+never reached it; the added
 latency of each streamed delta, p50/p95 (from the model server sending the
 piece that ends it to the browser's socket receiving it: the chat's
 batching, the channel layer, the server's queueing); the server's peak
-resident memory (every process of it together). The client and the model
-server run on the same machine as the server. Figures, not assertions.
+resident memory (every process of it together); the client's own CPU use
+and event-loop lateness (is the client the bottleneck?). The client and the
+model server run on the same machine as the server. Figures, not assertions.
+``--trace`` adds the server's own counters (``bench/chat_trace``): frames
+dropped by the channel layer (and where), its backlogs, the websocket's
+write buffer, the dispatch and sync-thread waits.
 
 Usage: ``python bench/load_chat.py [--sessions 200] [--messages 3] [--pace 0.05]
-[--workers 1,2]``.
+[--workers 1,2] [--trace]`` (``m1`` in ``--workers``: one worker on the
+in-memory layer even with ``REDIS_URL``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -43,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from load_pages import REPO, server
 
-from memory.testing.scripted_server import ScriptedServer
+from memory.testing.scripted_server import PACED_ECHO_NOTE, ScriptedServer
 
 PIECE = 8  # characters per streamed event of the scripted echo
 SILENCE_S = 5.0  # a socket silent this long asks the store, as the page's stall check does
@@ -54,7 +63,17 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--messages", type=int, default=3)
     parser.add_argument("--pace", type=float, default=0.05)
-    parser.add_argument("--workers", default="1,2")
+    parser.add_argument(
+        "--workers",
+        default="1,2",
+        help="worker counts, comma-separated; 'm1' is one worker on the in-memory layer "
+        "(REDIS_URL left out)",
+    )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="count, in the server, where frames wait or are dropped (bench/chat_trace)",
+    )
     args = parser.parse_args()
     model = ScriptedServer(fallback="echo", pace_s=args.pace).start()
     try:
@@ -83,14 +102,27 @@ def main() -> None:
                 f"per {PIECE} characters, {env['DATABASE_URL'].split(':', 1)[0]}"
                 + (", Redis" if env.get("REDIS_URL") else "")
             )
-            for workers in [int(n) for n in args.workers.split(",")]:
-                if workers > 1 and not env.get("REDIS_URL"):
+            for spec in args.workers.split(","):
+                workers = int(spec.lstrip("m"))
+                here = dict(env)
+                if spec.startswith("m"):
+                    here.pop("REDIS_URL", None)
+                if workers > 1 and not here.get("REDIS_URL"):
                     print(f"{workers} workers: skipped, they need REDIS_URL (a shared layer)")
                     continue
-                sessions = prepare(env, f"w{workers}", args.sessions)
-                uvicorn = server(env, workers)
+                sessions = prepare(here, f"w{spec}", args.sessions)
+                trace = Path(folder) / f"trace-{spec}"
+                if args.trace:
+                    trace.mkdir()
+                    here["MOTUS_CHAT_TRACE"] = str(trace)
+                    here["PYTHONPATH"] = str(Path(__file__).resolve().parent / "chat_trace")
+                uvicorn = server(here, workers)
                 with uvicorn as base:
-                    run(base, uvicorn.process.pid, workers, sessions, args.messages, model, env)
+                    layer = "Redis" if here.get("REDIS_URL") else "in-memory layer"
+                    run(base, uvicorn.process.pid, f"{workers} ({layer})", sessions,
+                        args.messages, model, here)  # fmt: skip
+                if args.trace:
+                    print_trace(trace)
     finally:
         model.stop()
 
@@ -123,7 +155,7 @@ print(json.dumps(out))
 def run(
     base: str,
     pid: int,
-    workers: int,
+    label: str,
     sessions: list[tuple[str, str]],
     messages: int,
     model: ScriptedServer,
@@ -134,13 +166,19 @@ def run(
     received: dict[str, list[tuple[float, int]]] = {}  # message text -> (time, characters so far)
     errors: list[str] = []
     lost_ends = [0]  # turns whose end came from a resume, their last frames dropped
+    late_ends = [0]  # of those, end frames that arrived after all (late, not dropped)
+    short_text = [0]  # turns whose streamed text fell short of the stored answer's
+    gaps = [0]  # numbered frames of this socket's own runs that never reached it
     busy = [0]  # sends refused while the previous turn held the lease, sent again
+    lag = [0.0, 0]  # the client's own event-loop lateness: most, samples
     sent = 0
 
     async def chat(public_id: str, cookie: str, n: int) -> None:
         nonlocal sent
         url = base.replace("http://", "ws://") + f"/ws/sessions/{public_id}/"
         headers = {"Cookie": f"sessionid={cookie}", "Origin": base}
+        ended_by_resume: set[str] = set()
+        done_runs: set[str] = set()  # this socket's earlier turns
         try:
             async with connect(url, additional_headers=headers, open_timeout=300) as ws:
                 await ws.send(json.dumps({"type": "resume", "last_pos": -1}))
@@ -152,7 +190,7 @@ def run(
                     await ws.send(json.dumps({"type": "send", "text": text}))
                     sent += 1
                     arrivals = received.setdefault(text, [])
-                    characters, asked_at, run = 0, None, None
+                    characters, asked_at, run, sn = 0, None, None, 0
                     while True:
                         try:
                             raw = await asyncio.wait_for(ws.recv(), SILENCE_S)
@@ -161,8 +199,13 @@ def run(
                             continue
                         frame = json.loads(raw)
                         kind = frame["type"]
-                        if kind == "turn_started" and run is None:
-                            run = frame.get("run")
+                        if frame.get("run") in ended_by_resume and kind == "finished":
+                            late_ends[0] += 1
+                        if run is None and frame.get("run") not in (None, *done_runs):
+                            run = frame["run"]  # this turn's (its turn_started may be lost)
+                        if run is not None and frame.get("run") == run:
+                            gaps[0] += frame["sn"] - sn - 1
+                            sn = frame["sn"]
                         if kind == "record":
                             last_pos = max(last_pos, frame["pos"])
                             if frame.get("role") == "user" and text in frame.get("html", ""):
@@ -181,6 +224,8 @@ def run(
                         elif kind == "finished" and run is not None and frame.get("run") == run:
                             if frame["reason"] != "answer":
                                 errors.append(f"finished: {frame['reason']}")
+                            if characters < len(f"echo: {text}\n\n{PACED_ECHO_NOTE}"):
+                                short_text[0] += 1  # the echo's answer, streamed short
                             break
                         elif (
                             kind == "sync"
@@ -188,31 +233,78 @@ def run(
                             and asked_at is not None
                             and last_pos > asked_at  # its answer stored, the writer gone
                         ):
-                            lost_ends[0] += 1  # its end frame was dropped
+                            lost_ends[0] += 1  # its end frame was dropped (or is late)
+                            if run is not None:
+                                ended_by_resume.add(run)
                             break
+                    if run is not None:
+                        done_runs.add(run)
+                # Frames still on their way (a late end) before the socket closes.
+                with contextlib.suppress(TimeoutError):
+                    while True:
+                        frame = json.loads(await asyncio.wait_for(ws.recv(), 1.0))
+                        if frame.get("run") in ended_by_resume and frame["type"] == "finished":
+                            late_ends[0] += 1
         except Exception as error:  # a failed socket counts as an error, the run goes on
-            errors.append(type(error).__name__)
+            code = getattr(getattr(error, "rcvd", None), "code", None)
+            errors.append(type(error).__name__ + (f" {code}" if code is not None else ""))
+
+    async def lateness() -> None:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(0.1)
+            lag[0] = max(lag[0], time.perf_counter() - started - 0.1)
+            lag[1] += 1
 
     async def everyone() -> None:
+        watch = asyncio.create_task(lateness())
         await asyncio.gather(*(chat(p, c, n) for n, (p, c) in enumerate(sessions)))
+        watch.cancel()
 
     started = time.perf_counter()
+    cpu = time.process_time()
     asyncio.run(everyone())
     wall = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     peak.stop()
     persisted, answers = _persisted(env, [p for p, _ in sessions])
     latencies = _added_latencies(received, model)
     ms = sorted(t * 1e3 for t in latencies)
     p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))] if ms else float("nan")
     print(
-        f"{workers} worker{'s' if workers > 1 else ''}: sent {sent}, persisted {persisted} "
-        f"(answers {answers}), errors {len(errors)}, turns ended by a resume {lost_ends[0]}, "
-        f"sends refused busy and sent again {busy[0]}"
+        f"{label}: sent {sent}, persisted {persisted} "
+        f"(answers {answers}), errors {len(errors)}"
         + (f" ({', '.join(sorted(set(errors)))})" if errors else "")
-        + f"; added latency per delta p50 {statistics.median(ms) if ms else float('nan'):.0f} ms, "
+        + f", turns ended by a resume {lost_ends[0]} (their end frame arriving later: "
+        f"{late_ends[0]}), turns whose streamed text fell short {short_text[0]}, "
+        f"own-run frames missing at the socket {gaps[0]}, "
+        f"sends refused busy and sent again {busy[0]}"
+        f"; added latency per delta p50 {statistics.median(ms) if ms else float('nan'):.0f} ms, "
         f"p95 {p95:.0f} ms ({len(ms)} deltas); peak server memory {peak.most / 2**20:.0f} MB; "
-        f"{wall:.0f} s"
+        f"{wall:.0f} s; the client used {cpu / wall:.0%} of a core, its loop at most "
+        f"{lag[0] * 1e3:.0f} ms late"
     )
+
+
+def print_trace(folder: Path) -> None:
+    """The server's counters (bench/chat_trace), summed over its processes."""
+    counts: dict[str, float] = {}
+    most: dict[str, float] = {}
+    totals: dict[str, float] = {}
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text())
+        for key, value in data["counts"].items():
+            counts[key] = counts.get(key, 0) + value
+        for key, value in data["totals"].items():
+            totals[key] = totals.get(key, 0) + value
+        for key, value in data["most"].items():
+            most[key] = max(most.get(key, 0), value)
+    for key in sorted(counts):
+        print(f"  {key}: {counts[key]:,.0f}")
+    for key in sorted(totals):
+        print(f"  total {key}: {totals[key]:,.1f}")
+    for key in sorted(most):
+        print(f"  most {key}: {most[key]:,.3f}")
 
 
 def _added_latencies(

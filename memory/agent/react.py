@@ -54,7 +54,7 @@ from ..errors import (
 from ..factory import create_memory
 from ..log import records
 from ..messages import FINISH_REASON, INTERRUPTED, ChatMessage, ToolCall
-from ..run_to_end import run_to_end
+from ..run_to_end import cancel_and_wait, run_to_end
 from .events import (
     AgentEvent,
     AnswerDelta,
@@ -234,10 +234,9 @@ class ReActAgent:
                 yield event
         finally:
             if not task.done():
-                task.cancel()
                 # The turn writes its clean-up (cancelled results, the partial
-                # answer) before it ends; wait() does not re-raise its outcome.
-                await asyncio.wait([task])
+                # answer) before it ends, within a bounded time.
+                await cancel_and_wait(task)
             self.memory.remove_listener(listener)
             self._running = None
 

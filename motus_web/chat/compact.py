@@ -81,7 +81,7 @@ class CompactRun:
             await self.publish({"type": "finished", "kind": ACTION, "reason": "already_done"})
             return
         client = self.model.client()
-        compacted = False
+        compacted = given_back = False
         try:
             memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
             memory.set_model(client=client, model_name=self.model.model)
@@ -108,12 +108,15 @@ class CompactRun:
             finished = {"type": "finished", "kind": ACTION, "reason": "compacted"}
             if not compacted:  # said in words: no turn ran, so none failed
                 finished.update(reason="not_compacted", why=result["error"])
+                # Before the end frame: the page may send the form again at once.
+                await database_sync_to_async(_give_back)(token)
+                given_back = True
             await self.publish(finished)
         except LogError as error:
             await self.publish(error_frame(error))
             await self.publish({"type": "finished", "kind": ACTION, "reason": "error"})
         finally:
-            if not compacted:
+            if not compacted and not given_back:
                 await database_sync_to_async(_give_back)(token)
             aclose = getattr(client, "aclose", None)
             if aclose is not None:

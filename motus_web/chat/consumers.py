@@ -16,9 +16,11 @@ may see the session (its owner, or staff); it is closed with a documented code:
 Everyone following a session is in its channel-layer group
 (``session_group``): the log store announces stored records there
 (``log.records``), and a running turn publishes its live frames there
-(``chat.frame``). A channel layer drops group messages silently when a reader
-falls behind (over its per-channel capacity), so no browser state rests on a
-group message arriving:
+(``chat.frame``) for every socket but its own, which gets them straight from
+the run, never dropped (``publishing``). A channel layer drops group messages
+silently when a reader falls behind (over its per-channel capacity; on Redis
+all the sockets of a process share one such list), so no viewer's state rests
+on a group message arriving:
 
 - every frame a writer publishes carries ``run`` (one turn, replay or
   compaction) and ``sn``, its number in that run from 1; a consumer that sees
@@ -50,6 +52,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
@@ -76,8 +79,10 @@ from .frames import (
     parse_frame,
 )
 from .providers import ChatModel
+from .publishing import RunPublisher
 from .render import last_position, record_frames
 from .replay import ReplayRun, replay_of
+from .threads import pooled
 from .turns import ChatTurn
 
 logger = logging.getLogger(__name__)
@@ -87,6 +92,8 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
 STALL_S = 5.0  # while a run is live and silent, its lease is read this often
+FINISHING_WAIT_S = 2.0  # a run's end frame, and a send after it, wait this long for it to end
+RELEASE_WAIT_S = 10.0  # a run's end waits this long to give its lease back
 LAYER_ATTEMPTS = 3  # a channel-layer call is tried this often before giving up
 LAYER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, OSError)
 try:  # channels_redis raises redis' own errors (not subclasses of the built-in ones)
@@ -104,7 +111,6 @@ LAYER_DOWN_MESSAGE = (
 UNKNOWN_RUN = "?"
 T = TypeVar("T")
 Runner = ChatTurn | ReplayRun | CompactRun
-Publish = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def _visible_session(user: Any, public_id: str) -> Session | None:
@@ -143,6 +149,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     session: Session | None = None
     groups_joined: tuple[str, ...] = ()
     work: asyncio.Task[None] | None = None
+    own_run_ended = False  # this socket has sent the end of its latest run (``work``)
     stall: asyncio.Task[None] | None = None
     closing = False
 
@@ -152,16 +159,35 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.scope = scope
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
         self.base_send = send
+        # The frames of this socket's own run: unbounded, so none is ever dropped.
+        self.own_frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         try:
             self.channel_name = await retried(self.channel_layer.new_channel)
             self.channel_receive = functools.partial(
                 retried, functools.partial(self.channel_layer.receive, self.channel_name)
             )
-            await await_many_dispatch([receive, self.channel_receive], self.dispatch)
+            await await_many_dispatch(
+                [receive, self.channel_receive, self.own_frames.get], self.dispatch
+            )
         except StopConsumer:
             pass
         except LayerUnavailable:
             await self.give_up(CLOSE_TRY_AGAIN, LAYER_DOWN_MESSAGE)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, less its ``close_old_connections`` before every message.
+
+        That call is a hop to the process's one thread for synchronous code
+        (every socket's, the turns' database writes too): with it, each live
+        frame of each socket queued behind that work (1.2 s a call on average
+        with 200 chats on one worker), the frames seconds late and, on Redis,
+        dropped once the process's list was full. Every database call here
+        goes through ``database_sync_to_async``, which closes old connections
+        itself, before and after."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
 
     async def give_up(self, code: int, message: str) -> None:
         """Say ``message`` in the chat, close with ``code`` and clean up as a
@@ -183,7 +209,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         public_id = self.scope["url_route"]["kwargs"]["public_id"]
-        session = await database_sync_to_async(_visible_session)(user, public_id)
+        session = await pooled(_visible_session)(user, public_id)
         if session is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -291,7 +317,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.refuse("forbidden", "only the session's owner or staff may do that here")
             return
         if isinstance(frame, Stop):
-            await self.group_send({"type": "chat.stop"})
+            if self.work is not None and not self.work.done():
+                await self.chat_stop({})  # this socket's own run: not through the layer
+            else:
+                await self.group_send({"type": "chat.stop"})
             return
         if not self.limits.work.allow():
             await self.refuse(
@@ -300,6 +329,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 f"(at most {limits.WORK_BURST} at once, then {limits.WORK_PER_MINUTE} a minute)",
             )
             return
+        if self.work is not None and not self.work.done() and self.own_run_ended:
+            # This socket has shown its run's end (its next send is allowed):
+            # the run is giving its lease back, which takes a moment.
+            await asyncio.wait([self.work], timeout=FINISHING_WAIT_S)
         if self.work is not None and not self.work.done():
             await self.refuse_busy()
         elif isinstance(frame, Send | Retry):
@@ -313,9 +346,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         """The per-frame check of ``access``: closes the socket and says ``False``
         when its login or the session is gone; refreshes ``can_write``."""
         assert self.session is not None
-        found = await database_sync_to_async(access.check)(
-            self.session_key, self.user_pk, self.session.pk
-        )
+        found = await pooled(access.check)(self.session_key, self.user_pk, self.session.pk)
         if isinstance(found, access.Access):
             self.can_write = found.can_write
             return True
@@ -379,20 +410,23 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         session's writer (from its lease): what the group's frames may have lost."""
         assert self.session is not None
         cursor = -1 if self.cursor is None else self.cursor
-        end = await database_sync_to_async(last_position)(self.session)
+        end = await pooled(last_position)(self.session)
         if cursor > end:
             await self.past_end(cursor, end)
             self.cursor = end
             return
         self.announced = False
         await self.catch_up()
-        kind = await database_sync_to_async(lease.holder_kind)(self.session.pk)
-        if kind is None:
+        kind = await pooled(lease.holder_kind)(self.session.pk)
+        # This socket's own run's end is on its way (in ``own_frames``, never
+        # lost) even when its lease is back already: it still runs, for the page.
+        own_pending = self.work is not None and not self.own_run_ended
+        if kind is None and not own_pending:
             self.live_run = None
-        elif self.live_run is None:
+        elif self.live_run is None and not own_pending:
             self.live_run = UNKNOWN_RUN  # a writer runs whose frames this socket has not seen
             self.watch(UNKNOWN_RUN)
-        await self.send_sync(running=kind is not None)
+        await self.send_sync(running=kind is not None or own_pending)
 
     async def send_sync(self, *, running: bool, end: int | None = None) -> None:
         last = self.cursor if end is None else end
@@ -403,7 +437,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         assert self.session is not None
         cursor = -1 if self.cursor is None else self.cursor
         while True:
-            frames = await database_sync_to_async(record_frames)(self.session, cursor)
+            frames = await pooled(record_frames)(self.session, cursor)
             for frame in frames:
                 await self.send_json(frame)
                 cursor = frame["pos"]
@@ -422,8 +456,17 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.catch_up()
             self.announced = False
 
+    async def chat_own_frame(self, event: dict[str, Any]) -> None:
+        """A frame of this socket's own run (``own_frames``): none is ever lost,
+        so no stall check watches it."""
+        await self.follow_frame(event, own=True)
+
     async def chat_frame(self, event: dict[str, Any]) -> None:
-        """A frame a run published to the session's group."""
+        """A frame a run of another socket published to the session's group."""
+        if event.get("origin") != self.channel_name:  # this socket's has its own
+            await self.follow_frame(event, own=False)
+
+    async def follow_frame(self, event: dict[str, Any], *, own: bool) -> None:
         run, sn = event["run"], event["sn"]
         frame = {**event["frame"], "run": run, "sn": sn}
         expected = self.live_sn + 1 if run == self.live_run else 1
@@ -434,13 +477,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         )
         if ends:
             self.live_run = None
-        else:
+            self.own_run_ended = own
+        elif not own:
             self.watch(run)
         if self.cursor is None:
             if kind != "record":  # not following the records yet: its resume reads them
                 await self.send_json(frame)
             return
-        if sn != expected:
+        if sn != expected and not own:  # (its own run's frames are never lost)
             await self.resync()  # frames of this run were dropped, or this socket joined late
         elif kind == "record" and frame["pos"] > self.cursor + 1:
             await self.catch_up()  # a record announced but not seen: read it from the store
@@ -450,8 +494,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 # page's numbering stays whole.
                 frame = {"type": "seen", "run": run, "sn": sn}
             self.cursor = max(self.cursor, frame.get("pos", self.cursor))
+        if ends and own and self.work is not None:
+            # The run gives its lease back right after its end: the browser,
+            # told the turn is over, may send at once (a bounded wait: a run
+            # with background work after its end holds the lease longer).
+            await asyncio.wait([self.work], timeout=FINISHING_WAIT_S)
         await self.send_json(frame)
-        if ends:
+        if ends and not own:  # (its own run sent every record it stored, in order)
             await self.catch_up()
 
     def watch(self, run: str) -> None:
@@ -466,10 +515,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await asyncio.sleep(STALL_S)
             if self.live_run is None:
                 return
-            if await database_sync_to_async(lease.holder_kind)(self.session.pk) is None:
+            if await pooled(lease.holder_kind)(self.session.pk) is None:
                 self.live_run = None
                 if self.cursor is not None:
-                    await self.resync()
+                    try:
+                        await self.resync()
+                    except OSError:  # the browser went away meanwhile (uvicorn's
+                        return  # ClientDisconnected): its disconnect cleans up
                 return
 
     async def chat_stop(self, event: dict[str, Any]) -> None:
@@ -481,22 +533,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         group = session_group(self.session.public_id)
         await retried(functools.partial(self.channel_layer.group_send, group, message))
 
-    def publisher(self) -> Publish:
-        """The publish function of one run: its frames numbered from 1."""
-        run = uuid.uuid4().hex
-        count = 0
+    def publisher(self) -> RunPublisher:
+        """The publisher of one run: to this socket directly, to the group for the rest."""
+        return RunPublisher(self.own_frames.put_nowait, self.send_to_group)
 
-        async def publish(frame: dict[str, Any]) -> None:
-            nonlocal count
-            count += 1
-            message = {"type": "chat.frame", "frame": frame, "run": run, "sn": count}
-            try:
-                await self.group_send(message)
-            except LayerUnavailable:
-                # The run goes on storing its records; followers re-sync from the store.
-                logger.warning("a frame of run %s could not be published", run)
-
-        return publish
+    async def send_to_group(self, message: dict[str, Any]) -> None:
+        try:
+            await self.group_send({**message, "origin": self.channel_name})
+        except LayerUnavailable:
+            # The run goes on storing its records; followers re-sync from the store.
+            logger.warning("a frame of run %s could not be published", message["run"])
 
     # -- writing ------------------------------------------------------------------------
 
@@ -511,11 +557,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         holder = await self.take_lease("turn")
         if holder is None:
             return
-        publish = self.publisher()
-        turn = ChatTurn(self.session, model, publish)
+        publisher = self.publisher()
+        turn = ChatTurn(self.session, model, publisher.publish)
         text = frame.text if isinstance(frame, Send) else None
         self.runner = turn
-        self.work = asyncio.create_task(self.hold_lease(holder, turn.run(text), publish))
+        self.own_run_ended = False
+        self.work = asyncio.create_task(self.hold_lease(holder, turn.run(text), publisher))
 
     async def start_compact(self, frame: Compact) -> None:
         assert self.session is not None
@@ -528,11 +575,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         holder = await self.take_lease("compact")
         if holder is None:
             return
-        publish = self.publisher()
-        run = CompactRun(self.session, model, publish, self.user_pk)
+        publisher = self.publisher()
+        run = CompactRun(self.session, model, publisher.publish, self.user_pk)
         self.runner = run
+        self.own_run_ended = False
         self.work = asyncio.create_task(
-            self.hold_lease(holder, run.run(frame.token, frame.instructions), publish)
+            self.hold_lease(holder, run.run(frame.token, frame.instructions), publisher)
         )
 
     async def model_for(self, name: str | None) -> ChatModel | None:
@@ -556,10 +604,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         holder = await self.take_lease("replay")
         if holder is None:
             return
-        publish = self.publisher()
-        replay = ReplayRun(self.session, original, publish)
+        publisher = self.publisher()
+        replay = ReplayRun(self.session, original, publisher.publish)
         self.runner = replay
-        self.work = asyncio.create_task(self.hold_lease(holder, replay.run(speed), publish))
+        self.own_run_ended = False
+        self.work = asyncio.create_task(self.hold_lease(holder, replay.run(speed), publisher))
 
     async def take_lease(self, kind: str) -> str | None:
         """The session's lease for one run (a holder name of its own, so that this
@@ -577,19 +626,32 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.refuse_busy()
         return None
 
-    async def hold_lease(self, holder: str, work: Awaitable[None], publish: Publish) -> None:
+    async def hold_lease(self, holder: str, work: Awaitable[None], publisher: RunPublisher) -> None:
         """Run ``work`` while renewing its lease; give it back after."""
         assert self.session is not None
         pk = self.session.pk
         renewing = asyncio.create_task(self._renew(pk, holder))
         try:
             await work
+            await publisher.flush()
         except Exception:
             logger.exception("session %s: the turn failed", self.session.public_id)
-            await publish({"type": "finished", "reason": "error", "steps": 0})
+            await publisher.publish({"type": "finished", "reason": "error", "steps": 0})
         finally:
+            publisher.close()
             renewing.cancel()
-            await database_sync_to_async(lease.release)(pk, holder)
+            # Never cancelled (this task's cancellation, the socket closing right
+            # after the end frame, would drop the call before it ran: the lease
+            # then held for its 60 s and the next send refused), but waited for
+            # boundedly: behind a write that never ends (the process's one sync
+            # thread stuck) it would keep this task, and the socket's close, for
+            # ever; a lease not given back expires by itself.
+            release = asyncio.ensure_future(database_sync_to_async(lease.release)(pk, holder))
+            done, _ = await asyncio.wait([release], timeout=RELEASE_WAIT_S)
+            if done:
+                release.result()  # a failure to give it back is raised, as any
+            else:
+                logger.warning("session %s: lease not given back yet", self.session)
 
     async def _renew(self, pk: int, holder: str) -> None:
         while True:

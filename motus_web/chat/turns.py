@@ -48,6 +48,7 @@ from motus_web.sessions.models import Session
 
 from .providers import ChatModel
 from .render import RecordPublisher, last_position
+from .threads import pooled
 from .tools import CHAT_TOOLS
 
 logger = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class ChatTurn:
         deltas = DeltaBatcher(self.publish, DELTA_BATCH_S)
         try:
             memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
-            after = await database_sync_to_async(last_position)(self.session)
+            after = await pooled(last_position)(self.session)
             publisher = RecordPublisher(self.session, after, deltas.publish)
             self.agent = ReActAgent(
                 client=client,
@@ -279,5 +280,11 @@ def event_frame(event: AgentEvent, session: Session) -> dict[str, Any] | None:
     if isinstance(event, TurnError):
         return error_frame(event.error)
     if isinstance(event, TurnFinished):
-        return {"type": "finished", "reason": event.reason, "steps": event.steps}
+        # The answer's text too: a socket that missed deltas still ends with it.
+        return {
+            "type": "finished",
+            "reason": event.reason,
+            "steps": event.steps,
+            "text": event.text,
+        }
     return None  # MessageAdded: the record frame carries it, stored

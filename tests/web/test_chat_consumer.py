@@ -183,7 +183,12 @@ async def test_a_turn_streams_in_order_and_every_message_is_stored_before_it_is_
     assert [r["pos"] for r in records] == [1, 2]
     assert "Hi there" in records[0]["html"]
     assert 'id="m1"' in records[1]["html"]
-    assert bare(frames[-1]) == {"type": "finished", "reason": "answer", "steps": 1}
+    assert bare(frames[-1]) == {
+        "type": "finished",
+        "reason": "answer",
+        "steps": 1,
+        "text": "Hello, how can I help you today?",
+    }
     assert [m["content"] for m in await database_sync_to_async(stored)(session)] == [
         "Hi there",
         "Hello, how can I help you today?",
@@ -392,6 +397,41 @@ async def test_closing_the_socket_mid_turn_stops_it_and_leaves_a_valid_context(
     assert messages[1]["interrupted"] is True
     assert not await database_sync_to_async(WriterLease.objects.exists)()
     await asyncio.sleep(0)
+
+
+async def test_closing_the_socket_while_a_write_never_ends_still_ends_the_turn(
+    session: Session, owner: User, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store write that never answers (a lock never released): the turn's
+    # task, cancelled with its socket, used to wait for it for ever (a test's
+    # teardown hung); now it gives up after the grace and the lease goes back.
+    import memory.run_to_end
+    from memory.log.records import as_dict
+    from motus_web.sessions.log_store import DatabaseLogStore
+
+    monkeypatch.setattr(memory.run_to_end, "CANCEL_GRACE_S", 0.3)
+    append = DatabaseLogStore.append_async
+    never = asyncio.Event()
+
+    async def stuck_on_the_answer(self: DatabaseLogStore, session_id: str, record: Any) -> None:
+        if as_dict(record).get("message", {}).get("role") == "assistant":
+            await never.wait()
+        await append(self, session_id, record)
+
+    monkeypatch.setattr(DatabaseLogStore, "append_async", stuck_on_the_answer)
+    server.add("openai", ScriptedReply(text="word " * 200, chunk_delay_s=0.02))
+    socket = await socket_for(owner, session.public_id)
+    await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
+    await socket.send_json_to({"type": "send", "text": "go on"})
+    await frames_until(socket, "delta")
+    runs = [t for t in asyncio.all_tasks() if "hold_lease" in repr(t.get_coro())]
+    assert len(runs) == 1
+    await socket.disconnect()
+
+    await asyncio.wait_for(asyncio.gather(*runs, return_exceptions=True), 10)
+    assert not await database_sync_to_async(WriterLease.objects.exists)()
+    messages = await database_sync_to_async(stored)(session)
+    assert [m["role"] for m in messages] == ["user"]  # the stuck write never happened
 
 
 async def test_a_compaction_in_a_chat_streams_its_start_and_its_token_counts(

@@ -40,12 +40,19 @@ CAPACITY = 3
 class SlowReader(SessionConsumer):
     """A browser's consumer that handles each live frame late (a slow network, a busy tab)."""
 
+    lag_s = 0.2
+
     async def chat_frame(self, event: dict[str, Any]) -> None:
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(self.lag_s)
         await super().chat_frame(event)
 
 
+class LaggingReader(SlowReader):
+    lag_s = 0.1
+
+
 slow_router = URLRouter([path("ws/sessions/<str:public_id>/", SlowReader.as_asgi())])
+lagging_router = URLRouter([path("ws/sessions/<str:public_id>/", LaggingReader.as_asgi())])
 
 
 def _layers() -> list[Any]:
@@ -140,7 +147,7 @@ async def test_a_reader_that_falls_behind_ends_with_every_record_once_and_the_tu
     written, seen = await asyncio.gather(quiet_frames(writer), quiet_frames(watcher))
 
     end = await database_sync_to_async(last_position)(session)
-    for frames in (written, seen):  # the writer's own socket reads through the layer too
+    for frames in (written, seen):
         positions = [f["pos"] for f in frames if f["type"] == "record"]
         assert positions == list(range(max(start, 0) + 1, end + 1))  # each once, in order
         assert not running_after(frames)
@@ -150,6 +157,47 @@ async def test_a_reader_that_falls_behind_ends_with_every_record_once_and_the_tu
     assert any(f["type"] == "sync" for f in seen)
     await writer.disconnect()
     await watcher.disconnect()
+
+
+async def test_a_flood_of_deltas_never_costs_the_socket_running_the_turn_its_end_or_its_text(
+    small_layer: str,
+    owner: User,
+    staff: User,
+    session: Session,
+    server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The owner's socket and a viewer's both handle frames slower than the turn
+    # streams them, over channels that hold 3 messages.
+    monkeypatch.setattr(consumers, "STALL_S", 0.3)
+    answer = "".join(f"piece {n}, " for n in range(60))
+    server.add("openai", ScriptedReply(text=answer, chunk_delay_s=0.005))
+    writer = await socket_for(owner, session.public_id, app=lagging_router)
+    viewer = await socket_for(staff, session.public_id, app=lagging_router)
+    for socket in (writer, viewer):
+        await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
+        await follow(socket)
+
+    await writer.send_json_to({"type": "send", "text": "Count to sixty."})
+    await turn_over(session)
+    written, seen = await asyncio.gather(quiet_frames(writer), quiet_frames(viewer))
+
+    # The running socket has every frame of its turn, in order: the whole text
+    # as it streamed, and the end, which carries the text too.
+    numbered = [f["sn"] for f in written if "sn" in f]
+    assert numbered == list(range(1, len(numbered) + 1))
+    assert "".join(f["text"] for f in written if f["type"] == "delta") == answer
+    assert [f["text"] for f in written if f["type"] == "finished"] == [answer]
+    assert not any(f["type"] == "sync" for f in written)  # nothing to mend from the store
+    # The viewer ends right: every record once, the answer last, the turn over.
+    end = await database_sync_to_async(last_position)(session)
+    positions = [f["pos"] for f in seen if f["type"] == "record"]
+    assert positions == list(range(1, end + 1))
+    assert [f["role"] for f in seen if f["type"] == "record"][-1] == "assistant"
+    assert not running_after(seen)
+    assert all(f["text"] == answer for f in seen if f["type"] == "finished")
+    await writer.disconnect()
+    await viewer.disconnect()
 
 
 class FlakyLayer(InMemoryChannelLayer):
