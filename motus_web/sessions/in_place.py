@@ -23,11 +23,11 @@ from django.conf import settings
 
 from memory import ChatClient, CompactionMemory, LogPoint, PointNotFoundError
 
-from . import history
+from . import history, operations
 from .memories import ContextSize, restore_view
 from .models import CompactionEvent, ContextChange, Message, Session
 from .once import StaleTargetError
-from .operations import events_of, fork_cut, writing
+from .operations import fork_cut, writing
 
 # -- rewind ------------------------------------------------------------------------------
 
@@ -149,8 +149,7 @@ def undo_rewind(session: Session, number: int, reason: str, *, as_of: int) -> in
 
 def in_force(session: Session) -> CompactionEvent | None:
     """The compaction whose summary heads the live context (``history``)."""
-    found = history.compactions_in_force(events_of(session))
-    return found[-1] if found else None
+    return operations.in_force(Session.objects.get(pk=session.pk))
 
 
 def _corrects(change: ContextChange, event: CompactionEvent) -> bool:

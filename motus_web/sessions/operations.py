@@ -179,6 +179,30 @@ def _called(event: CompactionEvent) -> str:
     return f"compaction {event.number}" if event.number is not None else "an unnumbered compaction"
 
 
+def in_force(session: Session, before: int | None = None) -> CompactionEvent | None:
+    """The compaction whose summary heads the context (``history``), after the
+    whole log or, with ``before``, just before that log position. In a log
+    that only compacted (the session's stored counts say so) it is the latest
+    ok compaction, found by index; any other log's event rows are walked."""
+    events = session.compaction_events.all()
+    if before is not None:
+        events = events.filter(position__lt=before)
+    if not session.revert_count and not session.change_count:
+        return events.filter(kind=CompactionEvent.Kind.OK).order_by("-position").first()
+    rows = events_of(session)
+    found = history.compactions_in_force([e for e in rows if before is None or e.position < before])
+    return found[-1] if found else None
+
+
+def undoable_now(session: Session) -> tuple[CompactionEvent | None, str]:
+    """``undoable`` after the session's whole log, reading only the
+    compaction in force when the log only compacted (``in_force``)."""
+    if not session.revert_count and not session.change_count:
+        latest = in_force(session)
+        return undoable([latest] if latest is not None else [])
+    return undoable(events_of(session))
+
+
 def events_of(session: Session) -> list[CompactionEvent | ContextChange]:
     """Every event row of the session in log order: few, whatever its length."""
     found: list[CompactionEvent | ContextChange] = [
@@ -247,7 +271,7 @@ def undo_compaction(session: Session, reason: str, *, target: int, as_of: int) -
     found: list[CompactionEvent] = []
 
     def check() -> None:
-        event, why = undoable(events_of(session))
+        event, why = undoable_now(Session.objects.get(pk=session.pk))
         if event is None or event.position != target:
             asked = session.compaction_events.filter(position=target).first()
             name = _called(asked) if asked is not None else "that compaction"

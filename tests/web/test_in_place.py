@@ -18,8 +18,8 @@ from django.utils.html import escape
 
 from memory import CompactionMemory, InMemoryLogStore, LogPoint
 from motus_web.sessions import history, lease, memories
-from motus_web.sessions.memories import ContextSize
 from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.memories import ContextSize
 from motus_web.sessions.models import ActionToken, CompactionEvent, Session
 
 from .chat_helpers import chat_session
