@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.http import (
     Http404,
@@ -107,17 +107,36 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 class _CountedPaginator(Paginator):
-    """A paginator over a session's messages that takes their count from the
-    session's own total (kept by the log store in the same transaction as the
-    rows) instead of counting every row."""
+    """A paginator over a session's messages (in seq order) that takes their
+    count from the session's own total (kept by the log store in the same
+    transaction as the rows) instead of counting every row; when the seqs are
+    ``0 .. count - 1`` (``_dense``), a page is a range of seqs read by index,
+    not an offset the database counts its way to."""
 
-    def __init__(self, object_list: QuerySet[Message], per_page: int, count: int) -> None:
+    def __init__(self, object_list: QuerySet[Message], per_page: int, session: Session) -> None:
         super().__init__(object_list, per_page)
-        self.known_count = count
+        self.messages = object_list
+        self.known_count = session.message_count
+        self.dense = _dense(session)
 
     @cached_property
     def count(self) -> int:
         return self.known_count
+
+    def page(self, number: int | str) -> Page:
+        number = self.validate_number(number)
+        if not self.dense:
+            return super().page(number)
+        bottom = (number - 1) * self.per_page
+        shown = self.messages.filter(seq__gte=bottom, seq__lt=bottom + self.per_page)
+        return Page(shown, number, self)
+
+
+def _dense(session: Session) -> bool:
+    """Whether the session's seqs are exactly ``0 .. message_count - 1``: distinct
+    non-negative integers whose highest is one less than their number are."""
+    last = session.messages.order_by("-seq").values_list("seq", flat=True).first()
+    return last is not None and last + 1 == session.message_count
 
 
 @require_safe
@@ -125,9 +144,7 @@ class _CountedPaginator(Paginator):
 def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
     messages = session.messages.order_by("seq")
-    page = _CountedPaginator(messages, MESSAGES_PER_PAGE, session.message_count).get_page(
-        request.GET.get("page")
-    )
+    page = _CountedPaginator(messages, MESSAGES_PER_PAGE, session).get_page(request.GET.get("page"))
     shown = list(page.object_list)
     found = page_events.of(session, shown, first_page=page.number == 1, listed=COMPACTIONS_LISTED)
     context: dict[str, object] = {
@@ -560,7 +577,10 @@ def _earlier_reply(session: Session, reply: Message, since: str | None) -> Messa
 
 
 def _page_of(session: Session, seq: int) -> int:
-    """The timeline page that shows message ``seq``."""
+    """The timeline page that shows message ``seq`` (counting the messages
+    before it only when the seqs have gaps: ``_dense``)."""
+    if _dense(session):
+        return seq // MESSAGES_PER_PAGE + 1
     return session.messages.filter(seq__lt=seq).count() // MESSAGES_PER_PAGE + 1
 
 
@@ -648,7 +668,9 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         else None,
         later_revert=session.compaction_events.filter(
             kind=CompactionEvent.Kind.REVERT, reverts=event.number, position__gt=event.position
-        ).first(),
+        ).first()
+        if session.revert_count
+        else None,
     )
     return _render(request, "dashboard/compaction_detail.html", "identifiers", context)
 
@@ -708,7 +730,7 @@ def _compaction_messages(
 def session_trace(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
     kind = request.GET.get("kind", "")
-    page = Paginator(trace.keys(session, kind), TRACE_PER_PAGE).get_page(request.GET.get("page"))
+    page = trace.paginator(session, kind, TRACE_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "session": session,
         "page": page,
