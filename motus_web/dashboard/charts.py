@@ -131,8 +131,8 @@ class Marker:
 
     @property
     def hit_x_text(self) -> str:
-        """Where the marker's 12-wide hit area starts (it may start left of the chart)."""
-        return f"{self.x - 6:07.1f}"
+        """Where the marker's 12-wide hit area starts (at the chart's left edge at the latest)."""
+        return fixed_x(self.x - 6)
 
     @property
     def y_top_text(self) -> str:

@@ -679,8 +679,8 @@ def _summary_before(session: Session, position: int) -> CompactionEvent | None:
     """The compaction whose summary was in force just before log position
     ``position``, as the library replays it: a compaction sets the summary, an
     undo gives back the one before, a reset clears it. A log that only
-    compacted needs no walk: it is the latest compaction before ``position``."""
-    if not session.revert_count and not session.change_count:
+    compacted and undid needs no walk (``operations.in_force``)."""
+    if operations.undone_numbers(session, before=position) is not None:
         return operations.in_force(session, before=position)
     events: list[CompactionEvent | ContextChange] = [
         *session.compaction_events.filter(position__lt=position).exclude(

@@ -327,6 +327,17 @@ class CompactionEvent(LogRecord):
                 name="event_folded_first",
                 condition=models.Q(kind="ok"),
             ),
+            # The highest fold in force after an undo, and the undone numbers.
+            models.Index(
+                fields=["session", "summarized_last_seq"],
+                name="event_folded_last",
+                condition=models.Q(kind="ok"),
+            ),
+            models.Index(
+                fields=["session", "position"],
+                name="event_reverts",
+                condition=models.Q(kind="revert"),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="event_unique_position"),

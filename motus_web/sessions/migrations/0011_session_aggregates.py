@@ -139,6 +139,14 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='compactionevent',
+            index=models.Index(condition=models.Q(('kind', 'ok')), fields=['session', 'summarized_last_seq'], name='event_folded_last'),
+        ),
+        migrations.AddIndex(
+            model_name='compactionevent',
+            index=models.Index(condition=models.Q(('kind', 'revert')), fields=['session', 'position'], name='event_reverts'),
+        ),
+        migrations.AddIndex(
+            model_name='compactionevent',
             index=models.Index(fields=['session', 'chart_ordinal'], name='event_chart_ordinal'),
         ),
         migrations.AddIndex(
