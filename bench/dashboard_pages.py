@@ -20,8 +20,9 @@ messages through the memory would take minutes; the repeated block gives the
 same rows a long session has. The session without compactions is the same
 messages with a threshold no message reaches and no compaction records.
 
-The step page (what the model saw for a reply) is requested for a reply near
-the start, the middle and the end of the session. With ``--claude-code FILE``
+The step page (what the model saw for a reply) is requested for a reply 100
+messages from the end. Then the latest compaction is undone (the dashboard's
+action) and the pages that read what is in force are requested again. With ``--claude-code FILE``
 (the real Claude Code session with a compaction in the shared data), it is
 imported and its compaction page requested too.
 
@@ -176,6 +177,8 @@ def run(args: argparse.Namespace) -> None:
             session_id = f"s{size}" + ("" if compactions else "-flat")
             took = build(block, session_id, size, compactions, owner)
             found = measure(session_id, took, args.runs, owner, full=compactions)
+            if compactions:
+                found |= after_undo(session_id, args.runs, owner)
             for label, body in found.items():
                 # Links name the session: read them as one name.
                 body = body.replace(session_id.encode(), b"SESSION")
@@ -237,6 +240,30 @@ def measure(
         pages["step page, a reply 100 from the end"] = reverse(
             "dashboard:step_detail", args=[sid, reply]
         )
+    return report(pages, runs, owner)
+
+
+def after_undo(session_id: str, runs: int, owner: object) -> dict[str, bytes]:
+    """Undo the latest compaction (the dashboard's action, through the library)
+    and request the pages that read what is in force again."""
+    from django.urls import reverse
+
+    from motus_web.sessions import operations
+    from motus_web.sessions.models import Session
+
+    stored = Session.objects.get(public_id=session_id)
+    event, _ = operations.undoable_now(stored)
+    assert event is not None
+    operations.undo_compaction(stored, "bench", target=event.position, as_of=stored.record_count)
+    print("  after undoing the latest compaction:")
+    detail = reverse("dashboard:session_detail", args=[session_id])
+    pages = {
+        "session detail, after an undo": detail,
+        "undo confirmation, after an undo": reverse("dashboard:undo_confirm", args=[session_id]),
+        "the undone compaction": reverse(
+            "dashboard:compaction_detail", args=[session_id, event.position]
+        ),
+    }
     return report(pages, runs, owner)
 
 
