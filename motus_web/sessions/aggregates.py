@@ -5,7 +5,9 @@ Two kinds, both written by ``log_store.DatabaseLogStore`` in the transaction
 that writes the records they count (a crash leaves both or neither):
 
 - ``Usage``: the provider's reported usage of every reply, summed per model
-  (``Session.usage_totals``), for the session page's cost estimate.
+  (``Session.usage_totals``), for the session page's cost estimate; and the
+  logged tokens per role and unit (``Session.part_totals``), for the
+  context page of a long context that never compacted.
 - ``ChartBlocks``: for runs of seqs of fixed widths (``BASE`` messages at
   level 0, twice as many at each level up to ``LEVELS - 1``), the highest and
   the lowest context size in the run, with their seqs (``ChartBlock`` rows).
@@ -88,6 +90,28 @@ def usage_sums(totals: Mapping[str, Any]) -> list[tuple[ReplyUsage, int]]:
         model, _, has_output = key.rpartition("\t")
         usage = ReplyUsage(model, input_tokens, cached, output if has_output == "1" else None)
         out.append((usage, replies))
+    return out
+
+
+# -- tokens by part -----------------------------------------------------------------------
+
+
+def add_part(
+    totals: dict[str, list[int]], role: str, unit: str, tokens: int, count: int = 1
+) -> None:
+    """Count ``count`` messages of ``tokens`` in ``totals``, the shape of
+    ``Session.part_totals``: ``{"<role>\t<unit>": [tokens, messages]}``."""
+    sums = totals.setdefault(f"{role}\t{unit}", [0, 0])
+    sums[0] += tokens
+    sums[1] += count
+
+
+def part_sums(totals: dict[str, Any]) -> list[tuple[str, str, int, int]]:
+    """``Session.part_totals`` read back: ``(role, unit, tokens, messages)`` each."""
+    out = []
+    for key, (tokens, count) in sorted(totals.items()):
+        role, _, unit = key.partition("\t")
+        out.append((role, unit, tokens, count))
     return out
 
 

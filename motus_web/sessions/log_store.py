@@ -290,6 +290,7 @@ class _Writer:
         session.context_tokens = row.context_tokens
         session.updated_at = max(session.updated_at, row.created_at)
         self.blocks.add(row.seq, row.context_tokens, row.context_tokens)
+        aggregates.add_part(session.part_totals, row.role, row.unit, row.tokens)
         usage = aggregates.ReplyUsage.of(session.model_name, row.provider_tokens, row.record_extra)
         if usage is not None:
             aggregates.add_usage(session.usage_totals, usage)
@@ -330,5 +331,6 @@ class _Writer:
                     "folded_through",
                     "longest_fold",
                     "usage_totals",
+                    "part_totals",
                 ]
             )

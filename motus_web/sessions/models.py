@@ -102,6 +102,9 @@ class Session(models.Model):
     folded_through = models.BigIntegerField(null=True, blank=True)
     longest_fold = models.PositiveBigIntegerField(default=0)  # most seqs one compaction spans
     usage_totals = LosslessJSONField(default=dict, blank=True)
+    # Logged tokens and messages per role and unit ({"<role>\t<unit>": [tokens,
+    # messages]}): the context page counts a long context's earlier messages with it.
+    part_totals = LosslessJSONField(default=dict, blank=True)
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)  # time of the latest record

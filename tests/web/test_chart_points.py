@@ -39,10 +39,15 @@ def test_a_long_sessions_line_is_each_buckets_peak_and_trough_from_the_stored_bl
     assert len(points) == 2 * 8 + 1
     assert [seq for seq, _ in points] == sorted(seq for seq, _ in points)
     # Every candidate a bucket holds: the messages' sizes and the compactions' drops.
-    candidates = [
+    candidates: list[tuple[int, int, int]] = [
         (seq, tokens, tokens)
         for seq, tokens in session.messages.values_list("seq", "context_tokens")
-    ] + [(e.through_seq, e.tokens_before, e.tokens_after) for e in events]
+    ]
+    for e in events:
+        assert e.through_seq is not None
+        assert e.tokens_before is not None
+        assert e.tokens_after is not None
+        candidates.append((e.through_seq, e.tokens_before, e.tokens_after))
     last_seq = session.messages.order_by("-seq").values_list("seq", flat=True)[0]
     span = last_seq + 1
     level = 0
@@ -69,7 +74,12 @@ def test_the_stored_blocks_are_what_the_rows_give_whatever_the_writes(owner: Use
     counts = _counts(session)
     ChartBlock.objects.filter(session=session).delete()
     Session.objects.filter(pk=session.pk).update(
-        event_count=0, chart_event_count=0, folded_through=None, longest_fold=0
+        event_count=0,
+        chart_event_count=0,
+        folded_through=None,
+        longest_fold=0,
+        part_totals={},
+        usage_totals={},
     )
     fill = importlib.import_module("motus_web.sessions.migrations.0011_session_aggregates")
     fill.fill_aggregates(django_apps, None)
@@ -82,6 +92,9 @@ def test_the_stored_blocks_are_what_the_rows_give_whatever_the_writes(owner: Use
     assert again == kept
     assert _counts(Session.objects.get(pk=session.pk)) == counts
     assert counts[0] == session.compaction_events.count()
+    assert sum(count for *_, count in aggregates.part_sums(session.part_totals)) == (
+        session.message_count
+    )
     assert max(level for level, *_ in kept) == aggregates.LEVELS - 1
 
 
@@ -93,6 +106,8 @@ def _counts(session: Session) -> tuple[object, ...]:
         session.change_count,
         session.folded_through,
         session.longest_fold,
+        session.part_totals,
+        session.usage_totals,
     )
 
 

@@ -14,7 +14,7 @@ _BATCH = 2000  # messages read at a time: memory is one batch, not the session
 def fill_aggregates(apps: Any, schema_editor: Any) -> None:
     """Count, for every session stored before these columns existed, what the
     log store now counts as it writes (``aggregates``): its events, their
-    chart ordinals, its chart blocks and its reported usage.
+    chart ordinals, its chart blocks, its reported usage and its tokens by part.
 
     The migration runs in one transaction: a crash mid-way leaves the
     columns unadded, and migrating again starts over.
@@ -23,6 +23,7 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
     for session in session_model.objects.order_by("pk").iterator(chunk_size=100):
         blocks = aggregates.ChartBlocks(apps.get_model("dashboard", "ChartBlock"))
         usage: dict[str, list[int]] = {}
+        parts: dict[str, list[int]] = {}
         last = -1
         while True:
             batch = list(
@@ -32,8 +33,15 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
             )
             if not batch:
                 break
-            for seq, context_tokens, _ in batch:
+            for seq, context_tokens, *_ in batch:
                 blocks.add(seq, context_tokens, context_tokens)
+            for role, unit, tokens, count in (
+                session.messages.filter(seq__gt=last, seq__lte=batch[-1][0])
+                .values_list("role", "unit")
+                .annotate(all_tokens=models.Sum("tokens"), messages=models.Count("pk"))
+                .values_list("role", "unit", "all_tokens", "messages")
+            ):
+                aggregates.add_part(parts, role, unit, tokens, count)
             reported = session.messages.filter(
                 seq__gt=last, seq__lte=batch[-1][0], provider_tokens__isnull=False
             ).values_list("provider_tokens", "record_extra")
@@ -63,6 +71,7 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
         session.revert_count = sum(1 for e in events if e.kind == "revert")
         session.change_count = session.context_changes.count()
         session.usage_totals = usage
+        session.part_totals = parts
         session.save(
             update_fields=[
                 "event_count",
@@ -72,6 +81,7 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
                 "folded_through",
                 "longest_fold",
                 "usage_totals",
+                "part_totals",
             ]
         )
 
@@ -131,6 +141,11 @@ class Migration(migrations.Migration):
             model_name='session',
             name='revert_count',
             field=models.PositiveIntegerField(default=0),
+        ),
+        migrations.AddField(
+            model_name='session',
+            name='part_totals',
+            field=motus_web.sessions.fields.LosslessJSONField(blank=True, default=dict),
         ),
         migrations.AddField(
             model_name='session',
