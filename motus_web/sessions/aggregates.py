@@ -22,12 +22,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
-
 from .models import ChartBlock, Session
 
 BASE = 4  # messages a level-0 block spans
-LEVELS = 25  # the widest block spans BASE * 2**24 (67 million) messages
+LEVELS = 16  # the widest block spans BASE * 2**15 (131,072) messages: a chart of up
+# to 65 million messages reads one level of at most 2 * chart_points.BUCKETS + 1 blocks
 
 
 def width(level: int) -> int:
@@ -156,11 +155,16 @@ class ChartBlocks:
                     merge(found, extremes)
             level_blocks = above
         self.touched = {}
-        match = Q()
-        for level in range(LEVELS):
-            match |= Q(level=level, index__in=[i for lv, i in wanted if lv == level])
+        # One index search per level in one statement: an OR of the levels
+        # would make SQLite scan every block of the session.
+        per_level = [
+            self.model.objects.filter(
+                session=session, level=level, index__in=[i for lv, i in wanted if lv == level]
+            )
+            for level in range(LEVELS)
+        ]
         stored = {
-            (row.level, row.index): row for row in self.model.objects.filter(match, session=session)
+            (row.level, row.index): row for row in per_level[0].union(*per_level[1:], all=True)
         }
         new, changed = [], []
         for (level, index), extremes in wanted.items():
