@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
+
 from .models import ChartBlock, Session
 
 BASE = 4  # messages a level-0 block spans
@@ -139,7 +141,7 @@ class ChartBlocks:
 
     def save(self, session: Session) -> None:
         """Merge the touched blocks into the session's rows at every level (one
-        read and at most one insert and one update, whatever the number)."""
+        statement, whatever the number: ``_upsert``)."""
         if not self.touched:
             return
         wanted: dict[tuple[int, int], Extremes] = {}
@@ -155,33 +157,38 @@ class ChartBlocks:
                     merge(found, extremes)
             level_blocks = above
         self.touched = {}
-        # One index search per level in one statement: an OR of the levels
-        # would make SQLite scan every block of the session.
-        per_level = [
-            self.model.objects.filter(
-                session=session, level=level, index__in=[i for lv, i in wanted if lv == level]
-            )
-            for level in range(LEVELS)
-        ]
-        stored = {
-            (row.level, row.index): row for row in per_level[0].union(*per_level[1:], all=True)
-        }
-        new, changed = [], []
-        for (level, index), extremes in wanted.items():
-            row = stored.get((level, index))
-            if row is None:
-                new.append(self.model(session=session, level=level, index=index))
-                _set(new[-1], extremes)
-                continue
-            merged = _extremes(row)
-            merge(merged, extremes)
-            if merged != _extremes(row):
-                _set(row, merged)
-                changed.append(row)
-        self.model.objects.bulk_create(new)
-        self.model.objects.bulk_update(
-            changed, ["high_seq", "high_tokens", "low_seq", "low_tokens"], batch_size=200
-        )
+        _upsert(self.model, session.pk, wanted)
+
+
+def _upsert(
+    model: type[ChartBlock], session_pk: int, wanted: dict[tuple[int, int], Extremes]
+) -> None:
+    """Insert each block, or merge it into the stored one (``merge``'s rule, in
+    SQL): one ``INSERT ... ON CONFLICT DO UPDATE`` statement, the same on
+    SQLite and PostgreSQL, reading nothing back."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    hs, ht, ls, lt = (quote(c) for c in ("high_seq", "high_tokens", "low_seq", "low_tokens"))
+    higher = (
+        f"excluded.{ht} > {table}.{ht} "
+        f"OR (excluded.{ht} = {table}.{ht} AND excluded.{hs} < {table}.{hs})"
+    )
+    lower = (
+        f"excluded.{lt} < {table}.{lt} "
+        f"OR (excluded.{lt} = {table}.{lt} AND excluded.{ls} < {table}.{ls})"
+    )
+    sql = (
+        f"INSERT INTO {table} ({quote('session_id')}, {quote('level')}, {quote('index')}, "
+        f"{hs}, {ht}, {ls}, {lt}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        f"ON CONFLICT ({quote('session_id')}, {quote('level')}, {quote('index')}) DO UPDATE SET "
+        f"{hs} = CASE WHEN {higher} THEN excluded.{hs} ELSE {table}.{hs} END, "
+        f"{ht} = CASE WHEN {higher} THEN excluded.{ht} ELSE {table}.{ht} END, "
+        f"{ls} = CASE WHEN {lower} THEN excluded.{ls} ELSE {table}.{ls} END, "
+        f"{lt} = CASE WHEN {lower} THEN excluded.{lt} ELSE {table}.{lt} END"
+    )
+    rows = [(session_pk, level, index, *extremes) for (level, index), extremes in wanted.items()]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
 
 
 def merge(into: Extremes, other: Extremes) -> None:
@@ -190,14 +197,6 @@ def merge(into: Extremes, other: Extremes) -> None:
         into[0], into[1] = other[0], other[1]
     if other[3] < into[3] or (other[3] == into[3] and other[2] < into[2]):
         into[2], into[3] = other[2], other[3]
-
-
-def _extremes(row: ChartBlock) -> Extremes:
-    return [row.high_seq, row.high_tokens, row.low_seq, row.low_tokens]
-
-
-def _set(row: ChartBlock, extremes: Extremes) -> None:
-    row.high_seq, row.high_tokens, row.low_seq, row.low_tokens = extremes
 
 
 def blocks_of(session: Session, level: int, last_index: int) -> Iterable[ChartBlock]:
