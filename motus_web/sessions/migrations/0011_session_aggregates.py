@@ -173,9 +173,10 @@ class Migration(migrations.Migration):
             name='session',
             field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chart_blocks', to='dashboard.session'),
         ),
-        migrations.RunPython(fill_aggregates, migrations.RunPython.noop, elidable=True),
         migrations.AddConstraint(
             model_name='chartblock',
             constraint=models.UniqueConstraint(fields=('session', 'level', 'index'), name='chart_block_unique_index'),
         ),
+        # After the unique constraint: the blocks are merged into it (ON CONFLICT).
+        migrations.RunPython(fill_aggregates, migrations.RunPython.noop, elidable=True),
     ]
