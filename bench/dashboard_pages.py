@@ -7,7 +7,9 @@ compactions and, with ``--without``, one that never compacted, then requests
 their pages through Django's test client, as their owner: the median of
 ``--runs`` requests each, in milliseconds, with the response's size in bytes
 and its number of SQL queries. Figures, not assertions: the session page and
-the context page should give the same bytes and queries at every size.
+the context page should give the same bytes and queries at every size. At
+the end it says, for each page, whether it gave the same bytes at every
+size, or the same once every number is read as one digit.
 
 A session is the generated agent workload of ``memory_bench.session``: a block
 of ``BLOCK`` messages fed once through a ``CompactionMemory`` (threshold
@@ -18,8 +20,9 @@ messages through the memory would take minutes; the repeated block gives the
 same rows a long session has. The session without compactions is the same
 messages with a threshold no message reaches and no compaction records.
 
-The step page (what the model saw for a reply) is requested for a reply near
-the start, the middle and the end of the session. With ``--claude-code FILE``
+The step page (what the model saw for a reply) is requested for a reply 100
+messages from the end. Then the latest compaction is undone (the dashboard's
+action) and the pages that read what is in force are requested again. With ``--claude-code FILE``
 (the real Claude Code session with a compaction in the shared data), it is
 imported and its compaction page requested too.
 
@@ -33,6 +36,7 @@ import argparse
 import asyncio
 import copy
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -167,17 +171,29 @@ def run(args: argparse.Namespace) -> None:
     took = time.perf_counter() - started
     print(f"a block of {BLOCK:,} messages fed through the memory in {took:.0f} s")
     kinds = [True, False] if args.without else [True]
+    seen: dict[str, dict[int, bytes]] = {}
     for size in args.sizes:
         for compactions in kinds:
             session_id = f"s{size}" + ("" if compactions else "-flat")
             took = build(block, session_id, size, compactions, owner)
-            measure(session_id, took, args.runs, owner, full=compactions)
+            found = measure(session_id, took, args.runs, owner, full=compactions)
+            if compactions:
+                found |= after_undo(session_id, args.runs, owner)
+            for label, body in found.items():
+                # Links name the session: read them as one name.
+                body = body.replace(session_id.encode(), b"SESSION")
+                seen.setdefault(label + ("" if compactions else ", never compacted"), {})[size] = (
+                    body
+                )
+    compare(seen)
     if args.claude_code is not None:
         print("the real Claude Code session:")
         report(_claude_code(args.claude_code, owner), args.runs, owner)
 
 
-def measure(session_id: str, took: float, runs: int, owner: object, *, full: bool) -> None:
+def measure(
+    session_id: str, took: float, runs: int, owner: object, *, full: bool
+) -> dict[str, bytes]:
     from django.urls import reverse
 
     from motus_web.sessions.models import Session
@@ -216,21 +232,49 @@ def measure(session_id: str, took: float, runs: int, owner: object, *, full: boo
             "rewind to before the latest compaction": reverse(
                 "dashboard:rewind_before_confirm", args=[sid, last.position if last else 0]
             ),
+            "rewind confirmation (middle)": reverse(
+                "dashboard:rewind_confirm", args=[sid, size // 2]
+            ),
         }
         reply = reply_near(size - 100)
-        pages[f"step page, reply #{reply} (end)"] = reverse(
+        pages["step page, a reply 100 from the end"] = reverse(
             "dashboard:step_detail", args=[sid, reply]
         )
-    report(pages, runs, owner)
+    return report(pages, runs, owner)
 
 
-def report(pages: dict[str, str], runs: int, owner: object) -> None:
+def after_undo(session_id: str, runs: int, owner: object) -> dict[str, bytes]:
+    """Undo the latest compaction (the dashboard's action, through the library)
+    and request the pages that read what is in force again."""
+    from django.urls import reverse
+
+    from motus_web.sessions import operations
+    from motus_web.sessions.models import Session
+
+    stored = Session.objects.get(public_id=session_id)
+    event, _ = operations.undoable_now(stored)
+    assert event is not None
+    operations.undo_compaction(stored, "bench", target=event.position, as_of=stored.record_count)
+    print("  after undoing the latest compaction:")
+    detail = reverse("dashboard:session_detail", args=[session_id])
+    pages = {
+        "session detail, after an undo": detail,
+        "undo confirmation, after an undo": reverse("dashboard:undo_confirm", args=[session_id]),
+        "the undone compaction": reverse(
+            "dashboard:compaction_detail", args=[session_id, event.position]
+        ),
+    }
+    return report(pages, runs, owner)
+
+
+def report(pages: dict[str, str], runs: int, owner: object) -> dict[str, bytes]:
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
     client = Client()
     client.force_login(owner)  # type: ignore[arg-type]
+    contents = {}
     for label, url in pages.items():
         times = []
         for _ in range(runs):
@@ -243,6 +287,29 @@ def report(pages: dict[str, str], runs: int, owner: object) -> None:
             f"  {label:<40} {statistics.median(times) * 1e3:8.0f} ms "
             f"{len(response.content):>10,} bytes {len(queries):4d} queries"
         )
+        contents[label] = response.content
+    return contents
+
+
+def compare(pages: dict[str, dict[int, bytes]]) -> None:
+    """Whether each page gives the same bytes at every size: byte for byte,
+    else once every number in it is read as one digit (the message count,
+    seqs and token figures differ legitimately), else how much differs."""
+    print("the same page at every size:")
+    for label, by_size in pages.items():
+        # The forms' one-time and CSRF tokens are new on every request.
+        bodies = [re.sub(rb"[A-Za-z0-9_-]{32,}", b"TOKEN", body) for body in by_size.values()]
+        if len(bodies) < 2 or label == "session list":  # it lists every session built so far
+            continue
+        shapes = {re.sub(rb"[0-9][0-9,.]*", b"0", body) for body in bodies}
+        if len(set(bodies)) == 1:
+            verdict = "identical bytes"
+        elif len(shapes) == 1:
+            lengths = sorted({len(body) for body in bodies})
+            verdict = f"identical but for numbers ({'/'.join(f'{n:,}' for n in lengths)} bytes)"
+        else:
+            verdict = f"differs in more than numbers ({len(shapes)} shapes)"
+        print(f"  {label:<40} {verdict}")
 
 
 def _claude_code(path: Path, owner: object) -> dict[str, str]:

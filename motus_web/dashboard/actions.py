@@ -95,7 +95,7 @@ def session_url(session: Session) -> str:
 @login_required
 def undo_confirm(request: HttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
-    event, why = operations.undoable(operations.events_of(session))
+    event, why = operations.undoable_now(session)
     if event is None:
         context = {"session": session, "reason": why}
         return render(request, "dashboard/nothing_to_undo.html", context, status=404)

@@ -1,62 +1,78 @@
 """The rows behind the session page's token chart, read in a bounded number of queries.
 
 A session's chart needs the shape of its context size over every message,
-not every message: past ``charts.MAX_POINTS`` messages it reads the context
-size of ``BUCKETS`` messages at evenly spaced seqs (two bounded queries,
-whatever the session's length) and takes the peaks and troughs between them
-from the compaction rows the page has already read (their ``tokens_before``
-and ``tokens_after``); the chart marks at most ``MARKERS`` of those events.
+not every message: past ``charts.MAX_POINTS`` messages it cuts the session
+into ``BUCKETS`` equal runs of seq and draws each run's highest and lowest
+context size, from the stored chart blocks (``sessions.aggregates``: one
+level of them, at most ``2 * BUCKETS + 1`` rows, whatever the session's
+length), so the line keeps every peak and trough and always has
+``2 * BUCKETS + 1`` points; the chart marks at most ``MARKERS`` of the
+session's compaction events, picked by their index.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TypeVar
 
+from motus_web.sessions import aggregates
 from motus_web.sessions.models import CompactionEvent, Session
 
 from . import charts
 
-BUCKETS = 600  # runs of seq a long session's line is drawn from: three points each
+BUCKETS = 500  # runs of seq a long session's line is drawn from: a high and a low each
 MARKERS = 100  # compaction events the chart marks; the trace lists them all
 
 T = TypeVar("T")
 
 
-def points(session: Session, events: Sequence[CompactionEvent]) -> list[tuple[int, int]]:
-    """``(seq, context_tokens)`` in seq order: every message's when the session
-    has at most ``charts.MAX_POINTS``; else the messages at ``BUCKETS`` evenly
-    spaced seqs (index lookups, not a scan), and between two of them the
-    highest size a compaction in ``events`` started from and the lowest it
-    left, at their seqs, so the line keeps its peaks and troughs."""
+def points(session: Session) -> tuple[list[tuple[int, int]], bool]:
+    """``(seq, context_tokens)`` in seq order, and whether they are sampled:
+    every message's when the session has at most ``charts.MAX_POINTS``;
+    else, for each of ``BUCKETS`` equal runs of seq, its highest and its
+    lowest size (a message's, or the size a compaction started from or left,
+    at its ``through_seq``) in seq order, then the session's size now at its
+    last message."""
     messages = session.messages
     if session.message_count <= charts.MAX_POINTS:
         rows = messages.order_by("seq").values_list("seq", "context_tokens")
-        return list(rows[: charts.MAX_POINTS + 1])
+        return list(rows[: charts.MAX_POINTS + 1]), False
     last_seq = messages.order_by("-seq").values_list("seq", flat=True).first()
     if last_seq is None:
-        return []
-    step = max(1, math.ceil((last_seq + 1) / BUCKETS))
-    wanted = [*range(0, last_seq, step), last_seq]
-    sampled = sorted(messages.filter(seq__in=wanted).values_list("seq", "context_tokens"))
-    peaks: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
-    for event in events:
-        before, after, seq = event.tokens_before, event.tokens_after, event.through_seq
-        if event.kind != "ok" or before is None or after is None or seq is None or seq < 0:
-            continue
-        high, low = peaks.get(seq // step, ((seq, before), (seq, after)))
-        high = max(high, (seq, before), key=_tokens)
-        peaks[seq // step] = (high, min(low, (seq, after), key=_tokens))
+        return [], False
+    span = last_seq + 1
+    # The widest blocks that still put at least one block in every bucket.
+    level = 0
+    while level + 1 < aggregates.LEVELS and aggregates.width(level + 1) * BUCKETS <= span:
+        level += 1
+    size = aggregates.width(level)
+    buckets: dict[int, list[int]] = {}
+    for block in aggregates.blocks_of(session, level, last_seq // size):
+        bucket = block.index * size * BUCKETS // span
+        found = buckets.get(bucket)
+        extremes = [block.high_seq, block.high_tokens, block.low_seq, block.low_tokens]
+        if found is None:
+            buckets[bucket] = extremes
+        else:
+            aggregates.merge(found, extremes)
     out: list[tuple[int, int]] = []
-    for seq, tokens in sampled:
-        out.append((seq, tokens))
-        out.extend(sorted(peaks.pop(seq // step, ())))
-    return sorted(out, key=lambda point: point[0])
+    for _, (high_seq, high, low_seq, low) in sorted(buckets.items()):
+        out.extend(sorted([(high_seq, high), (low_seq, low)], key=_order))
+    out.append((last_seq, session.context_tokens))
+    return out, True
 
 
-def _tokens(point: tuple[int, int]) -> int:
-    return point[1]
+def _order(point: tuple[int, int]) -> tuple[int, int]:
+    # At one seq (a compaction's drop) the size it started from comes first.
+    return point[0], -point[1]
+
+
+def marked(session: Session) -> list[CompactionEvent]:
+    """At most ``MARKERS`` of the events the chart marks, spread over the
+    session by their index, the first and the latest included."""
+    picked = spread(range(session.chart_event_count))
+    found = session.compaction_events.filter(chart_ordinal__in=picked)
+    return sorted(found, key=lambda event: event.position)
 
 
 def spread(items: Sequence[T], limit: int = MARKERS) -> list[T]:

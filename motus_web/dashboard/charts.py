@@ -124,6 +124,24 @@ class Marker:
     y_top: float  # the line's upper end (tokens before, or the top for a failure)
     y_bottom: float
 
+    # The coordinates as the template writes them: a fixed number of digits.
+    @property
+    def x_text(self) -> str:
+        return fixed_x(self.x)
+
+    @property
+    def hit_x_text(self) -> str:
+        """Where the marker's 12-wide hit area starts (at the chart's left edge at the latest)."""
+        return fixed_x(self.x - 6)
+
+    @property
+    def y_top_text(self) -> str:
+        return fixed_y(self.y_top)
+
+    @property
+    def y_bottom_text(self) -> str:
+        return fixed_y(self.y_bottom)
+
 
 @dataclass(frozen=True, slots=True)
 class Sample:
@@ -134,6 +152,14 @@ class Sample:
     tokens: int
     x: float
     y: float
+
+    @property
+    def x_text(self) -> str:
+        return fixed_x(self.x)
+
+    @property
+    def y_text(self) -> str:
+        return fixed_y(self.y)
 
 
 SAMPLES = 60  # points of a chart that carry their figures, whatever the session's length
@@ -153,6 +179,10 @@ class TokenChart:
     events_total: int = 0  # compaction events of the session; ``markers`` may show fewer
     width: int = CHART_WIDTH
     height: int = CHART_HEIGHT
+
+    @property
+    def threshold_y_text(self) -> str:
+        return fixed_y(self.threshold_y or 0.0)
 
     @property
     def y_ticks(self) -> tuple[int, int, int]:
@@ -257,14 +287,25 @@ def token_chart(
     events: Sequence[EventMark],
     threshold: int | None,
     limit: int = MAX_POINTS,
+    *,
+    sampled: bool = False,
 ) -> TokenChart:
     """The chart of a whole session: its line (bucketed to ``limit`` points),
     the threshold line and a marker for every event in ``events``.
+    ``sampled``: ``messages`` are already the line's points, the events'
+    drops among them (``chart_points.points``), drawn as they are.
 
     The scale reaches the threshold, unless the highest point is under
     ``FAR_ABOVE`` of it: then it fits the data and ``threshold_above`` names
-    the threshold the chart does not draw."""
-    line = bucket(series(thin(messages, (e.seq for e in events), limit), events), limit)
+    the threshold the chart does not draw.
+
+    Coordinates are written with a fixed number of digits (``_x``, ``_y``),
+    so a chart of a given number of points and markers has the same length
+    whatever its figures."""
+    if sampled:
+        line = [Point(seq, tokens) for seq, tokens in messages]
+    else:
+        line = bucket(series(thin(messages, (e.seq for e in events), limit), events), limit)
     last_seq = max([messages[-1][0] if messages else 0, *(event.seq for event in events), 1])
     highest = max([*(p.tokens for p in line), *(e.tokens_before or 0 for e in events), 1])
     # A threshold far above the data would flatten the line against the bottom:
@@ -289,7 +330,7 @@ def token_chart(
     picked = [*messages[::step], *messages[-1:]] if messages else []
     samples = tuple(Sample(seq, tokens, x(seq), y(tokens)) for seq, tokens in dict(picked).items())
     return TokenChart(
-        points=" ".join(f"{x(p.seq)},{y(p.tokens)}" for p in line),
+        points=" ".join(f"{fixed_x(x(p.seq))},{fixed_y(y(p.tokens))}" for p in line),
         point_count=len(line),
         markers=tuple(markers),
         threshold_y=y(threshold) if threshold and not above else None,
@@ -299,6 +340,24 @@ def token_chart(
         threshold=threshold,
         samples=samples,
     )
+
+
+def _fixed(value: float, top: int) -> str:
+    """``value`` (0 to ``top``) to one decimal, zero-padded to the width of
+    ``top``: "0042.5" in a chart 1000 wide. SVG reads the leading zeros as
+    any number's."""
+    clamped = min(max(value, 0.0), float(top))
+    return f"{clamped:0{len(str(top)) + 2}.1f}"
+
+
+def fixed_x(value: float) -> str:
+    """An x coordinate as the chart writes it (``_fixed``)."""
+    return _fixed(value, CHART_WIDTH)
+
+
+def fixed_y(value: float) -> str:
+    """A y coordinate as the chart writes it (``_fixed``)."""
+    return _fixed(value, CHART_HEIGHT)
 
 
 def _nice_ceiling(value: float) -> int:

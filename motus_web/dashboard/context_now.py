@@ -8,10 +8,11 @@ a minute at 290,000 messages). The context page lists only the latest
 messages, the library restores the log's ``session_meta`` and only the
 messages from the turn unit that holds the first message listed (a unit
 starts at a user message, so no tool result is parted from its call), and
-the database adds up the tokens the log states for the messages before, by
-part kind. The memory's estimate of a request is the sum of those same
-logged counts (``memory.state``: instructions, tool schemas, messages,
-priming), so the page's figures are those of the whole restore (the tests
+the tokens the log states for the messages before, by part kind, are the
+session's stored totals (``Session.part_totals``) less the tail's. The
+memory's estimate of a request is the sum of those same logged counts
+(``memory.state``: instructions, tool schemas, messages, priming), so the
+page's figures are those of the whole restore (the tests
 compare the two) as long as every message logged entered the context as it
 is: when the sum differs from the context size the log states after its last
 message, the page falls back to the whole restore.
@@ -25,7 +26,7 @@ from typing import Any
 from django.db.models import Count, Sum
 
 from memory import LogProblem
-from motus_web.sessions import memories, rows
+from motus_web.sessions import aggregates, memories, rows
 from motus_web.sessions.models import Message, Session
 
 from . import live_context, steps
@@ -42,17 +43,22 @@ def request_now(session: Session) -> steps.Request:
         return steps.request_of(session, memories.restore(session))
     # An assistant message that calls tools opens a B unit, and only such a one
     # (``memory.units``): the unit tells the part without reading the calls.
-    counted = (
-        session.messages.filter(seq__lt=start)
-        .values("role", "unit")
+    # The session's stored totals by part, less those of the tail (a few hundred rows).
+    tail = (
+        session.messages.filter(seq__gte=start)
+        .values_list("role", "unit")
         .annotate(all_tokens=Sum("tokens"), messages=Count("pk"))
+        .values_list("role", "unit", "all_tokens", "messages")
     )
+    before = {key: list(sums) for key, sums in session.part_totals.items()}
+    for role, unit, all_tokens, messages in tail:
+        aggregates.add_part(before, role, unit, -all_tokens, -messages)
     tokens: dict[str, int] = {}
     count = 0
-    for row in counted:
-        kind = live_context.kind_of(row["role"], row["unit"] == Message.Unit.B)
-        tokens[kind] = tokens.get(kind, 0) + row["all_tokens"]
-        count += row["messages"]
+    for role, unit, all_tokens, messages in aggregates.part_sums(before):
+        kind = live_context.kind_of(role, unit == Message.Unit.B)
+        tokens[kind] = tokens.get(kind, 0) + all_tokens
+        count += messages
     memory = memories.restore_from(session, _Tail(session, start))
     seqs = tuple(memory.get_session_state().seqs)
     known = [seq for seq in seqs if seq is not None]

@@ -11,7 +11,7 @@ page can say. A model the price data does not know has no cost.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -19,6 +19,8 @@ from importlib.metadata import version
 from typing import Any
 
 from genai_prices import Usage, calc_price
+
+from motus_web.sessions.aggregates import ReplyUsage, usage_sums
 
 PRICE_DATA = f"genai-prices {version('genai-prices')}"
 SMALLEST = Decimal("0.000001")  # below it an amount reads "< $0.000001"
@@ -42,32 +44,8 @@ def dollars(amount: Decimal | float) -> str:
     return f"${whole}.{cents.ljust(2, '0')}"
 
 
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    """A reply's reported usage; ``output`` is ``None`` when only the input was logged."""
-
-    model: str
-    input: int  # cached part included
-    cached: int
-    output: int | None
-
-    @classmethod
-    def of(cls, model: str, provider_tokens: int | None, extra: Mapping[str, Any]) -> Tokens | None:
-        usage = extra.get("usage")
-        if isinstance(usage, Mapping) and _count(usage.get("input_tokens")) is not None:
-            return cls(
-                str(usage.get("model") or model),
-                _count(usage.get("input_tokens")) or 0,
-                _count(usage.get("cached_input_tokens")) or 0,
-                _count(usage.get("output_tokens")),
-            )
-        if provider_tokens is None:
-            return None
-        return cls(model, provider_tokens, 0, None)
-
-
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+# A reply's reported usage, as the log store sums it per model.
+Tokens = ReplyUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,19 +89,17 @@ def cost(tokens: Tokens) -> Cost | None:
     return Cost(whole_input - cached, cached, output if tokens.output is not None else None)
 
 
-def total(usages: Iterable[Tokens]) -> tuple[Cost | None, int]:
-    """The cost of many replies (summed per model), and how many replies it counts."""
-    per_model: dict[tuple[str, bool], list[int]] = {}
-    count = 0
-    for tokens in usages:
-        sums = per_model.setdefault((tokens.model, tokens.output is not None), [0, 0, 0])
-        sums[0] += tokens.input
-        sums[1] += tokens.cached
-        sums[2] += tokens.output or 0
-        count += 1
+def of_totals(totals: Mapping[str, Any]) -> tuple[Cost | None, int]:
+    """The cost of a session's replies from its stored usage sums
+    (``Session.usage_totals``, per model), and how many replies it counts;
+    ``None`` when no model of them has a price. One row, not every reply's."""
     found: Cost | None = None
-    for (model, has_output), (input_tokens, cached, output) in per_model.items():
-        part = cost(Tokens(model, input_tokens, cached, output if has_output else None))
+    count = 0
+    for usage, replies in usage_sums(totals):
+        if not usage.model:
+            continue  # a reply whose model nobody named has no price
+        count += replies
+        part = cost(usage)
         if part is not None:
             found = part if found is None else found + part
     return found, count

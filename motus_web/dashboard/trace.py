@@ -2,7 +2,8 @@
 
 Messages, compaction events and context changes live in three tables; the
 trace pages through their union ordered by log position, so a page costs the
-same few queries however long the session is.
+same few queries however long the session is (unfiltered, a page is a range
+of positions: ``LogPaginator``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from django.core.paginator import Page, Paginator
 from django.db.models import IntegerField, QuerySet, Value
+from django.utils.functional import cached_property
 
 from motus_web.sessions import rows
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
@@ -39,11 +42,17 @@ _EVENT_KINDS = {
 _MESSAGE, _EVENT, _CHANGE = 0, 1, 2
 
 
-def keys(session: Session, kind: str) -> QuerySet[Any, tuple[int, int, int]]:
-    """``(position, table, pk)`` of the session's records that ``kind`` selects, in log order."""
-    messages = session.messages.all()
-    events = session.compaction_events.all()
-    changes = session.context_changes.all()
+def keys(
+    session: Session, kind: str, positions: range | None = None
+) -> QuerySet[Any, tuple[int, int, int]]:
+    """``(position, table, pk)`` of the session's records that ``kind`` selects,
+    in log order; with ``positions``, only those at log positions in it."""
+    bound = {} if positions is None else {"position__gte": positions.start}
+    if positions is not None:
+        bound["position__lt"] = positions.stop
+    messages = session.messages.filter(**bound)
+    events = session.compaction_events.filter(**bound)
+    changes = session.context_changes.filter(**bound)
     if kind == "truncation":
         messages, events, changes = (
             messages.filter(truncation__isnull=False),
@@ -67,6 +76,33 @@ def keys(session: Session, kind: str) -> QuerySet[Any, tuple[int, int, int]]:
         for query, table in ((messages, _MESSAGE), (events, _EVENT), (changes, _CHANGE))
     ]
     return parts[0].union(parts[1], parts[2], all=True).order_by("position")
+
+
+class LogPaginator(Paginator):
+    """Pages of every record of a session's log (the trace unfiltered): the
+    store gives each record the next position (1 onwards, after the
+    session_meta), so page ``n`` is a range of positions read by index and
+    the count is the session's own, whatever the session's length."""
+
+    def __init__(self, session: Session, per_page: int) -> None:
+        super().__init__(keys(session, ""), per_page)
+        self.session = session
+
+    @cached_property
+    def count(self) -> int:
+        return max(self.session.record_count - 1, 0)
+
+    def page(self, number: int | str) -> Page:
+        number = self.validate_number(number)
+        first = 1 + (number - 1) * self.per_page
+        return Page(keys(self.session, "", range(first, first + self.per_page)), number, self)
+
+
+def paginator(session: Session, kind: str, per_page: int) -> Paginator:
+    """The trace's pages of the records ``kind`` selects."""
+    return (
+        LogPaginator(session, per_page) if kind == "" else Paginator(keys(session, kind), per_page)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.http import (
     Http404,
@@ -28,7 +28,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
-from motus_web.sessions import history, in_place, jobs, memories, once
+from motus_web.sessions import history, in_place, jobs, memories, once, operations
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
@@ -107,17 +107,36 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 class _CountedPaginator(Paginator):
-    """A paginator over a session's messages that takes their count from the
-    session's own total (kept by the log store in the same transaction as the
-    rows) instead of counting every row."""
+    """A paginator over a session's messages (in seq order) that takes their
+    count from the session's own total (kept by the log store in the same
+    transaction as the rows) instead of counting every row; when the seqs are
+    ``0 .. count - 1`` (``_dense``), a page is a range of seqs read by index,
+    not an offset the database counts its way to."""
 
-    def __init__(self, object_list: QuerySet[Message], per_page: int, count: int) -> None:
+    def __init__(self, object_list: QuerySet[Message], per_page: int, session: Session) -> None:
         super().__init__(object_list, per_page)
-        self.known_count = count
+        self.messages = object_list
+        self.known_count = session.message_count
+        self.dense = _dense(session)
 
     @cached_property
     def count(self) -> int:
         return self.known_count
+
+    def page(self, number: int | str) -> Page:
+        number = self.validate_number(number)
+        if not self.dense:
+            return super().page(number)
+        bottom = (number - 1) * self.per_page
+        shown = self.messages.filter(seq__gte=bottom, seq__lt=bottom + self.per_page)
+        return Page(shown, number, self)
+
+
+def _dense(session: Session) -> bool:
+    """Whether the session's seqs are exactly ``0 .. message_count - 1``: distinct
+    non-negative integers whose highest is one less than their number are."""
+    last = session.messages.order_by("-seq").values_list("seq", flat=True).first()
+    return last is not None and last + 1 == session.message_count
 
 
 @require_safe
@@ -125,9 +144,7 @@ class _CountedPaginator(Paginator):
 def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
     messages = session.messages.order_by("seq")
-    page = _CountedPaginator(messages, MESSAGES_PER_PAGE, session.message_count).get_page(
-        request.GET.get("page")
-    )
+    page = _CountedPaginator(messages, MESSAGES_PER_PAGE, session).get_page(request.GET.get("page"))
     shown = list(page.object_list)
     found = page_events.of(session, shown, first_page=page.number == 1, listed=COMPACTIONS_LISTED)
     context: dict[str, object] = {
@@ -147,12 +164,12 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
             session.model_name,
             charts.file_limits(session.record_extra),
         ),
-        provider=_provider_reading(session, found.compactions, found.shown),
-        cost=_session_cost(session),
+        provider=_provider_reading(session, found),
+        cost=costs.of_totals(session.usage_totals),
         price_data=costs.PRICE_DATA,
-        chart=_token_chart(session, found.compactions),
+        chart=_token_chart(session),
         compactions=_with_lost_identifiers(session, found.listed, found.shown),
-        compactions_total=len(found.compactions),
+        compactions_total=session.event_count,
         undoable=found.undoable,
         compact_fields=fields(request, as_of=session.record_count),
         compactor=in_place.compactor_name(session),
@@ -187,15 +204,14 @@ def _with_lost_identifiers(
 
 
 def _provider_reading(
-    session: Session,
-    compactions: list[CompactionEvent],
-    shown: list[CompactionEvent | ContextChange],
+    session: Session, found: page_events.PageEvents
 ) -> charts.ProviderReading | None:
     """The provider's count of the latest request it reported, beside the
     estimate of that request: the context before the reply it produced, so
-    its logged context size less the reply's own tokens. ``compactions`` are
-    every compaction row, ``shown`` the page's events (every context change
-    among them when there is one)."""
+    its logged context size less the reply's own tokens; with what changed
+    the context since (the latest such event: among every event row when the
+    page walked them, else, in a log that only compacted, the latest
+    compaction after it)."""
     row = (
         session.messages.filter(provider_tokens__isnull=False)
         .order_by("-seq")
@@ -205,27 +221,20 @@ def _provider_reading(
     if row is None or row.provider_tokens is None:
         return None
     since = ""
-    changes: list[CompactionEvent | ContextChange] = [
-        e for e in shown if isinstance(e, ContextChange)
-    ]
-    for event in sorted([*compactions, *changes], key=lambda e: e.position):
-        if event.position > row.position:
-            since = _context_change(event) or since
+    if found.walked:
+        for event in found.shown:
+            if event.position > row.position:
+                since = _context_change(event) or since
+    else:
+        later = session.compaction_events.filter(
+            position__gt=row.position,
+            kind__in=[CompactionEvent.Kind.OK, CompactionEvent.Kind.REVERT],
+        )
+        latest = later.order_by("-position").first()
+        since = _context_change(latest) if latest is not None else ""
     return charts.ProviderReading(
         row.seq, row.context_tokens - row.tokens, row.provider_tokens, since
     )
-
-
-def _session_cost(session: Session) -> tuple[costs.Cost | None, int]:
-    """The estimated cost of every reply whose usage the provider reported."""
-    reported = session.messages.filter(provider_tokens__isnull=False).values_list(
-        "provider_tokens", "record_extra"
-    )
-    usages = (
-        costs.Tokens.of(session.model_name, provider_tokens, extra or {})
-        for provider_tokens, extra in reported.iterator(chunk_size=2000)
-    )
-    return costs.total(usage for usage in usages if usage is not None and usage.model)
 
 
 def _context_change(event: CompactionEvent | ContextChange) -> str:
@@ -244,10 +253,10 @@ def _context_change(event: CompactionEvent | ContextChange) -> str:
     return ""
 
 
-def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts.TokenChart:
+def _token_chart(session: Session) -> charts.TokenChart:
     """The chart from a bounded number of points and at most ``chart_points.MARKERS``
-    of the compaction events (spread over the session; the trace has them all)."""
-    marked = [event for event in compactions if event.trigger != CompactionEvent.Trigger.FORK]
+    of the compaction events (spread over the session; the trace has them all),
+    both read through the session's stored aggregates."""
     marks = [
         charts.EventMark(
             key=event.position,
@@ -257,11 +266,12 @@ def _token_chart(session: Session, compactions: list[CompactionEvent]) -> charts
             tokens_after=_size_after(event),
             label=_event_label(event),
         )
-        for event in chart_points.spread(marked)
+        for event in chart_points.marked(session)
     ]
     threshold = memories.threshold_of(session)
-    chart = charts.token_chart(chart_points.points(session, compactions), marks, threshold)
-    return dataclasses.replace(chart, events_total=len(marked))
+    line, sampled = chart_points.points(session)
+    chart = charts.token_chart(line, marks, threshold, sampled=sampled)
+    return dataclasses.replace(chart, events_total=session.chart_event_count)
 
 
 def _size_after(event: CompactionEvent) -> int | None:
@@ -567,7 +577,10 @@ def _earlier_reply(session: Session, reply: Message, since: str | None) -> Messa
 
 
 def _page_of(session: Session, seq: int) -> int:
-    """The timeline page that shows message ``seq``."""
+    """The timeline page that shows message ``seq`` (counting the messages
+    before it only when the seqs have gaps: ``_dense``)."""
+    if _dense(session):
+        return seq // MESSAGES_PER_PAGE + 1
     return session.messages.filter(seq__lt=seq).count() // MESSAGES_PER_PAGE + 1
 
 
@@ -655,7 +668,9 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         else None,
         later_revert=session.compaction_events.filter(
             kind=CompactionEvent.Kind.REVERT, reverts=event.number, position__gt=event.position
-        ).first(),
+        ).first()
+        if session.revert_count
+        else None,
     )
     return _render(request, "dashboard/compaction_detail.html", "identifiers", context)
 
@@ -663,7 +678,10 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
 def _summary_before(session: Session, position: int) -> CompactionEvent | None:
     """The compaction whose summary was in force just before log position
     ``position``, as the library replays it: a compaction sets the summary, an
-    undo gives back the one before, a reset clears it."""
+    undo gives back the one before, a reset clears it. A log that only
+    compacted and undid needs no walk (``operations.in_force``)."""
+    if operations.undone_numbers(session, before=position) is not None:
+        return operations.in_force(session, before=position)
     events: list[CompactionEvent | ContextChange] = [
         *session.compaction_events.filter(position__lt=position).exclude(
             kind__in=[CompactionEvent.Kind.FAILED, CompactionEvent.Kind.WARNING]
@@ -712,7 +730,7 @@ def _compaction_messages(
 def session_trace(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
     session = visible_session(request, public_id)
     kind = request.GET.get("kind", "")
-    page = Paginator(trace.keys(session, kind), TRACE_PER_PAGE).get_page(request.GET.get("page"))
+    page = trace.paginator(session, kind, TRACE_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "session": session,
         "page": page,

@@ -21,13 +21,13 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from memory import ChatClient, CompactionMemory, LogPoint
+from memory import ChatClient, CompactionMemory, LogPoint, PointNotFoundError
 
-from . import history
+from . import history, operations
 from .memories import ContextSize, restore_view
 from .models import CompactionEvent, ContextChange, Message, Session
 from .once import StaleTargetError
-from .operations import events_of, fork_cut, writing
+from .operations import fork_cut, writing
 
 # -- rewind ------------------------------------------------------------------------------
 
@@ -61,7 +61,10 @@ def rewind_plan(session: Session, message: Message) -> RewindPlan:
     if cut.after is None:
         raise CannotRewindError(f"{cut.moved} There is no earlier point to continue from.")
     point = LogPoint("after_message", cut.after)
-    return RewindPlan(message.seq, point, cut.moved, rewind_preview(session, point))
+    # The cut's memory is the restore of the same prefix unless the cut moved
+    # before a round that events follow.
+    size = cut.size if stop_of(session, point) == cut.stop else rewind_preview(session, point)
+    return RewindPlan(message.seq, point, cut.moved, size)
 
 
 def before(event: CompactionEvent) -> LogPoint:
@@ -71,10 +74,37 @@ def before(event: CompactionEvent) -> LogPoint:
 
 
 def rewind_preview(session: Session, point: LogPoint) -> ContextSize:
-    """The context a rewind to ``point`` would leave, by the library, writing nothing."""
-    memory = restore_view(session)
-    memory.rewind(point, reason="preview")
-    return ContextSize.of(memory)
+    """The context a rewind to ``point`` would leave, writing nothing: the
+    library's rewind makes the context (instructions and tools included) what
+    a restore of the log up to ``point`` gives, so this is that restore, read
+    from the checkpoint nearest the point (``restore_view``) rather than by a
+    rewind on a copy of the live memory, which reads the log back from its
+    end to the point. Raises ``PointNotFoundError`` for a point the log lacks."""
+    return ContextSize.of(restore_view(session, stop_of(session, point)))
+
+
+def stop_of(session: Session, point: LogPoint) -> int:
+    """How many records of the session's log lie before ``point``: the log
+    position just after the record an ``after_`` point names, else of that
+    record (the newest with its key, as the library places points). Raises
+    ``PointNotFoundError`` when the log has no such record."""
+    position: int | None = None
+    if point.kind in ("after_message", "before_message"):
+        found = session.messages.filter(seq=point.key).values_list("position", flat=True)
+        position = found.first()
+    elif point.kind == "before_compaction":
+        numbered = session.compaction_events.filter(kind=CompactionEvent.Kind.OK, number=point.key)
+        if point.through_seq is not None:
+            numbered = numbered.filter(through_seq=point.through_seq)
+        position = numbered.order_by("-position").values_list("position", flat=True).first()
+    else:
+        rewinds = session.context_changes.filter(kind=history.REWIND).order_by("-position")
+        position = next(
+            (row.position for row in rewinds if history.rewind_number(row) == point.key), None
+        )
+    if position is None:
+        raise PointNotFoundError(point)
+    return position + 1 if point.includes_its_record else position
 
 
 def rewind(session: Session, point: LogPoint, reason: str, *, as_of: int) -> int:
@@ -119,8 +149,7 @@ def undo_rewind(session: Session, number: int, reason: str, *, as_of: int) -> in
 
 def in_force(session: Session) -> CompactionEvent | None:
     """The compaction whose summary heads the live context (``history``)."""
-    found = history.compactions_in_force(events_of(session))
-    return found[-1] if found else None
+    return operations.in_force(Session.objects.get(pk=session.pk))
 
 
 def _corrects(change: ContextChange, event: CompactionEvent) -> bool:

@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from memory import LogCorruptError, LogError, SessionNotFoundError
 from memory.log import LogProblem, LogRecord, records, validate_session_id
 
-from . import rows
+from . import aggregates, rows
 from .models import CompactionEvent, ContextChange, Message, Session
 from .signals import announce
 
@@ -32,8 +32,9 @@ class DatabaseLogStore:
     ``append`` (and ``extend`` for many records) runs in one transaction that
     locks the session row, inserts the record rows and updates the session's
     totals (``message_count``, ``total_tokens``, ``context_tokens``,
-    ``compaction_count``). A crash or error mid-write rolls all of it back:
-    the log holds the record and the totals count it, or neither.
+    ``compaction_count``, the counts and usage of ``aggregates``) and its
+    chart blocks. A crash or error mid-write rolls all of it back: the log
+    holds the record and the totals count it, or neither.
 
     A session's first record must be its ``session_meta``; a message's
     ``seq`` must be greater than every seq before it. Records that break
@@ -205,6 +206,7 @@ class _Writer:
         self.parents = Session.objects.all() if parents is None else parents
         self.owner = owner
         self.messages: list[Message] = []
+        self.blocks = aggregates.ChartBlocks()
         self.last_seq = -1
         if session is not None:
             last = session.messages.order_by("-seq").values_list("seq", flat=True).first()
@@ -222,13 +224,31 @@ class _Writer:
         if kind == records.MESSAGE:
             self._add_message(rows.message_row(session, position, record))
         elif kind in rows.EVENT_KINDS:
-            event = rows.event_row(session, position, record)
-            self._save_row(event, record)
-            if event.kind == CompactionEvent.Kind.OK:
-                session.compaction_count += 1
+            self._add_event(rows.event_row(session, position, record), record)
         else:
             self._save_row(rows.change_row(session, position, record), record)
+            session.change_count += 1
         session.record_count += 1
+
+    def _add_event(self, event: CompactionEvent, record: Mapping[str, Any]) -> None:
+        session = event.session
+        if event.trigger != CompactionEvent.Trigger.FORK:
+            event.chart_ordinal = session.chart_event_count
+            session.chart_event_count += 1
+        self._save_row(event, record)
+        session.event_count += 1
+        if event.kind == CompactionEvent.Kind.REVERT:
+            session.revert_count += 1
+        if event.kind != CompactionEvent.Kind.OK:
+            return
+        session.compaction_count += 1
+        first, last = event.summarized_first_seq, event.summarized_last_seq
+        if first is not None and last is not None:
+            session.folded_through = max(session.folded_through or -1, last)
+            session.longest_fold = max(session.longest_fold, last - first)
+        before, after = event.tokens_before, event.tokens_after
+        if event.through_seq is not None and before is not None and after is not None:
+            self.blocks.add(event.through_seq, before, after)
 
     def _create(self, record: Mapping[str, Any], kind: object) -> Session:
         if kind != records.SESSION_META:
@@ -269,6 +289,11 @@ class _Writer:
             )
         session.context_tokens = row.context_tokens
         session.updated_at = max(session.updated_at, row.created_at)
+        self.blocks.add(row.seq, row.context_tokens, row.context_tokens)
+        aggregates.add_part(session.part_totals, row.role, row.unit, row.tokens)
+        usage = aggregates.ReplyUsage.of(session.model_name, row.provider_tokens, row.record_extra)
+        if usage is not None:
+            aggregates.add_usage(session.usage_totals, usage)
         if len(self.messages) >= _BATCH:
             self._flush()
 
@@ -285,6 +310,8 @@ class _Writer:
     def _flush(self) -> None:
         Message.objects.bulk_create(self.messages)
         self.messages.clear()
+        if self.session is not None:
+            self.blocks.save(self.session)
 
     def finish(self) -> None:
         self._flush()
@@ -297,5 +324,13 @@ class _Writer:
                     "compaction_count",
                     "record_count",
                     "updated_at",
+                    "event_count",
+                    "chart_event_count",
+                    "revert_count",
+                    "change_count",
+                    "folded_through",
+                    "longest_fold",
+                    "usage_totals",
+                    "part_totals",
                 ]
             )

@@ -94,6 +94,22 @@ class Session(models.Model):
     context_tokens = models.PositiveBigIntegerField(default=0)
     compaction_count = models.PositiveIntegerField(default=0)
     record_count = models.PositiveIntegerField(default=0)  # the next record's position
+    # Counts and figures the pages read instead of every row (``aggregates``), kept
+    # the same way: compaction event rows of every kind, those the chart marks
+    # (all but a fork's starting summary), reverts, context change rows, the
+    # highest seq an ok compaction folded (None: none), the most seqs one spans
+    # (last - first), and the providers' reported usage per model
+    # (``aggregates.add_usage``).
+    event_count = models.PositiveIntegerField(default=0)
+    chart_event_count = models.PositiveIntegerField(default=0)
+    revert_count = models.PositiveIntegerField(default=0)
+    change_count = models.PositiveIntegerField(default=0)
+    folded_through = models.BigIntegerField(null=True, blank=True)
+    longest_fold = models.PositiveBigIntegerField(default=0)  # most seqs one compaction spans
+    usage_totals = LosslessJSONField(default=dict, blank=True)
+    # Logged tokens and messages per role and unit ({"<role>\t<unit>": [tokens,
+    # messages]}): the context page counts a long context's earlier messages with it.
+    part_totals = LosslessJSONField(default=dict, blank=True)
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)  # time of the latest record
@@ -305,10 +321,34 @@ class CompactionEvent(LogRecord):
     threshold = models.PositiveBigIntegerField(null=True, blank=True)  # warnings
     # The compaction number reverted.
     reverts = models.PositiveBigIntegerField(null=True, blank=True)
+    # Its index among the session's events the chart marks (0 first; None: a
+    # fork's starting summary, unmarked), so the chart picks events spread
+    # over the session by index.
+    chart_ordinal = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]
-        indexes = [models.Index(fields=["session", "through_seq"], name="event_through_seq")]
+        indexes = [
+            models.Index(fields=["session", "through_seq"], name="event_through_seq"),
+            models.Index(fields=["session", "chart_ordinal"], name="event_chart_ordinal"),
+            # The ok compactions whose folds meet a page of the timeline.
+            models.Index(
+                fields=["session", "summarized_first_seq"],
+                name="event_folded_first",
+                condition=models.Q(kind="ok"),
+            ),
+            # The highest fold in force after an undo, and the undone numbers.
+            models.Index(
+                fields=["session", "summarized_last_seq"],
+                name="event_folded_last",
+                condition=models.Q(kind="ok"),
+            ),
+            models.Index(
+                fields=["session", "position"],
+                name="event_reverts",
+                condition=models.Q(kind="revert"),
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="event_unique_position"),
         ]
@@ -342,6 +382,30 @@ class ContextChange(LogRecord):
 
     def __str__(self) -> str:
         return f"{self.session_id} {self.kind} at #{self.through_seq}"
+
+
+class ChartBlock(models.Model):
+    """The highest and lowest context size of a run of a session's seqs
+    (``aggregates``: block ``index`` of ``level`` spans seqs
+    ``index * width(level)`` up to the next block's first)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="chart_blocks")
+    level = models.PositiveSmallIntegerField()
+    index = models.PositiveBigIntegerField()
+    high_seq = models.BigIntegerField()
+    high_tokens = models.PositiveBigIntegerField()
+    low_seq = models.BigIntegerField()
+    low_tokens = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "level", "index"], name="chart_block_unique_index"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} level {self.level} block {self.index}"
 
 
 class WriterLease(models.Model):

@@ -179,6 +179,55 @@ def _called(event: CompactionEvent) -> str:
     return f"compaction {event.number}" if event.number is not None else "an unnumbered compaction"
 
 
+def undone_numbers(session: Session, before: int | None = None) -> set[int] | None:
+    """The numbers of the compactions undone in the session's log (before log
+    position ``before``), read from its few revert rows, when the log holds
+    no context change (the session's stored counts say so) and each revert
+    names a distinct compaction: the library reverts only the compaction in
+    force and never gives a number twice without a reset, so every other ok
+    compaction is in force. ``None``: the log must be walked (``history``)."""
+    if session.change_count:
+        return None
+    if not session.revert_count:
+        return set()
+    reverts = session.compaction_events.filter(kind=CompactionEvent.Kind.REVERT)
+    if before is not None:
+        reverts = reverts.filter(position__lt=before)
+    numbers = list(reverts.values_list("reverts", flat=True))
+    if None in numbers or len(set(numbers)) != len(numbers):
+        return None
+    return {number for number in numbers if number is not None}
+
+
+def in_force(session: Session, before: int | None = None) -> CompactionEvent | None:
+    """The compaction whose summary heads the context (``history``), after the
+    whole log or, with ``before``, just before that log position: by index,
+    the latest ok compaction not undone, in a log that only compacted and
+    undid (``undone_numbers``); any other log's event rows are walked."""
+    events = session.compaction_events.all()
+    if before is not None:
+        events = events.filter(position__lt=before)
+    undone = undone_numbers(session, before)
+    if undone is not None:
+        ok = events.filter(kind=CompactionEvent.Kind.OK).exclude(number__in=undone)
+        return ok.order_by("-position").first()
+    rows = events_of(session)
+    found = history.compactions_in_force([e for e in rows if before is None or e.position < before])
+    return found[-1] if found else None
+
+
+def undoable_now(session: Session) -> tuple[CompactionEvent | None, str]:
+    """``undoable`` after the session's whole log, reading only the
+    compaction in force (and the reverts, when none is) when the log only
+    compacted and undid (``in_force``)."""
+    if undone_numbers(session) is None:
+        return undoable(events_of(session))
+    latest = in_force(session)
+    if latest is not None:
+        return undoable([latest])
+    return undoable(list(session.compaction_events.filter(kind=CompactionEvent.Kind.REVERT)))
+
+
 def events_of(session: Session) -> list[CompactionEvent | ContextChange]:
     """Every event row of the session in log order: few, whatever its length."""
     found: list[CompactionEvent | ContextChange] = [
@@ -247,7 +296,7 @@ def undo_compaction(session: Session, reason: str, *, target: int, as_of: int) -
     found: list[CompactionEvent] = []
 
     def check() -> None:
-        event, why = undoable(events_of(session))
+        event, why = undoable_now(Session.objects.get(pk=session.pk))
         if event is None or event.position != target:
             asked = session.compaction_events.filter(position=target).first()
             name = _called(asked) if asked is not None else "that compaction"

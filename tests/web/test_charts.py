@@ -125,7 +125,7 @@ def test_the_chart_places_the_threshold_and_marks_each_event() -> None:
     ok, failed = chart.markers
     assert (ok.key, ok.x, ok.y_top, ok.y_bottom) == (4, 500.0, 24.0, 192.0)
     assert (failed.kind, failed.y_top, failed.y_bottom) == ("failed", 0.0, 240.0)
-    assert chart.points.split()[0] == "0.0,216.0"
+    assert chart.points.split()[0] == "0000.0,216.0"  # fixed-width digits
 
 
 def test_a_revert_that_states_its_size_rises_back_to_it() -> None:
@@ -142,7 +142,7 @@ def test_a_threshold_far_above_the_data_leaves_the_scale_to_the_data_and_is_name
     assert chart.y_max == 50  # 46 plus room, not 96,000 (nor 200,000)
     assert chart.threshold_y is None
     assert chart.threshold_above == 96_000
-    assert chart.points.split()[-1] == "1000.0,19.2"  # near the top, visible
+    assert chart.points.split()[-1] == "1000.0,019.2"  # near the top, visible (fixed width)
 
 
 def test_a_threshold_within_four_times_the_data_stays_on_the_chart() -> None:

@@ -17,8 +17,9 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from memory import CompactionMemory, InMemoryLogStore, LogPoint
-from motus_web.sessions import history, lease
+from motus_web.sessions import history, lease, memories
 from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.memories import ContextSize
 from motus_web.sessions.models import ActionToken, CompactionEvent, Session
 
 from .chat_helpers import chat_session
@@ -721,20 +722,31 @@ def test_random_runs_of_in_place_actions_keep_pages_restore_and_live_in_agreemen
         message = rng.choice(list(now.messages.order_by("seq")))
         plan = in_place.rewind_plan(now, message)
         in_place.rewind(now, plan.point, "random", as_of=now.record_count)
+        # The confirmation's preview (a prefix restore) states what the library's rewind left.
+        assert ContextSize.of(memories.restore(fresh())) == plan.size
+
+    def preview_of(point: LogPoint) -> ContextSize:
+        now = fresh()
+        expected = in_place.rewind_preview(now, point)
+        in_place.rewind(now, point, "random", as_of=now.record_count)
+        return expected
 
     def rewind_before_a_compaction() -> None:
         now = fresh()
         events = list(now.compaction_events.filter(kind="ok").order_by("position"))
         if events:
             event = rng.choice(events)
-            in_place.rewind(now, in_place.before(event), "random", as_of=now.record_count)
+            expected = preview_of(in_place.before(event))
+            assert ContextSize.of(memories.restore(fresh())) == expected
 
     def undo_the_latest_rewind() -> None:
         now = fresh()
         latest = in_place.latest_rewind(now)
         number = history.rewind_number(latest) if latest is not None else None
         if number is not None:
+            expected = in_place.rewind_preview(now, LogPoint("before_rewind", number))
             in_place.undo_rewind(now, number, "random", as_of=now.record_count)
+            assert ContextSize.of(memories.restore(fresh())) == expected
 
     def undo_a_compaction() -> None:
         now = fresh()
