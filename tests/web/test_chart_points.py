@@ -81,7 +81,7 @@ def test_the_stored_blocks_are_what_the_rows_give_whatever_the_writes(owner: Use
         part_totals={},
         usage_totals={},
     )
-    fill = importlib.import_module("motus_web.sessions.migrations.0011_session_aggregates")
+    fill = importlib.import_module("motus_web.sessions.migrations.0012_session_aggregates")
     fill.fill_aggregates(django_apps, None)
 
     again = sorted(

@@ -91,7 +91,7 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0010_message_preview'),
+        ('dashboard', '0011_session_incomplete'),
     ]
 
     operations = [
