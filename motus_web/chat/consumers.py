@@ -82,7 +82,6 @@ from .providers import ChatModel
 from .publishing import RunPublisher
 from .render import last_position, record_frames
 from .replay import ReplayRun, replay_of
-from .threads import pooled
 from .turns import ChatTurn
 
 logger = logging.getLogger(__name__)
@@ -92,7 +91,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
 STALL_S = 5.0  # while a run is live and silent, its lease is read this often
-FINISHING_WAIT_S = 2.0  # a run's end frame, and a send after it, wait this long for it to end
+FINISHING_WAIT_S = 5.0  # a run's end frame, and a send after it, wait this long for it to end
 RELEASE_WAIT_S = 10.0  # a run's end waits this long to give its lease back
 LAYER_ATTEMPTS = 3  # a channel-layer call is tried this often before giving up
 LAYER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, OSError)
@@ -209,7 +208,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         public_id = self.scope["url_route"]["kwargs"]["public_id"]
-        session = await pooled(_visible_session)(user, public_id)
+        session = await database_sync_to_async(_visible_session)(user, public_id)
         if session is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -346,7 +345,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         """The per-frame check of ``access``: closes the socket and says ``False``
         when its login or the session is gone; refreshes ``can_write``."""
         assert self.session is not None
-        found = await pooled(access.check)(self.session_key, self.user_pk, self.session.pk)
+        found = await database_sync_to_async(access.check)(
+            self.session_key, self.user_pk, self.session.pk
+        )
         if isinstance(found, access.Access):
             self.can_write = found.can_write
             return True
@@ -410,14 +411,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         session's writer (from its lease): what the group's frames may have lost."""
         assert self.session is not None
         cursor = -1 if self.cursor is None else self.cursor
-        end = await pooled(last_position)(self.session)
+        end = await database_sync_to_async(last_position)(self.session)
         if cursor > end:
             await self.past_end(cursor, end)
             self.cursor = end
             return
         self.announced = False
         await self.catch_up()
-        kind = await pooled(lease.holder_kind)(self.session.pk)
+        kind = await database_sync_to_async(lease.holder_kind)(self.session.pk)
         # This socket's own run's end is on its way (in ``own_frames``, never
         # lost) even when its lease is back already: it still runs, for the page.
         own_pending = self.work is not None and not self.own_run_ended
@@ -437,7 +438,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         assert self.session is not None
         cursor = -1 if self.cursor is None else self.cursor
         while True:
-            frames = await pooled(record_frames)(self.session, cursor)
+            frames = await database_sync_to_async(record_frames)(self.session, cursor)
             for frame in frames:
                 await self.send_json(frame)
                 cursor = frame["pos"]
@@ -515,7 +516,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await asyncio.sleep(STALL_S)
             if self.live_run is None:
                 return
-            if await pooled(lease.holder_kind)(self.session.pk) is None:
+            if await database_sync_to_async(lease.holder_kind)(self.session.pk) is None:
                 self.live_run = None
                 if self.cursor is not None:
                     try:

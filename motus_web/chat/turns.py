@@ -48,7 +48,6 @@ from motus_web.sessions.models import Session
 
 from .providers import ChatModel
 from .render import RecordPublisher, last_position
-from .threads import pooled
 from .tools import CHAT_TOOLS
 
 logger = logging.getLogger(__name__)
@@ -98,7 +97,7 @@ class ChatTurn:
         deltas = DeltaBatcher(self.publish, DELTA_BATCH_S)
         try:
             memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
-            after = await pooled(last_position)(self.session)
+            after = await database_sync_to_async(last_position)(self.session)
             publisher = RecordPublisher(self.session, after, deltas.publish)
             self.agent = ReActAgent(
                 client=client,
