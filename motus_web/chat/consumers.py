@@ -5,7 +5,12 @@ may see the session (its owner, or staff); it is closed with a documented code:
 
 - ``4401``: not logged in, or no longer (logged out, deactivated, a new
   password, the browser session deleted): checked at the handshake, again
-  before every frame (``access.check``) and pushed at once on revocation;
+  before every frame (``access.check``), pushed at once on revocation, and
+  read again before a broadcast reaches the socket: at each new run it hears
+  and at most ``ACCESS_FRESH_S`` after the last check (a login ended where no
+  signal reaches this process, say by ``manage.py changepassword`` beside a
+  server on the in-memory layer, hears no new turn and at most a second more
+  of a running one);
 - ``4404``: no such session, one this user may not see (one code for both, so
   session ids cannot be probed), the session deleted, or a path with no socket;
 - ``1009``: a frame over ``frames.MAX_FRAME_BYTES`` (uvicorn's ``--ws-max-size``
@@ -48,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -91,6 +97,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
 STALL_S = 5.0  # while a run is live and silent, its lease is read this often
+ACCESS_FRESH_S = 1.0  # a broadcast reads the login again when its last check is older
 FINISHING_WAIT_S = 5.0  # a run's end frame, and a send after it, wait this long for it to end
 RELEASE_WAIT_S = 10.0  # a run's end waits this long to give its lease back
 LAYER_ATTEMPTS = 3  # a channel-layer call is tried this often before giving up
@@ -151,6 +158,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     own_run_ended = False  # this socket has sent the end of its latest run (``work``)
     stall: asyncio.Task[None] | None = None
     closing = False
+    checked_at = 0.0  # time.monotonic() of the last access check
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Channels' dispatch loop, with channel-layer failures retried and then
@@ -348,11 +356,24 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         found = await database_sync_to_async(access.check)(
             self.session_key, self.user_pk, self.session.pk
         )
+        self.checked_at = time.monotonic()
         if isinstance(found, access.Access):
             self.can_write = found.can_write
             return True
         await self.shut(CLOSE_UNAUTHENTICATED if found == access.NOT_LOGGED_IN else CLOSE_NOT_FOUND)
         return False
+
+    async def may_hear(self, run: str | None) -> bool:
+        """Before a broadcast reaches this socket: the login is checked again at
+        a run this socket has not heard yet and whenever the last check is older
+        than ``ACCESS_FRESH_S`` (the revocation signals reach only the sockets of
+        processes that share the channel layer with the one that made the change)."""
+        if self.closing:
+            return False
+        stale = time.monotonic() - self.checked_at > ACCESS_FRESH_S
+        if stale or (run is not None and run != self.live_run):
+            return await self.still_allowed()
+        return True
 
     async def refuse(self, code: str, message: str) -> None:
         """Answer a frame that did nothing: ``refused`` tells the browser that a
@@ -453,7 +474,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         order with its live frames; other writers (an import...) are read here.
         """
         self.announced = True
-        if self.cursor is not None and self.live_run is None:
+        if self.cursor is not None and self.live_run is None and await self.may_hear(None):
             await self.catch_up()
             self.announced = False
 
@@ -464,8 +485,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def chat_frame(self, event: dict[str, Any]) -> None:
         """A frame a run of another socket published to the session's group."""
-        if event.get("origin") != self.channel_name:  # this socket's has its own
-            await self.follow_frame(event, own=False)
+        if event.get("origin") != self.channel_name and await self.may_hear(event["run"]):
+            await self.follow_frame(event, own=False)  # (this socket's run has its own)
 
     async def follow_frame(self, event: dict[str, Any], *, own: bool) -> None:
         run, sn = event["run"], event["sn"]

@@ -120,6 +120,31 @@ async def test_every_frame_checks_the_login_again_even_without_a_signal(
     assert not server.requests
 
 
+@pytest.mark.parametrize("column", ["is_active", "password"])
+async def test_a_login_ended_where_no_signal_reaches_hears_no_more_broadcasts(
+    session: Session, owner: User, staff: User, server: ScriptedServer, column: str
+) -> None:
+    """Deactivated or given a new password by another process (``manage.py
+    changepassword`` beside a server on the in-memory layer): no signal reaches
+    this process, and the socket, which sends nothing, must not hear the next turn."""
+    browser = await database_sync_to_async(log_in)(owner)
+    socket = await opened(owner, session, browser)
+    other = await opened(staff, session)
+
+    def change_quietly() -> None:  # no post_save signal: as another process would
+        value = False if column == "is_active" else "pbkdf2_sha256$1$x$y"
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE auth_user SET {column} = %s WHERE id = %s", [value, owner.pk])
+
+    await database_sync_to_async(change_quietly)()
+    server.add("openai", ScriptedReply(text="Only for staff."))
+    await other.send_json_to({"type": "send", "text": "hello"})
+    await frames_until(other, "finished")
+    output = await socket.receive_output(timeout=FRAME_TIMEOUT_S)
+    assert output == {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED}
+    await other.disconnect()
+
+
 async def test_a_staff_flag_taken_away_stops_writing_and_seeing_at_once(
     owner: User, staff: User, server: ScriptedServer
 ) -> None:
