@@ -1,8 +1,13 @@
 """Pages under 50 concurrent viewers, on one uvicorn worker and on two.
 
 Builds a database (a fresh SQLite file under a temporary folder, or the one
-``DATABASE_URL`` names) holding ``--small`` short sessions and one session of
-``--messages`` messages, imported through the importer; collects the static
+``DATABASE_URL`` names) holding ``--small`` short sessions, imported through
+the importer, and one session of ``--messages`` messages: the agent workload
+of ``dashboard_pages.py`` (a block of 10,000 messages fed once through a
+compacting memory, repeated to the size and written with the database
+store's bulk inserts, so that a 1,000,000-message session takes minutes to
+build, not the importer's hour), or with ``--plain`` a chat of short
+alternating turns imported like the small ones; collects the static
 files; then for each worker count starts uvicorn on loopback (two workers need
 ``REDIS_URL``: without it the second refuses to start), logs in and requests
 the session list and the big session's page: first one client alone (the
@@ -12,8 +17,8 @@ or a failed connection); on PostgreSQL also the most connections the database
 had open during the run. The client runs on the same machine as the server.
 Figures, not assertions.
 
-Usage: ``python bench/load_pages.py [--messages 100000] [--viewers 50] [--requests 4]
-[--workers 1,2]``.
+Usage: ``python bench/load_pages.py [--messages 1000000] [--viewers 50] [--requests 4]
+[--workers 1,2] [--plain]``.
 """
 
 from __future__ import annotations
@@ -40,11 +45,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--small", type=int, default=50)
     parser.add_argument("--viewers", type=int, default=50)
     parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--plain", action="store_true", help="the big session as imported chat")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         env = {
@@ -55,7 +61,7 @@ def main() -> None:
             "MOTUS_IN_MEMORY_LAYER_LOCK": f"{folder}/layer.lock",
             "DJANGO_SETTINGS_MODULE": "motus_web.settings",
         }
-        big = build(env, Path(folder), args.messages, args.small)
+        big = build(env, Path(folder), args.messages, args.small, plain=args.plain)
         for workers in [int(n) for n in args.workers.split(",")]:
             if workers > 1 and not env.get("REDIS_URL"):
                 print(f"{workers} workers: skipped, they need REDIS_URL (a shared channel layer)")
@@ -64,7 +70,7 @@ def main() -> None:
                 measure(base, big, workers, args.viewers, args.requests, env)
 
 
-def build(env: dict[str, str], folder: Path, messages: int, small: int) -> str:
+def build(env: dict[str, str], folder: Path, messages: int, small: int, *, plain: bool) -> str:
     """The database of the run; the big session's public id."""
     manage = [sys.executable, "manage.py"]
     for command in (["migrate"], ["collectstatic", "--noinput"]):
@@ -74,23 +80,28 @@ def build(env: dict[str, str], folder: Path, messages: int, small: int) -> str:
                       {"role": "assistant", "content": "It is on the next flight."}]}
         for n in range(small)
     ]  # fmt: skip
-    runs.append(
-        {
-            "messages": [
-                {"role": "user" if t % 2 == 0 else "assistant", "content": f"turn {t} " * 20}
-                for t in range(messages)
-            ]
-        }
-    )
+    if plain:
+        turns = [
+            {"role": "user" if t % 2 == 0 else "assistant", "content": f"turn {t} " * 20}
+            for t in range(messages)
+        ]
+        runs.append({"messages": turns})
     source = folder / "sessions.jsonl"
     source.write_text("".join(json.dumps(run) + "\n" for run in runs))
     started = time.perf_counter()
     script = (
         "from django.contrib.auth.models import User; "
-        "User.objects.create_user('viewer', password='viewer-pass-1234'); "
+        "owner = User.objects.create_user('viewer', password='viewer-pass-1234'); "
         "from django.core.management import call_command; "
         f"call_command('import_sessions', '--owner', 'viewer', {str(source)!r}, verbosity=0); "
-        "from motus_web.sessions.models import Session; "
+        + (
+            ""
+            if plain
+            else "import sys; sys.path.insert(0, 'bench'); "
+            "from dashboard_pages import block_log, build; "
+            f"build(block_log(30_000), 'big', {messages}, True, owner); "
+        )
+        + "from motus_web.sessions.models import Session; "
         "print(Session.objects.order_by('-message_count').values_list('public_id', flat=True)[0])"
     )
     done = subprocess.run(
@@ -99,7 +110,7 @@ def build(env: dict[str, str], folder: Path, messages: int, small: int) -> str:
     )  # fmt: skip
     print(
         f"database: {small} short sessions and one of {messages:,} messages "
-        f"(imported in {time.perf_counter() - started:.0f} s), "
+        f"({'imported' if plain else 'bulk-written'} in {time.perf_counter() - started:.0f} s), "
         f"{env['DATABASE_URL'].split(':', 1)[0]}"
     )
     return done.stdout.strip().splitlines()[-1]
