@@ -145,7 +145,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
             session.context_tokens,
             session.config,
             session.model_name,
-            charts.file_limits(session.record_extra),
+            memories.file_limits(session.record_extra),
         ),
         provider=_provider_reading(session, found.compactions, found.shown),
         cost=_session_cost(session),
