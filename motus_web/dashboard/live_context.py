@@ -152,17 +152,16 @@ def of(
     parts = []
     for index, message in enumerate(context):
         if instructed and index == 0:
-            tokens = memory.estimate_message_tokens(message)
+            whole = memory.estimate_message_tokens(message)
             if memory.memory_block:
-                parts.extend(_instructions(memory, message, tokens))
+                parts.extend(_instructions(memory, message, whole))
             else:
-                parts.append(Part("system", message, tokens, 0))
+                parts.append(Part("system", message, whole, 0))
             continue
         after = index - instructed  # the position in memory.messages and in seqs
         seq = seqs[after] if after < len(seqs) else None
-        tokens = logged.get(seq) if seq is not None else None
-        if tokens is None:
-            tokens = memory.estimate_message_tokens(message)
+        found = logged.get(seq) if seq is not None else None
+        tokens = memory.estimate_message_tokens(message) if found is None else found
         if after == 0 and memory.summary is not None:
             kind = "summary"
         else:
