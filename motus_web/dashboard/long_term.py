@@ -164,12 +164,13 @@ def memory_action(
     store = DjangoLongTermStore()
     actor = f"operator:{request.user.get_username()}"
     reason = request.POST.get("reason", "").strip()[:500] or f"{action} from the dashboard"
+    text = request.POST.get("text", "").strip() if action == "edit" else ""
     try:
         version = _version(request)
-        with acting(request, f"memory_{action}", f"{scope.key} {memory_id}", back) as spent:
+        target = f"{scope.key} {memory_id}"
+        with acting(request, f"memory_{action}", target, back, text) as spent:
             current = _current(store, scope, memory_id, version)
             if action == "edit":
-                text = request.POST.get("text", "").strip()
                 if not text or len(text) > EDIT_MAX_CHARS:
                     raise Refused(
                         400,

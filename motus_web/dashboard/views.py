@@ -422,7 +422,7 @@ def import_job_cancel(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpRes
     # the database: on SQLite a write waits for the session the runner is writing,
     # and the cancel is what ends it. So the token is spent after the cancel.
     try:
-        if (refused := spent_before(request)) is not None:
+        if (refused := spent_before(request, "cancel")) is not None:
             raise refused
         _job_unchanged(job, request)
         jobs.cancel(job)
