@@ -52,7 +52,7 @@ def test_tables_fit_their_cards_on_a_phone(
     replayed: tuple[Session, Session],
     page: object,  # noqa: F811
 ) -> None:
-    from playwright.sync_api import Page
+    from playwright.sync_api import FloatRect, Page
 
     assert isinstance(page, Page)
     original, replay = replayed
@@ -72,7 +72,7 @@ def test_tables_fit_their_cards_on_a_phone(
             top = page.evaluate(
                 "e => e.getBoundingClientRect().top + scrollY", table.element_handle()
             )
-            clip = {"x": 0, "y": max(0, top - 60), "width": 390, "height": 360}
+            clip: FloatRect = {"x": 0, "y": max(0, top - 60), "width": 390, "height": 360}
             page.screenshot(
                 path=SCREENSHOTS / f"narrow-{name}-{number}.png", clip=clip, full_page=True
             )
