@@ -66,7 +66,10 @@ class NewChatForm(forms.Form):
         if threshold is None or name is None or "system_prompt" not in data:
             return data
         model = chat_model(name)
-        floor = overhead(memory_config(threshold, model), model.model, data["system_prompt"])
+        config = memory_config(threshold, model)
+        floor = overhead(
+            config, model.model, data["system_prompt"], remember=bool(data.get("remember"))
+        )
         if threshold <= floor.context_tokens:
             self.add_error(
                 "token_threshold",

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from django.db import IntegrityError, transaction
 from django.utils.crypto import salted_hmac
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 TOKEN_FIELD = "once"
+TOKEN_RULE = "20 to 64 letters, digits, '-' or '_'"
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{20,64}")
 
 
@@ -56,6 +57,11 @@ class AlreadyDoneError(Exception):
 class StaleTargetError(Exception):
     """What the form named is no longer what it would act on; the message
     names what changed. Nothing was done."""
+
+
+def is_token(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a one-time token as ``spend`` takes them (``TOKEN_RULE``)."""
+    return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
 
 
 def new_token() -> str:
@@ -97,7 +103,7 @@ def spend(
     with it before."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("once.spend() belongs inside the action's transaction")
-    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+    if not is_token(token):
         raise TokenError("the form has no valid one-time token")
     key = spent_key(token, action, content)
     who = user.pk if user is not None and user.is_authenticated else None
@@ -112,7 +118,7 @@ def spend(
 
 def spent(token: object, action: str, content: str = "") -> ActionToken | None:
     """The row of ``token`` spent for ``action`` with ``content``, if it was."""
-    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+    if not is_token(token):
         return None
     return ActionToken.objects.filter(token=spent_key(token, action, content)).first()
 
