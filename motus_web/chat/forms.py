@@ -53,8 +53,11 @@ class NewChatForm(forms.Form):
         name: str = self.cleaned_data.get("memory_name", "").strip()
         try:
             owner_scope(0, name)
-        except ConfigurationError as error:
-            raise forms.ValidationError(str(error)) from error
+        except ConfigurationError:
+            raise forms.ValidationError(
+                f"{name!r} cannot name a memory: use letters, digits and _ . @ : - only "
+                "(no spaces), at most 64 characters."
+            ) from None
         return name
 
     def clean(self) -> dict[str, Any]:

@@ -58,8 +58,9 @@ class LiveContext:
 
     @property
     def count(self) -> int:
-        """Parts in the context, those counted and not loaded included."""
-        return len(self.parts) + self.earlier
+        """Messages in the context, those counted and not loaded included (the
+        instructions' message once, though its prompt and memories are two parts)."""
+        return len({part.index for part in self.parts}) + self.earlier
 
     @property
     def tokens(self) -> int:

@@ -183,7 +183,7 @@ def restore_view(session: Session, stop: int | None = None) -> CompactionMemory:
 class ContextSize:
     """A context as a confirmation describes it before anything is done."""
 
-    messages: int  # after the system prompt, the summary included
+    messages: int  # what the model is sent: the instructions, the summary and the rest
     tokens: int  # the memory's estimate of a request with this context
     threshold: int
     over: bool  # the next message would compact again
@@ -192,5 +192,8 @@ class ContextSize:
     def of(cls, memory: CompactionMemory) -> ContextSize:
         tokens = memory.estimate_context_tokens()
         return cls(
-            len(memory.messages), tokens, memory.token_threshold, tokens > memory.threshold_estimate
+            len(memory.get_context()),
+            tokens,
+            memory.token_threshold,
+            tokens > memory.threshold_estimate,
         )
