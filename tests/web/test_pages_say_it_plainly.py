@@ -3,11 +3,14 @@ context, errors in the product's words."""
 
 from __future__ import annotations
 
+import io
 import re
 from html import unescape
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 from pytest_django import Settings
 
@@ -90,3 +93,25 @@ def test_an_unknown_filter_and_an_unknown_scope_are_answered_in_the_products_pag
     assert logged_in(staff).get(page_url(scope)).status_code == 200
     assert logged_in(staff).get("/memories/nobody-at-all/").status_code == 404
     assert logged_in(owner).get(f"/memories/user-{owner.pk}/").status_code == 200  # own, empty
+
+
+def test_a_sync_that_finds_no_file_says_so(tmp_path: Path) -> None:
+    out = io.StringIO()
+
+    call_command("sync_sessions", "--folder", str(tmp_path), stdout=out, stderr=io.StringIO())
+
+    assert f"no session files found in {tmp_path}" in out.getvalue()
+
+
+def test_an_import_with_a_model_this_version_does_not_know_is_refused(tmp_path: Path) -> None:
+    transcript = tmp_path / "chat.json"
+    transcript.write_text('[{"role": "user", "content": "Hi"}]')
+
+    with pytest.raises(CommandError, match="'not-a-model' is not a model this version knows"):
+        call_command("import_sessions", str(transcript), "--model", "not-a-model")
+
+    assert not Session.objects.exists()
+    call_command(
+        "import_sessions", str(transcript), "--model", "gpt-4o-2024-08-06", stdout=io.StringIO()
+    )
+    assert Session.objects.get().model_name == "gpt-4o-2024-08-06"
