@@ -126,7 +126,10 @@ def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Http
     """One scope's memories, filtered, each with its provenance and history."""
     scope = _scope(request, user_id, agent_id)
     store = DjangoLongTermStore()
-    filters = _filters(request)
+    try:
+        filters = _filters(request)
+    except BadRequest as error:  # answered here: a typo in an address is not a server error
+        return render(request, "errors/400.html", {"reason": str(error)}, status=400)
     found = store.memories(scope, filters, limit=PAGE)
     sessions = {
         s.public_id: s
