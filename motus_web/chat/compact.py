@@ -28,7 +28,7 @@ from django.db import transaction
 from memory import LogError
 from memory.log import records
 from motus_web.sessions import once
-from motus_web.sessions.models import ActionToken, Session
+from motus_web.sessions.models import Session
 
 from .providers import ChatModel
 from .render import RecordPublisher, last_position
@@ -52,7 +52,7 @@ def _spend(token: str, session: Session, user_pk: int) -> bool:
 
 
 def _give_back(token: str) -> None:
-    ActionToken.objects.filter(token=token, action=ACTION).delete()
+    once.give_back(token, ACTION)
 
 
 class CompactRun:

@@ -53,8 +53,11 @@ class NewChatForm(forms.Form):
         name: str = self.cleaned_data.get("memory_name", "").strip()
         try:
             owner_scope(0, name)
-        except ConfigurationError as error:
-            raise forms.ValidationError(str(error)) from error
+        except ConfigurationError:
+            raise forms.ValidationError(
+                f"{name!r} cannot name a memory: use letters, digits and _ . @ : - only "
+                "(no spaces), at most 64 characters."
+            ) from None
         return name
 
     def clean(self) -> dict[str, Any]:
@@ -66,7 +69,10 @@ class NewChatForm(forms.Form):
         if threshold is None or name is None or "system_prompt" not in data:
             return data
         model = chat_model(name)
-        floor = overhead(memory_config(threshold, model), model.model, data["system_prompt"])
+        config = memory_config(threshold, model)
+        floor = overhead(
+            config, model.model, data["system_prompt"], remember=bool(data.get("remember"))
+        )
         if threshold <= floor.context_tokens:
             self.add_error(
                 "token_threshold",

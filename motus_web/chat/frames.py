@@ -18,9 +18,9 @@ a ``FrameError`` naming what is wrong (the consumer answers it with an
     second, ``0`` as fast as possible.
 ``{"type": "compact", "token": str, "instructions": str?}``
     Compact the session's context now (owner or staff only), keeping what
-    ``instructions`` name. ``token`` is the form's one-time token (8 to 64
-    letters, digits, ``-``, ``_``): a second frame with the same token does
-    nothing and is told so.
+    ``instructions`` name. ``token`` is the form's one-time token (20 to 64
+    letters, digits, ``-``, ``_``: ``once.TOKEN_RULE``): a second frame with
+    the same token does nothing and is told so.
 
 A frame nested deeper than JSON parsers keep on their stack (a few thousand
 brackets) is refused like any other malformed one.
@@ -30,15 +30,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from motus_web.sessions import once
 
 MAX_FRAME_BYTES = 64 * 1024  # a frame over this closes the socket (1009)
 MAX_TEXT_CHARS = 20_000
 MAX_SPEED = 100.0
 MAX_INSTRUCTIONS_CHARS = 2_000
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{8,64}")
 
 
 class FrameError(ValueError):
@@ -133,8 +133,8 @@ def parse_frame(text: str) -> Frame:
 
 def _compact(data: dict[str, Any]) -> Compact:
     token = data.get("token")
-    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-        raise FrameError("compact needs a token of 8 to 64 letters, digits, '-' or '_'")
+    if not once.is_token(token):
+        raise FrameError(f"compact needs a token of {once.TOKEN_RULE}")
     instructions = data.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise FrameError("instructions must be a text")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory import (
+    BackgroundMemory,
     BaseMemory,
     CompactionMemory,
     CompactionMemoryConfig,
@@ -34,10 +35,23 @@ def chat_tool_schemas(memory: BaseMemory) -> list[dict[str, Any]]:
     return [tool_schema(fn) for fn in (*CHAT_TOOLS, *memory.build_tools())]
 
 
-def new_chat_tool_schemas(config: CompactionMemoryConfig) -> list[dict[str, Any]]:
+def _chat_memory(
+    config: CompactionMemoryConfig, model_name: str | None, remember: bool
+) -> CompactionMemory:
+    """A scratch memory of the type a chat's turns restore (``remember``: a
+    ``BackgroundMemory``, whose tools add recall, remember and forget)."""
+    if remember:
+        return BackgroundMemory(config=config, model_name=model_name, log_store=InMemoryLogStore())
+    return CompactionMemory(config=config, model_name=model_name, log_store=InMemoryLogStore())
+
+
+def new_chat_tool_schemas(
+    config: CompactionMemoryConfig, *, remember: bool = False
+) -> list[dict[str, Any]]:
     """The schemas of a new chat's turns, before it has a log of its own (its
-    memory will have one, so the memory's tools are among them)."""
-    return chat_tool_schemas(CompactionMemory(config=config, log_store=InMemoryLogStore()))
+    memory will have one, so the memory's tools are among them); ``remember``
+    for a chat that remembers across chats."""
+    return chat_tool_schemas(_chat_memory(config, None, remember))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +68,16 @@ def overhead(
     model_name: str | None,
     system_prompt: str,
     schemas: Sequence[dict[str, Any]] | None = None,
+    *,
+    remember: bool = False,
 ) -> Overhead:
     """The chat memory's estimate of a request with no message yet: counted the way
     a turn's memory counts it (``set_system_prompt``, ``set_tools`` with the chat's
-    tools, or with ``schemas`` when given: a replay's, ``estimate_context_tokens``),
-    with the tokenizer of ``model_name``. Raises ``ConfigurationError`` for a
-    config the memory refuses."""
-    memory = CompactionMemory(config=config, model_name=model_name, log_store=InMemoryLogStore())
+    tools and its memory's, ``remember`` for a background memory's, or with
+    ``schemas`` when given: a replay's, ``estimate_context_tokens``), with the
+    tokenizer of ``model_name``. Raises ``ConfigurationError`` for a config the
+    memory refuses."""
+    memory = _chat_memory(config, model_name, remember)
     memory.set_system_prompt(system_prompt)
     schemas = chat_tool_schemas(memory) if schemas is None else list(schemas)
     memory.set_tools(schemas)
@@ -73,12 +90,18 @@ def session_overhead(
     model_name: str,
     system_prompt: str,
     schemas: Sequence[dict[str, Any]] | None = None,
+    *,
+    remember: bool = False,
 ) -> Overhead | None:
     """``overhead`` for a stored session's logged config; ``None`` when the config is unreadable."""
     stored = {k: v for k, v in (config or {}).items() if k not in ("session_id", "log_base_path")}
     try:
         return overhead(
-            CompactionMemoryConfig.from_dict(stored), model_name or None, system_prompt, schemas
+            CompactionMemoryConfig.from_dict(stored),
+            model_name or None,
+            system_prompt,
+            schemas,
+            remember=remember,
         )
     except (ConfigurationError, TypeError):
         return None

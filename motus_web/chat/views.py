@@ -55,7 +55,7 @@ def chat_new(request: HttpRequest) -> HttpResponse:
             title=data["title"] or "Chat",
             model_name=model.model,
             system_prompt=data["system_prompt"],
-            tools=new_chat_tool_schemas(config),
+            tools=new_chat_tool_schemas(config, remember=bool(long_term)),
             memory_type="background" if long_term else "compact",
             extra=long_term,
         )
@@ -87,6 +87,7 @@ def chat(request: HttpRequest, public_id: str) -> HttpResponse:
             session.model_name,
             session.system_prompt,
             restore_view(session).tool_schemas if original_id is not None else None,
+            remember=session.memory_type == "background",
         ),
         "original": original,
         "is_replay": original_id is not None,

@@ -58,14 +58,22 @@ def see_other(url: str) -> HttpResponseRedirect:
 
 
 def act_once(
-    request: HttpRequest, *, action: str, target: str, back: str, result: str, do: Callable[[], str]
+    request: HttpRequest,
+    *,
+    action: str,
+    target: str,
+    back: str,
+    result: str,
+    do: Callable[[], str],
+    content: str = "",
 ) -> HttpResponse:
-    """Do ``do`` once for the form's token (``acting``, in its transaction):
+    """Do ``do`` once for the form's token, ``action`` and ``content``
+    (``acting``, in its transaction):
     it returns the message to show, which a second submission's refusal
     links to ``result`` with; 303 to ``result``. A refusal answers with its
     page; any other exception leaves ``do`` rolled back and propagates."""
     try:
-        with acting(request, action, target, back) as spent:
+        with acting(request, action, target, back, content) as spent:
             done = do()
             once.done(spent, result, done)
     except Refused as refused:
@@ -319,7 +327,7 @@ def delete_session(request: HttpRequest, public_id: str) -> HttpResponse:
         session = visible_session(request, public_id)
     except Http404:
         # Sent again after it was done: the session is gone, the token says so.
-        if (refused := spent_before(request)) is not None:
+        if (refused := spent_before(request, "delete")) is not None:
             return refused.response(request)
         raise
     name = str(session)

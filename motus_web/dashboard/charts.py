@@ -61,14 +61,6 @@ class Gauge:
         return self.threshold is not None and self.tokens > self.threshold
 
 
-def file_limits(record_extra: object) -> Mapping[str, object] | None:
-    """The window and threshold an imported session's file shows, from its
-    session_meta's extra (``importers`` keep them in ``source_extra``), or ``None``."""
-    extra = record_extra.get("source_extra") if isinstance(record_extra, dict) else None
-    limits = extra.get("context_limits") if isinstance(extra, dict) else None
-    return limits if isinstance(limits, dict) else None
-
-
 def gauge(
     tokens: int,
     config: Mapping[str, object],
@@ -76,22 +68,19 @@ def gauge(
     limits: Mapping[str, object] | None = None,
 ) -> Gauge:
     """The gauge of a context of ``tokens`` in a session with this logged config
-    and model; the threshold is the library's (``memories.threshold_for``).
+    and model; the threshold is the session's (``memories.threshold_for``).
 
-    ``limits`` are those an imported file shows (``{"window", "threshold",
-    "source"}``, tokens: Claude Code's trigger point, Codex's window): they take
-    the place of the library's, and ``source`` says where they come from.
+    ``limits`` are those an imported file shows (``memories.file_limits``): its
+    window takes the place of the library's, and ``source`` says where it
+    comes from.
     """
     window = get_model_limits(model_name or None).context_window
-    threshold = threshold_for(config, model_name)
+    threshold = threshold_for(config, model_name, limits)
     if not limits:
         return Gauge(tokens, threshold, window)
-    shown_window, shown_threshold = limits.get("window"), limits.get("threshold")
+    shown_window = limits.get("window")
     if isinstance(shown_window, int) and shown_window > 0:
         window = shown_window
-        threshold = None if threshold is None else min(threshold, window)
-    if isinstance(shown_threshold, int) and shown_threshold > 0:
-        threshold = shown_threshold
     source = limits.get("source")
     return Gauge(tokens, threshold, window, source if isinstance(source, str) else None)
 

@@ -76,18 +76,21 @@ def stale(error: once.StaleTargetError, back: str) -> Refused:
     return Refused(409, "Not done: it changed", str(error), back)
 
 
-def spent_before(request: HttpRequest) -> Refused | None:
-    """The refusal of a form whose token its owner spent already, if it was
-    (for an action whose target is gone once done: a deleted session)."""
-    token = request.POST.get(once.TOKEN_FIELD)
-    spent = ActionToken.objects.filter(token=token).first() if isinstance(token, str) else None
+def spent_before(request: HttpRequest, action: str) -> Refused | None:
+    """The refusal of a form whose token its owner spent already for ``action``,
+    if it was (for an action whose target is gone once done: a deleted session)."""
+    spent = once.spent(request.POST.get(once.TOKEN_FIELD), action)
     return _already_done(spent) if spent is not None and _own(request, spent) else None
 
 
 @contextmanager
-def acting(request: HttpRequest, action: str, target: str, back: str) -> Iterator[ActionToken]:
-    """Do the block once for the form's token, in one transaction; ``back`` is
-    the confirmation page, linked from the refusals that may be retried.
+def acting(
+    request: HttpRequest, action: str, target: str, back: str, content: str = ""
+) -> Iterator[ActionToken]:
+    """Do the block once for the form's token, ``action`` and ``content`` (what
+    the form sent that makes it a request of its own: ``once.spent_key``), in
+    one transaction; ``back`` is the confirmation page, linked from the
+    refusals that may be retried.
 
     Raises ``Refused`` for a form without a token, a token spent before, a
     ``StaleTargetError`` or a ``SessionBusyError`` from the block; any other
@@ -96,7 +99,11 @@ def acting(request: HttpRequest, action: str, target: str, back: str) -> Iterato
     try:
         with transaction.atomic():
             yield once.spend(
-                request.POST.get(once.TOKEN_FIELD), action=action, target=target, user=request.user
+                request.POST.get(once.TOKEN_FIELD),
+                action=action,
+                target=target,
+                user=request.user,
+                content=content,
             )
     except once.TokenError:
         raise Refused(

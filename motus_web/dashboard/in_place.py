@@ -233,6 +233,7 @@ def correct_summary(request: HttpRequest, public_id: str, position: int) -> Http
         back=page,
         result=page,
         do=correct,
+        content=text,
     )
 
 
@@ -247,15 +248,15 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
     back = session_url(session)
     try:
         as_of = form_number(request, "as_of")
-        with acting(request, "compact", f"{session.public_id} compact@{as_of}", back) as spent:
+        target = f"{session.public_id} compact@{as_of}"
+        with acting(request, "compact", target, back, instructions) as spent:
             event = in_place.compact_now(session, instructions, as_of=as_of)
             where = reverse("dashboard:compaction_detail", args=[session.public_id, event.position])
-            done = (
-                f"Compaction {event.number} done."
-                if event.kind == CompactionEvent.Kind.OK
-                else "The compaction failed; the context is as it was."
-            )
-            once.done(spent, where, done)
+            done = f"Compaction {event.number} done."
+            if event.kind == CompactionEvent.Kind.OK:
+                once.done(spent, where, done)
+            else:  # logged as failed, nothing changed: the same form may be sent again
+                spent.delete()
     except Refused as refused:
         return refused.response(request)
     except in_place.NothingToFoldError as error:

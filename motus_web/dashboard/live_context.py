@@ -34,6 +34,7 @@ class Part:
     message: ChatMessage
     tokens: int
     index: int  # in get_context()
+    seq: int | None = None  # the logged message's; None for the instructions and the summary
 
     @property
     def label(self) -> str:
@@ -57,8 +58,9 @@ class LiveContext:
 
     @property
     def count(self) -> int:
-        """Parts in the context, those counted and not loaded included."""
-        return len(self.parts) + self.earlier
+        """Messages in the context, those counted and not loaded included (the
+        instructions' message once, though its prompt and memories are two parts)."""
+        return len({part.index for part in self.parts}) + self.earlier
 
     @property
     def tokens(self) -> int:
@@ -67,8 +69,10 @@ class LiveContext:
     @property
     def head(self) -> tuple[Part, ...]:
         """The system prompt, the recalled memories and the summary, those there are."""
-        count = 1
-        while count < len(self.parts) and self.parts[count].kind in ("memories", "summary"):
+        count = 0
+        while count < len(self.parts) and self.parts[count].kind in INSTRUCTIONS:
+            count += 1
+        if count < len(self.parts) and self.parts[count].kind == "summary":
             count += 1
         return self.parts[:count]
 
@@ -96,12 +100,7 @@ class LiveContext:
         return out
 
 
-def _kind(message: ChatMessage, index: int, has_summary: bool) -> str:
-    if index == 0:
-        return "system"
-    if index == 1 and has_summary:
-        return "summary"
-    return kind_of(message.role, bool(message.tool_calls))
+INSTRUCTIONS = ("system", "memories")  # the parts of the instructions' message
 
 
 def kind_of(role: str, calls_tools: bool) -> str:
@@ -139,26 +138,36 @@ def of(
     restored (``context_now``): they shift the parts' indexes and add to the
     totals and the estimate.
 
-    ``seqs`` are the logged seqs of the context after the system prompt
+    ``seqs`` are the logged seqs of the context after the instructions
     (``get_session_state().seqs``: None for the summary and derived
     placeholders) and ``logged_tokens`` the tokens the log states for them,
     which is what the memory counted; anything else is estimated afresh. An
     assistant message that calls tools counts as "tool calls" whole, its text
-    included.
+    included. A session without a system prompt or recalled memories has no
+    instructions' message: its context starts with the summary or a message.
     """
-    has_summary = memory.summary is not None
+    context = memory.get_context()
+    # get_context() is the instructions' message, when there is one, then memory.messages.
+    instructed = len(context) > len(memory.messages)
     logged = logged_tokens or {}
     parts = []
-    for index, message in enumerate(memory.get_context()):
-        seq = seqs[index - 1] if 0 < index <= len(seqs) else None
-        tokens = logged.get(seq) if seq is not None else None
-        if tokens is None:
-            tokens = memory.estimate_message_tokens(message)
-        if index == 0 and memory.memory_block:
-            parts.extend(_instructions(memory, message, tokens))
+    for index, message in enumerate(context):
+        if instructed and index == 0:
+            whole = memory.estimate_message_tokens(message)
+            if memory.memory_block:
+                parts.extend(_instructions(memory, message, whole))
+            else:
+                parts.append(Part("system", message, whole, 0))
             continue
-        place = index + earlier_count if index else 0
-        parts.append(Part(_kind(message, index, has_summary), message, tokens, place))
+        after = index - instructed  # the position in memory.messages and in seqs
+        seq = seqs[after] if after < len(seqs) else None
+        found = logged.get(seq) if seq is not None else None
+        tokens = memory.estimate_message_tokens(message) if found is None else found
+        if after == 0 and memory.summary is not None:
+            kind = "summary"
+        else:
+            kind = kind_of(message.role, bool(message.tool_calls))
+        parts.append(Part(kind, message, tokens, index + earlier_count, seq))
     earlier = earlier or {}
     return LiveContext(
         tuple(parts),

@@ -40,14 +40,18 @@ EDIT_MAX_CHARS = 2_000
 
 
 def _scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Scope:
-    """The scope named by the URL, when the user may see it (its owner or
-    staff); 404 otherwise, whether it exists or not."""
+    """The scope named by the URL, when the user may see it (its owner, or
+    staff when it holds memories); 404 otherwise, whether it exists or not."""
     try:
         scope = Scope(user_id=user_id, agent_id=agent_id or None)
     except ConfigurationError:
         raise Http404("No such memory scope.") from None
     user = request.user
-    if not (user.is_staff or (user.is_authenticated and owner_of(scope) == user.pk)):
+    own = user.is_authenticated and owner_of(scope) == user.pk
+    if not (user.is_staff or own):
+        raise Http404("No such memory scope.")
+    # One's own scope may be empty yet; another's is there only when it holds memories.
+    if not own and not LongTermMemory.objects.filter(scope_key=scope.key).exists():
         raise Http404("No such memory scope.")
     return scope
 
@@ -100,8 +104,12 @@ def _owner_pks(keys: dict[str, int]) -> set[int]:
 def _filters(request: HttpRequest) -> Filters:
     get = request.GET
     kind, status = get.get("kind") or None, get.get("status", "active") or None
-    if kind not in (None, *KINDS) or status not in (None, *STATUSES):
-        raise BadRequest("unknown kind or status")
+    if kind not in (None, *KINDS):
+        raise BadRequest(f"No memory is of the kind {kind!r}: the kinds are {', '.join(KINDS)}.")
+    if status not in (None, *STATUSES):
+        raise BadRequest(
+            f"No memory has the status {status!r}: the statuses are {', '.join(STATUSES)}."
+        )
     return Filters(
         status=status,
         kind=kind,
@@ -118,7 +126,10 @@ def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Http
     """One scope's memories, filtered, each with its provenance and history."""
     scope = _scope(request, user_id, agent_id)
     store = DjangoLongTermStore()
-    filters = _filters(request)
+    try:
+        filters = _filters(request)
+    except BadRequest as error:  # answered here: a typo in an address is not a server error
+        return render(request, "errors/400.html", {"reason": str(error)}, status=400)
     found = store.memories(scope, filters, limit=PAGE)
     sessions = {
         s.public_id: s
@@ -164,12 +175,13 @@ def memory_action(
     store = DjangoLongTermStore()
     actor = f"operator:{request.user.get_username()}"
     reason = request.POST.get("reason", "").strip()[:500] or f"{action} from the dashboard"
+    text = request.POST.get("text", "").strip() if action == "edit" else ""
     try:
         version = _version(request)
-        with acting(request, f"memory_{action}", f"{scope.key} {memory_id}", back) as spent:
+        target = f"{scope.key} {memory_id}"
+        with acting(request, f"memory_{action}", target, back, text) as spent:
             current = _current(store, scope, memory_id, version)
             if action == "edit":
-                text = request.POST.get("text", "").strip()
                 if not text or len(text) > EDIT_MAX_CHARS:
                     raise Refused(
                         400,

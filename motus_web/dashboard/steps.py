@@ -127,10 +127,7 @@ class Change:
 
 
 def _tokens_by_seq(request: Request) -> dict[int, int]:
-    parts = request.live.parts[1:]  # after the system prompt, in the order of seqs
-    return {
-        seq: part.tokens for seq, part in zip(request.seqs, parts, strict=False) if seq is not None
-    }
+    return {part.seq: part.tokens for part in request.live.parts if part.seq is not None}
 
 
 def _runs(seqs: Sequence[int], tokens: Mapping[int, int]) -> tuple[Run, ...]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.http import (
@@ -23,7 +24,6 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.functional import cached_property
 from django.utils.translation import ngettext
-from django.views import defaults
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
@@ -162,7 +162,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
             session.context_tokens,
             session.config,
             session.model_name,
-            charts.file_limits(session.record_extra),
+            memories.file_limits(session.record_extra),
         ),
         provider=_provider_reading(session, found),
         cost=costs.of_totals(session.usage_totals),
@@ -432,7 +432,7 @@ def import_job_cancel(request: HtmxHttpRequest, public_id: uuid.UUID) -> HttpRes
     # the database: on SQLite a write waits for the session the runner is writing,
     # and the cancel is what ends it. So the token is spent after the cancel.
     try:
-        if (refused := spent_before(request)) is not None:
+        if (refused := spent_before(request, "cancel")) is not None:
             raise refused
         _job_unchanged(job, request)
         jobs.cancel(job)
@@ -468,9 +468,10 @@ def _upload_name(name: str | None) -> str:
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """Django's 400, except for an upload whose multipart form cannot be read:
-    the import page then says why (a file name over about 1,000 bytes is the
-    usual cause: Django reads at most 1,024 bytes of a part's headers)."""
+    """The product's 400 page, saying why for a ``BadRequest`` (whose message is
+    ours); an upload whose multipart form cannot be read gets the import page,
+    saying why (a file name over about 1,000 bytes is the usual cause: Django
+    reads at most 1,024 bytes of a part's headers)."""
     if isinstance(exception, MultiPartParserError):
         reason = (
             "The upload could not be read: its file name is too long or the form is damaged "
@@ -478,7 +479,8 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
         )
         context = _import_page(request, ImportForm(), upload_error=reason)
         return render(request, "dashboard/import.html", context, status=400)
-    return defaults.bad_request(request, exception)
+    reason = str(exception) if isinstance(exception, BadRequest) else ""
+    return render(request, "errors/400.html", {"reason": reason}, status=400)
 
 
 # -- what the model sees now -------------------------------------------------

@@ -4,11 +4,14 @@ threshold, and restores of its whole log or of a prefix of it.
 Every page and action that needs a session's memory or its compaction
 threshold asks here, so the list, the session page, the context page, the
 chat and the confirmations all compute them the same way: through
-``CompactionMemory`` itself.
+``CompactionMemory`` itself, within the limits an imported file shows the
+agent ran with (``within_file_limits``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,20 +43,74 @@ def config_of(logged: Mapping[str, Any] | None, **changes: Any) -> CompactionMem
     return CompactionMemoryConfig.from_dict({**stored, **changes})
 
 
-def threshold_for(logged: Mapping[str, Any] | None, model_name: str) -> int | None:
+def file_limits(record_extra: object) -> Mapping[str, object] | None:
+    """The window and threshold an imported session's file shows (``{"window",
+    "threshold", "source"}``, tokens: Claude Code's trigger point, Codex's
+    window), from its session_meta's extra (``importers`` keep them in
+    ``source_extra``), or ``None``."""
+    extra = record_extra.get("source_extra") if isinstance(record_extra, dict) else None
+    limits = extra.get("context_limits") if isinstance(extra, dict) else None
+    return limits if isinstance(limits, dict) else None
+
+
+def within_file_limits(
+    threshold: int, config: CompactionMemoryConfig, limits: Mapping[str, object] | None
+) -> int:
+    """``threshold`` (tokens), lowered to where an imported file shows the agent
+    compacting (Claude Code: its window less its autocompact buffer) or, when
+    the file shows only its window (Codex), to ``config.safety_ratio`` of that
+    window: a session continued here never runs past the window it ran in,
+    whatever window the library's table gives its model."""
+    if not limits:
+        return threshold
+    shown_threshold, shown_window = limits.get("threshold"), limits.get("window")
+    if isinstance(shown_threshold, int) and shown_threshold > 0:
+        return min(threshold, shown_threshold)
+    if isinstance(shown_window, int) and shown_window > 0:
+        return min(threshold, max(1, math.floor(shown_window * config.safety_ratio)))
+    return threshold
+
+
+def threshold_for(
+    logged: Mapping[str, Any] | None,
+    model_name: str,
+    limits: Mapping[str, object] | None = None,
+) -> int | None:
     """The context size, in tokens, at which a memory with this logged config
-    and model compacts (``CompactionMemory.token_threshold``); ``None`` for a
-    config the library refuses."""
+    and model compacts (``CompactionMemory.token_threshold``), within an
+    imported file's ``limits`` (``within_file_limits``); ``None`` for a config
+    the library refuses."""
     try:
         config = config_of(logged)
     except (ConfigurationError, TypeError):
         return None
-    return CompactionMemory(config=config, model_name=model_name or None).token_threshold
+    threshold = CompactionMemory(config=config, model_name=model_name or None).token_threshold
+    return within_file_limits(threshold, config, limits)
 
 
 def threshold_of(session: Session) -> int | None:
-    """``threshold_for`` the session's logged config and model."""
-    return threshold_for(session.config, session.model_name)
+    """``threshold_for`` the session's logged config, model and file limits."""
+    return threshold_for(session.config, session.model_name, file_limits(session.record_extra))
+
+
+def _within_session_limits(session: Session, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of a restore, with a config whose ``token_threshold`` is
+    ``within_file_limits`` when the session's file limits lower it, so that
+    the memory acting on the session compacts where its pages say."""
+    limits = file_limits(session.record_extra)
+    if not limits:
+        return options
+    config = options.get("config")
+    try:
+        config = config or config_of(session.config)
+    except (ConfigurationError, TypeError):
+        return options  # the restore reports the logged config itself
+    model_name = options.get("model_name") or session.model_name or None
+    threshold = CompactionMemory(config=config, model_name=model_name).token_threshold
+    bounded = within_file_limits(threshold, config, limits)
+    if bounded == threshold:
+        return options
+    return {**options, "config": dataclasses.replace(config, token_threshold=bounded)}
 
 
 def restore(session: Session) -> CompactionMemory:
@@ -65,7 +122,9 @@ def restore_from(session: Session, log_store: LogStore, **options: Any) -> Compa
     """``restore_from_log`` of the session's type: a ``BackgroundMemory`` over
     the dashboard's long-term store for a session made with "remember across
     chats" (so a fork or a restore of it remembers too), else a
-    ``CompactionMemory``; ``options`` go to it (config, client, model_name)."""
+    ``CompactionMemory``; ``options`` go to it (config, client, model_name),
+    the config's threshold kept within the session's file limits."""
+    options = _within_session_limits(session, options)
     if session.memory_type == BackgroundMemory.memory_type:
         return BackgroundMemory.restore_from_log(
             session.public_id, log_store=log_store, store=DjangoLongTermStore(), **options
@@ -124,7 +183,7 @@ def restore_view(session: Session, stop: int | None = None) -> CompactionMemory:
 class ContextSize:
     """A context as a confirmation describes it before anything is done."""
 
-    messages: int  # after the system prompt, the summary included
+    messages: int  # what the model is sent: the instructions, the summary and the rest
     tokens: int  # the memory's estimate of a request with this context
     threshold: int
     over: bool  # the next message would compact again
@@ -133,5 +192,8 @@ class ContextSize:
     def of(cls, memory: CompactionMemory) -> ContextSize:
         tokens = memory.estimate_context_tokens()
         return cls(
-            len(memory.messages), tokens, memory.token_threshold, tokens > memory.threshold_estimate
+            len(memory.get_context()),
+            tokens,
+            memory.token_threshold,
+            tokens > memory.threshold_estimate,
         )

@@ -440,7 +440,7 @@ class ActionToken(models.Model):
     rolls its row back with it, so the same form may be sent again.
     """
 
-    token = models.CharField(max_length=64, unique=True)
+    token = models.CharField(max_length=64, unique=True)  # once.spent_key: token, action, content
     action = models.CharField(max_length=32)  # "undo", "fork", "delete"...
     target = models.CharField(max_length=255)  # what the form named, as it named it
     user = models.ForeignKey(

@@ -12,14 +12,22 @@ insert (on PostgreSQL it waits for the first transaction, then fails) and gets
 ``AlreadyDoneError`` with the first one's result. The first one's action and
 its row commit together or not at all, so a crash or a refused action
 (``StaleTargetError``, a busy session) spends nothing: the form may be sent
-again and is judged again.
+again and is judged again. An action that ran and failed gives its token
+back (``give_back``) in the same transaction.
+
+The row is keyed by the token, the action and the content sent
+(``spent_key``), not by the token alone: one page's forms (edit and forget
+of a memory) share a token, and a form sent again with other content (another
+correction of one summary, from a second tab) is another request. Each is
+judged on its own (usually "it changed"), never answered with another
+request's "already done".
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from django.db import IntegrityError, transaction
 from django.utils.crypto import salted_hmac
@@ -30,6 +38,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 TOKEN_FIELD = "once"
+TOKEN_RULE = "20 to 64 letters, digits, '-' or '_'"
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{20,64}")
 
 
@@ -50,6 +59,11 @@ class StaleTargetError(Exception):
     names what changed. Nothing was done."""
 
 
+def is_token(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a one-time token as ``spend`` takes them (``TOKEN_RULE``)."""
+    return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
+
+
 def new_token() -> str:
     """A random token: for a form whose target is known only when it is sent (an upload)."""
     return secrets.token_urlsafe(24)
@@ -67,28 +81,53 @@ def token_for(user: AbstractBaseUser | AnonymousUser | None, *names: object) -> 
     return salted_hmac("motus.once", value).hexdigest()[:40]
 
 
+def spent_key(token: str, action: str, content: str = "") -> str:
+    """The key of the ``ActionToken`` row that spending ``token`` for ``action``
+    with ``content`` (what the form sent that makes it a request of its own:
+    an edit's text) inserts."""
+    value = "\x1f".join((token, action, content))
+    return salted_hmac("motus.once.spent", value).hexdigest()[:40]
+
+
 def spend(
     token: object,
     *,
     action: str,
     target: str,
     user: AbstractBaseUser | AnonymousUser | None,
+    content: str = "",
 ) -> ActionToken:
-    """Spend ``token`` for ``action`` on ``target``, inside the caller's
-    transaction. Raises ``TokenError`` for a missing or malformed token and
-    ``AlreadyDoneError`` when it was spent before."""
+    """Spend ``token`` for ``action`` on ``target`` with ``content``, inside
+    the caller's transaction. Raises ``TokenError`` for a missing or malformed
+    token and ``AlreadyDoneError`` when this action with this content was done
+    with it before."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("once.spend() belongs inside the action's transaction")
-    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+    if not is_token(token):
         raise TokenError("the form has no valid one-time token")
+    key = spent_key(token, action, content)
     who = user.pk if user is not None and user.is_authenticated else None
     try:
         with transaction.atomic():
             return ActionToken.objects.create(
-                token=token, action=action, target=target[:255], user_id=who
+                token=key, action=action, target=target[:255], user_id=who
             )
     except IntegrityError:
-        raise AlreadyDoneError(ActionToken.objects.get(token=token)) from None
+        raise AlreadyDoneError(ActionToken.objects.get(token=key)) from None
+
+
+def spent(token: object, action: str, content: str = "") -> ActionToken | None:
+    """The row of ``token`` spent for ``action`` with ``content``, if it was."""
+    if not is_token(token):
+        return None
+    return ActionToken.objects.filter(token=spent_key(token, action, content)).first()
+
+
+def give_back(token: object, action: str, content: str = "") -> None:
+    """Unspend ``token`` for ``action`` with ``content``: the action failed, and
+    the same form may be sent again."""
+    if isinstance(token, str):
+        ActionToken.objects.filter(token=spent_key(token, action, content)).delete()
 
 
 def done(spent: ActionToken, url: str, label: str) -> None:

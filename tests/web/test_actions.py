@@ -110,7 +110,7 @@ def test_undo_asks_first_stating_the_context_afterwards_and_changes_nothing(
     assert 'name="csrfmiddlewaretoken"' in html
     tokens = expected.estimate_context_tokens()
     assert (
-        f"{len(expected.messages)} messages in the context, {tokens:,} tokens: "
+        f"{len(expected.get_context())} messages in the context, {tokens:,} tokens: "
         f"{100 * tokens / expected.token_threshold:.0f}% of the compaction threshold (600)"
     ) in html
     assert "over the threshold: the next message will compact again" in html  # 600 is tight
@@ -185,7 +185,7 @@ def test_the_same_undo_form_sent_twice_undoes_once_and_the_second_is_told_so(
     assert "Sending it again did nothing" in html
     assert f'href="{url("session_detail", compacted.public_id)}"' in html  # the result
     assert [r["type"] for r in log_of(compacted.public_id)[before:]] == ["compaction_revert"]
-    assert ActionToken.objects.get(token=form["once"]).action == "undo"
+    assert ActionToken.objects.get(token=once.spent_key(form["once"], "undo")).action == "undo"
 
 
 def test_an_undo_form_for_an_older_compaction_is_refused_naming_the_newer_one(
@@ -301,7 +301,7 @@ def test_restore_before_a_compaction_makes_a_linked_session_with_that_context(
     page = client.get(url("restore_confirm", compacted.public_id, event.position))
     response = confirm(client, url("restore_confirm", compacted.public_id, event.position))
 
-    assert f"{len(expected.messages)} messages in the context" in page.content.decode()
+    assert f"{len(expected.get_context())} messages in the context" in page.content.decode()
     child = Session.objects.exclude(pk=compacted.pk).get()
     assert response.status_code == 303
     assert response["Location"] == url("session_detail", child.public_id)
@@ -354,7 +354,7 @@ def test_the_fork_page_asks_first_and_states_the_forks_context(compacted: Sessio
     html = page.content.decode()
     assert "Fork from message #4?" in html
     tokens = expected.estimate_context_tokens()
-    assert f"{len(expected.messages)} messages in the context, {tokens:,} tokens" in html
+    assert f"{len(expected.get_context())} messages in the context, {tokens:,} tokens" in html
     assert "right after message #4" in html
     assert 'id="cut-moved"' not in html  # #4 is a user message: a boundary already
     assert Session.objects.count() == 1

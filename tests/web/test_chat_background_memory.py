@@ -44,7 +44,7 @@ def remembering_chat(
         title="Remembers",
         model_name="gpt-4o",
         system_prompt="Be brief.",
-        tools=new_chat_tool_schemas(config),
+        tools=new_chat_tool_schemas(config, remember=True),
         memory_type="background",
         extra={"long_term": {"scope": scope.to_dict()}},
     )

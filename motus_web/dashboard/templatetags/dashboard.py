@@ -245,7 +245,9 @@ def snippet_parts(stored: object, query: object) -> tuple[str, str, str]:
 @register.filter
 def gauge_of(session: Any) -> Any:
     """The context gauge of a session row (``charts.Gauge``)."""
-    from ..charts import file_limits, gauge
+    from motus_web.sessions.memories import file_limits
+
+    from ..charts import gauge
 
     limits = file_limits(session.record_extra)
     return gauge(session.context_tokens, session.config, session.model_name, limits)

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import ngettext
 
+from memory import get_model_limits
 from motus_web.sessions.importers import ImportOptions, import_path
 from motus_web.sessions.limits import validate_replay_threshold
 
@@ -48,6 +49,13 @@ class Command(BaseCommand):
             validate_replay_threshold(options["threshold"])
         except ValidationError as error:
             raise CommandError(f"--threshold: {error.messages[0]}") from None
+        model = options["model"]
+        if model is not None and not get_model_limits(model).known:
+            raise CommandError(
+                f"--model: {model!r} is not a model this version knows the window and "
+                "tokenizer of (a known name, with or without a date: gpt-4o, "
+                "claude-sonnet-4-5, gemini-2.5-pro...)"
+            )
         owner = None
         if options["owner"]:
             try:

@@ -61,6 +61,7 @@ class Command(BaseCommand):
             ]
         import_options = ImportOptions(owner=owner)
         self.verbosity = int(options["verbosity"])
+        self.said_none_found = False
         while True:
             self._once(folders, import_options)
             if not options["watch"]:
@@ -84,6 +85,13 @@ class Command(BaseCommand):
                 self.stderr.write(f"warning: {warning}")
             for problem in synced.report.problems:
                 self.stderr.write(str(problem))
+        if not read and not unchanged:
+            # Said once, not at every interval of --watch: nothing to sync is not news twice.
+            if self.verbosity >= 1 and not self.said_none_found:
+                where = "; ".join(f"{f.path} ({', '.join(f.patterns)})" for f in folders)
+                self.stdout.write(f"no session files found in {where or 'no folder'}")
+                self.said_none_found = True
+            return
         if self.verbosity >= 1 and (read or self.verbosity >= 2):
             self.stdout.write(f"synced: {read} read, {unchanged} not changed")
 
