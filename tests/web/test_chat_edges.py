@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -244,6 +245,8 @@ async def test_resume_frames_are_metered_per_user_and_read_the_store_once_per_po
         return real(*args, **kwargs)
 
     monkeypatch.setattr(consumers, "record_frames", counted)
+    # The buckets' clock stands still: a slow machine's round trips refill nothing.
+    monkeypatch.setattr(limits, "time", SimpleNamespace(monotonic=lambda: 1_000.0))
     sockets = [await socket_for(owner, session.public_id) for _ in range(2)]
     for socket in sockets:
         await socket.receive_json_from(timeout=FRAME_TIMEOUT_S)
