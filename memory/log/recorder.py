@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -59,7 +60,13 @@ class Recorder:
         self.store = store
         # Checked once: isinstance() against a runtime protocol is slow on a hot path.
         self._async_store = store if isinstance(store, AsyncLogStore) else None
-        self.meta = meta  # builds the session_meta record written before the first one
+        # Builds the session_meta record written before the first one. The memory
+        # that owns this recorder passes its own bound method: held weakly, so the
+        # memory and its recorder are no reference cycle (a dropped memory is freed
+        # at once, not by a later pass of the cyclic collector).
+        self._meta: Callable[[], Callable[[], LogRecord] | None] = (
+            weakref.WeakMethod(meta) if inspect.ismethod(meta) else lambda: meta
+        )
         self.started = started  # whether the session's log already has its session_meta
         self._listeners: list[Listener] = []
         self._awaited: set[int] = set()  # id() of the coroutine-function listeners
@@ -91,7 +98,9 @@ class Recorder:
             if store is not None and self._async_store is None and store.exists(self.session_id):
                 raise SessionExistsError(self.session_id)
             self.started = True
-            self._send(self.meta())
+            build = self._meta()
+            assert build is not None, "the memory that records through this recorder is alive"
+            self._send(build())
         self._send(record)
 
     def _send(self, record: LogRecord) -> None:
