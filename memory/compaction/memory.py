@@ -485,7 +485,13 @@ class CompactionMemory(CompactionBase):
                 checkpoint=Checkpoint.capture(state).to_dict(),
                 extra={"summarized_seqs": None},
             )
+            # Its figures, as a restore computes them: the record is then
+            # current, and an import of the fork's log keeps it unchanged.
+            tokens_before = state.context_tokens()
             child._apply_compaction(seed)
+            seed = dataclasses.replace(
+                seed, tokens_before=tokens_before, tokens_after=state.context_tokens()
+            )
             child._recorder.record(seed)
             entries = entries[1:]
         for message, meta, tokens in entries:

@@ -43,6 +43,7 @@ from typing import Any, cast
 
 from ..config import CompactionMemoryConfig
 from ..errors import CompactionError, LogCorruptError, MotusMemoryError
+from ..log.in_memory import InMemoryLogStore
 from ..log.jsonl import JSONLLogStore
 from ..log.prefix import LogPoint, PrefixStore
 from ..log.records import (
@@ -565,7 +566,8 @@ def upgrade_records(
     give back what it kept, computed by applying them exactly as
     ``restore_from_log`` would. Nothing a record already says is changed (its
     ``ts``, unknown fields, the meta's ``title``), so records in the current
-    format come back equal. ``session_id`` defaults to the one in
+    format come back equal (an undo's or a rewind's earlier context is read
+    from the records upgraded before it). ``session_id`` defaults to the one in
     ``session_meta``. Unusable records are skipped and reported in
     ``problems`` (by record number); raises ``ConfigurationError`` for an
     invalid session id.
@@ -597,10 +599,30 @@ def upgrade_records(
     applier = RecordApplier(
         state,
         trace=Trace(0),
-        load_prefix=None,
+        load_prefix=_prefix_loader(upgraded, config.session_id, model),
         upgrade=lambda record: upgraded.append(record.to_dict()),
     )
     applier.run(itertools.chain([first] if first is not None else [], stream))
     if problems is not None:
         problems.extend(applier.problems)
     return upgraded
+
+
+def _prefix_loader(
+    upgraded: list[dict[str, Any]], session_id: str, model: str | None
+) -> PrefixLoader:
+    """What an undo or a rewind reads from earlier in a log being upgraded:
+    the state at a point of the records upgraded so far (current records,
+    which restore as the live memory had them). They are copied into a store
+    only when a record needs them, and then only those not copied yet."""
+    store = InMemoryLogStore()
+    copied = 0
+
+    def load(point: LogPoint) -> CompactionState:
+        nonlocal copied
+        for record in upgraded[copied:]:
+            store.append(session_id, record)
+        copied = len(upgraded)
+        return state_at(store, session_id, point, model_name=model)
+
+    return load
