@@ -363,6 +363,8 @@ def read_state(
     read_problems: list[LogProblem] = []
     head = store.read(session_id, read_problems)
     first = next(head, None)
+    if first is None and read_problems:
+        raise _unreadable(session_id, read_problems)
     meta_problems: list[LogProblem] = []
     meta = _meta(first, session_id, meta_problems)
     config = _config(meta, session_id, store, config, meta_problems)
@@ -399,6 +401,24 @@ def read_state(
     restored.meta, restored.config, restored.started = meta, config, first is not None
     restored.problems = sorted([*meta_problems, *restored.problems], key=lambda p: p.line)
     return restored
+
+
+def _unreadable(session_id: str, problems: list[LogProblem]) -> LogCorruptError:
+    """The error for a log whose every line is damaged (not an empty log: that
+    one is a session that has logged nothing): restoring it would give a
+    memory that forgot the whole session without a word."""
+    shown = "; ".join(f"line {p.line}: {p.error}" for p in problems[:_LINES_SHOWN])
+    more = len(problems) - _LINES_SHOWN
+    error = LogCorruptError(
+        f"no record of session {session_id!r} can be read ({shown}"
+        + (f"; and {more} more damaged lines" if more > 0 else "")
+        + ")"
+    )
+    error.line = problems[0].line  # the first; the message names them
+    return error
+
+
+_LINES_SHOWN = 5
 
 
 def _from_tail(

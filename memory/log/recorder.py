@@ -61,6 +61,8 @@ class Recorder:
         self._async_store = store if isinstance(store, AsyncLogStore) else None
         self.meta = meta  # builds the session_meta record written before the first one
         self.started = started  # whether the session's log already has its session_meta
+        # Restored from this log: an empty one (nothing was ever written) is its own.
+        self.adopted = False
         self._listeners: list[Listener] = []
         self._awaited: set[int] = set()  # id() of the coroutine-function listeners
         self._unwritten: list[LogRecord] = []  # queued for an AsyncLogStore
@@ -88,7 +90,12 @@ class Recorder:
             store = self.store
             # An async store is not asked here (that would block the loop); the
             # database store refuses a second session_meta by itself.
-            if store is not None and self._async_store is None and store.exists(self.session_id):
+            if (
+                store is not None
+                and self._async_store is None
+                and not self.adopted
+                and store.exists(self.session_id)
+            ):
                 raise SessionExistsError(self.session_id)
             self.started = True
             self._send(self.meta())
