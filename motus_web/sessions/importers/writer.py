@@ -29,6 +29,7 @@ from memory import (
     ConfigurationError,
     LogCorruptError,
     LogError,
+    LogPoint,
     LogProblem,
     MotusMemoryError,
     clean_text,
@@ -44,6 +45,7 @@ from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fing
 from .formats import ParsedSession
 from .formats._io import PlainTooLarge, kind
 from .formats.times import last_activity
+from .growth import regrown
 from .identity import (
     FingerprintChain,
     Relation,
@@ -387,10 +389,17 @@ class Writer:
         original = original if len(original) <= 128 else ""
         activity = last_activity(parsed.messages)
 
-        def plan(start: int, units: list[str], link: tuple[str, int | None] | None) -> _Plan:
+        def plan(
+            start: int,
+            units: list[str],
+            link: tuple[str, int | None] | None,
+            back: LogPoint | None,
+        ) -> _Plan:
             def batches(session_id: str) -> Iterator[list[LogRecord]]:
                 if start:
                     replayer = Replayer.resume(session_id, DatabaseLogStore())
+                    if back is not None:
+                        yield replayer.rewind(back, _REGROWN)
                 else:
                     replayer = self._replayer(
                         session_id,
@@ -414,6 +423,7 @@ class Writer:
             parent,
             lambda shared: seq_at(parsed, shared),
             branch=trunk is not None,
+            regrown=lambda public_id, shared: regrown(public_id, parsed, shared),
         )
         if session_id is None:
             return
@@ -495,11 +505,12 @@ class Writer:
         key: str,
         location: str,
         units: list[str],
-        plan: Callable[[int, list[str], tuple[str, int | None] | None], _Plan],
+        plan: Callable[[int, list[str], tuple[str, int | None] | None, LogPoint | None], _Plan],
         parent: tuple[str, int | None] | None,
         seq_at: Callable[[int], int | None],
         *,
         branch: bool = False,
+        regrown: Callable[[str, int], LogPoint | None] = lambda public_id, shared: None,
     ) -> str | None:
         """Bring the stored copy of one conversation up to ``units``; the session's id.
 
@@ -507,7 +518,9 @@ class Writer:
         stored one: the rest is appended (``_append``). A changed past (or
         ``branch``: ``key`` is the trunk's): the copy goes under the branch key
         of the first unit that differs, linked to the stored session, and is
-        compared again there. ``None`` when it was refused (a problem says why).
+        compared again there, unless ``regrown`` gives the point to rewind the
+        stored one to (its last messages were imported while still being
+        written: ``growth``). ``None`` when it was refused (a problem says why).
         """
         conflicts = 0
         branched = False
@@ -523,9 +536,10 @@ class Writer:
                     self.report.skipped.append(Skipped(location or self.source, public_id))
                     self.report.outcomes.append(Outcome(location, public_id, "unchanged"))
                     return public_id
-                if found.kind == "extends":
+                back = regrown(public_id, found.shared) if found.kind == "diverges" else None
+                if found.kind == "extends" or back is not None:
                     try:
-                        update = plan(found.shared, units, None)
+                        update = plan(found.shared, units, None, back)
                         added = self._append(public_id, stored_units, update)
                     except _Conflict:
                         continue  # another import appended first: compare with what it wrote
@@ -540,7 +554,7 @@ class Writer:
                 parent = (public_id, seq_at(found.shared)) if branched else parent
                 continue
             try:
-                new = dataclasses.replace(plan(0, units, parent), key=key)
+                new = dataclasses.replace(plan(0, units, parent, None), key=key)
                 if branched:
                     new = dataclasses.replace(
                         new, meta_extra={**new.meta_extra, Session.LINEAGE: Session.BRANCH}
@@ -878,6 +892,8 @@ INTERNAL_ERROR = (
     "could not be imported because of an error in Motus; the server log has the details"
 )
 _RACE = "imported at the same time by another request; import the file again"
+# The reason of the rewind that takes back messages imported while still being written.
+_REGROWN = "the file's last messages were still being written when it was imported"
 
 
 def _log_unit(record: dict[str, Any]) -> dict[str, Any]:
