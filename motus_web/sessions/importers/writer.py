@@ -318,8 +318,14 @@ class Writer:
         try:
             written = self._write(plan)
         except _Conflict:
-            # The stream is read: another import of the same file stored it meanwhile.
-            self._problem(transcript.location, _RACE)
+            # The stream is read: another import of the same file stored it
+            # meanwhile. Compared again: the same messages are already there.
+            stored = self._stored(key)
+            if stored is None or relation(stored[1], chain.units).kind != "unchanged":
+                self._problem(transcript.location, _RACE)
+                return
+            self.report.skipped.append(Skipped(transcript.location or self.source, stored[0]))
+            self.report.outcomes.append(Outcome(transcript.location, stored[0], "unchanged"))
             return
         if written is not None:
             self.report.outcomes.append(Outcome(transcript.location, written[0], "new", written[1]))
