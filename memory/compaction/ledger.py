@@ -323,8 +323,8 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
                 rank = PINNED_RANK
             elif identifier.kind in _USER_ID_KINDS and (label or not identifier.value.isdigit()):
                 rank = USER_ID_RANK
-            elif label or (task and identifier.kind != "name"):
-                rank = USER_DETAIL_RANK
+            elif label or identifier.kind in _USER_ID_KINDS or (task and identifier.kind != "name"):
+                rank = USER_DETAIL_RANK  # a bare number among them: it gives way before ids
             else:
                 # A bare name (or, in a conversation, date or figure) says little
                 # on its own: the narrative quotes it, dated and attributed.
