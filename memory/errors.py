@@ -11,7 +11,7 @@ happens at run time::
     ├── LogError                     conversation-log I/O
     │   ├── SessionNotFoundError         no log (or no records) for a session id
     │   ├── SessionExistsError           a new memory given the id of a session with a log
-    │   └── LogCorruptError              a record that cannot be used (strict reads only)
+    │   └── LogCorruptError              an unusable record (strict reads); a log of damage only
     ├── CompactionError              a compaction attempt failed; the context is left unchanged
     ├── MaxStepsExceeded             the agent made max_steps model calls without a final answer
     └── ProviderError                a model provider call failed

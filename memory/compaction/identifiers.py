@@ -114,7 +114,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
             r"|(?<![\w.])\d{1,2}([/.])\d{1,2}\1\d{4}(?!\.?\d)"
             r"|(?<![\w.])\d{4}([/.])\d{1,2}\2\d{1,2}(?!\.?\d)"
-            rf"|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH}\.?,?(?: \d{{4}})?\b"
+            rf"|\b\d{{1,2}}(?:st|nd|rd|th)?(?: of)? {_MONTH}\.?,?(?: \d{{4}})?\b"
             rf"|\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
             rf"|\b{_MONTH} \d{{4}}\b"
             r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\b)?(?![\d:])"
@@ -149,6 +149,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         "number",
         re.compile(rf"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?:\s?{_UNIT}|{_ATTACHED_UNIT})(?![\w])"),
     ),
+    # An ordinal on its own ("the 14th", "3rd") is a count, not a code.
+    ("", re.compile(r"\b\d{1,4}(?:st|nd|rd|th)\b")),
     (
         "id",
         re.compile(
@@ -234,6 +236,7 @@ _NEEDS: tuple[re.Pattern[str] | None, ...] = (
     re.compile(rf"/|:\\|{_FILE_EXTENSION}"),  # path
     _DIGIT,  # amount
     _DIGIT,  # number
+    _DIGIT,  # ordinals
     None,  # id
     None,  # name
 )

@@ -21,7 +21,9 @@ until a later message supersedes it:
   people any bare value, is the narrative's to quote, dated and attributed); of the
   others' only identifiers that are not bare numbers. Each entry keeps its label
   ("passport number", "booking reference") when the text has one; a
-  transcript's date stamp is not an entry.
+  transcript's date stamp is not an entry. A bare number the user gives
+  without a label ("What is 1234 times 5678?": a question's operands, not
+  labelled by "what" or "times") is one of the user's numbers, not an id.
   Source code names only its paths and URLs (a tool result that reads as
   code, a call's argument that is a body of code: ``memory.compaction.code``):
   its other names are the program's vocabulary. Call ids are bookkeeping and
@@ -98,7 +100,9 @@ _CORRECTION_CUE = re.compile(
 )
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
 _LABEL_STOP_WORDS = """my the a an is are was were be it its our your his her their this that these
-    those of for to and or with as at on in by i you he she we they me him us them"""
+    those of for to and or with as at on in by i you he she we they me him us them
+    what which who whom whose where when why how much many
+    times plus minus over divided multiplied x than"""
 _LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split())
 _COPULAS = frozenset({"is", "are", "was", "were", "be", "being"})
 _LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
@@ -320,10 +324,10 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
         for identifier, label in _labelled(text):
             if remember:
                 rank = PINNED_RANK
-            elif identifier.kind in _USER_ID_KINDS:
+            elif identifier.kind in _USER_ID_KINDS and (label or not identifier.value.isdigit()):
                 rank = USER_ID_RANK
-            elif label or (task and identifier.kind != "name"):
-                rank = USER_DETAIL_RANK
+            elif label or identifier.kind in _USER_ID_KINDS or (task and identifier.kind != "name"):
+                rank = USER_DETAIL_RANK  # a bare number among them: it gives way before ids
             else:
                 # A bare name (or, in a conversation, date or figure) says little
                 # on its own: the narrative quotes it, dated and attributed.

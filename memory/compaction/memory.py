@@ -281,7 +281,9 @@ class CompactionMemory(CompactionBase):
         unless given. Records that cannot be read (a torn last line after a
         crash, a corrupt line) are skipped and listed in ``restore_problems``
         and the trace, with their line numbers. Raises ``SessionNotFoundError``
-        when the session has no log, ``ConfigurationError`` for a bad id.
+        when the session has no log, ``LogCorruptError`` when no line of it can
+        be read (an empty log restores to an empty memory, which writes its
+        ``session_meta`` there first), ``ConfigurationError`` for a bad id.
 
         The log is read from its end back to the checkpoint of its latest
         compaction or its latest rewind (``memory.compaction.checkpoint``) and
@@ -313,6 +315,7 @@ class CompactionMemory(CompactionBase):
         memory._state = restored.state
         memory._trace = restored.trace
         memory._recorder.started = restored.started
+        memory._recorder.adopted = True
         memory._report_restore(restored)
         if system_prompt is not None:
             memory.set_system_prompt(system_prompt)
@@ -485,7 +488,13 @@ class CompactionMemory(CompactionBase):
                 checkpoint=Checkpoint.capture(state).to_dict(),
                 extra={"summarized_seqs": None},
             )
+            # Its figures, as a restore computes them: the record is then
+            # current, and an import of the fork's log keeps it unchanged.
+            tokens_before = state.context_tokens()
             child._apply_compaction(seed)
+            seed = dataclasses.replace(
+                seed, tokens_before=tokens_before, tokens_after=state.context_tokens()
+            )
             child._recorder.record(seed)
             entries = entries[1:]
         for message, meta, tokens in entries:

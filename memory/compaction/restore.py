@@ -43,6 +43,7 @@ from typing import Any, cast
 
 from ..config import CompactionMemoryConfig
 from ..errors import CompactionError, LogCorruptError, MotusMemoryError
+from ..log.in_memory import InMemoryLogStore
 from ..log.jsonl import JSONLLogStore
 from ..log.prefix import LogPoint, PrefixStore
 from ..log.records import (
@@ -362,6 +363,8 @@ def read_state(
     read_problems: list[LogProblem] = []
     head = store.read(session_id, read_problems)
     first = next(head, None)
+    if first is None and read_problems:
+        raise _unreadable(session_id, read_problems)
     meta_problems: list[LogProblem] = []
     meta = _meta(first, session_id, meta_problems)
     config = _config(meta, session_id, store, config, meta_problems)
@@ -398,6 +401,24 @@ def read_state(
     restored.meta, restored.config, restored.started = meta, config, first is not None
     restored.problems = sorted([*meta_problems, *restored.problems], key=lambda p: p.line)
     return restored
+
+
+def _unreadable(session_id: str, problems: list[LogProblem]) -> LogCorruptError:
+    """The error for a log whose every line is damaged (not an empty log: that
+    one is a session that has logged nothing): restoring it would give a
+    memory that forgot the whole session without a word."""
+    shown = "; ".join(f"line {p.line}: {p.error}" for p in problems[:_LINES_SHOWN])
+    more = len(problems) - _LINES_SHOWN
+    error = LogCorruptError(
+        f"no record of session {session_id!r} can be read ({shown}"
+        + (f"; and {more} more damaged lines" if more > 0 else "")
+        + ")"
+    )
+    error.line = problems[0].line  # the first; the message names them
+    return error
+
+
+_LINES_SHOWN = 5
 
 
 def _from_tail(
@@ -583,7 +604,8 @@ def upgrade_records(
     give back what it kept, computed by applying them exactly as
     ``restore_from_log`` would. Nothing a record already says is changed (its
     ``ts``, unknown fields, the meta's ``title``), so records in the current
-    format come back equal. ``session_id`` defaults to the one in
+    format come back equal (an undo's or a rewind's earlier context is read
+    from the records upgraded before it). ``session_id`` defaults to the one in
     ``session_meta``. Unusable records are skipped and reported in
     ``problems`` (by record number); raises ``ConfigurationError`` for an
     invalid session id.
@@ -615,10 +637,30 @@ def upgrade_records(
     applier = RecordApplier(
         state,
         trace=Trace(0),
-        load_prefix=None,
+        load_prefix=_prefix_loader(upgraded, config.session_id, model),
         upgrade=lambda record: upgraded.append(record.to_dict()),
     )
     applier.run(itertools.chain([first] if first is not None else [], stream))
     if problems is not None:
         problems.extend(applier.problems)
     return upgraded
+
+
+def _prefix_loader(
+    upgraded: list[dict[str, Any]], session_id: str, model: str | None
+) -> PrefixLoader:
+    """What an undo or a rewind reads from earlier in a log being upgraded:
+    the state at a point of the records upgraded so far (current records,
+    which restore as the live memory had them). They are copied into a store
+    only when a record needs them, and then only those not copied yet."""
+    store = InMemoryLogStore()
+    copied = 0
+
+    def load(point: LogPoint) -> CompactionState:
+        nonlocal copied
+        for record in upgraded[copied:]:
+            store.append(session_id, record)
+        copied = len(upgraded)
+        return state_at(store, session_id, point, model_name=model)
+
+    return load

@@ -68,6 +68,8 @@ class Recorder:
             weakref.WeakMethod(meta) if inspect.ismethod(meta) else lambda: meta
         )
         self.started = started  # whether the session's log already has its session_meta
+        # Restored from this log: an empty one (nothing was ever written) is its own.
+        self.adopted = False
         self._listeners: list[Listener] = []
         self._awaited: set[int] = set()  # id() of the coroutine-function listeners
         self._unwritten: list[LogRecord] = []  # queued for an AsyncLogStore
@@ -95,7 +97,12 @@ class Recorder:
             store = self.store
             # An async store is not asked here (that would block the loop); the
             # database store refuses a second session_meta by itself.
-            if store is not None and self._async_store is None and store.exists(self.session_id):
+            if (
+                store is not None
+                and self._async_store is None
+                and not self.adopted
+                and store.exists(self.session_id)
+            ):
                 raise SessionExistsError(self.session_id)
             self.started = True
             build = self._meta()

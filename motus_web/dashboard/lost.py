@@ -170,11 +170,14 @@ def report(
     summary: str | None = None,
 ) -> Report:
     """Every identifier in ``folded`` and in ``previous_summary``, kept or lost
-    in ``summary`` (an operator's correction of it), else in ``event.summary``."""
+    in ``summary`` (an operator's correction of it), else in ``event.summary``;
+    named by the user when a user message held it or the user's ledger entry
+    that gave way at ``event``."""
     before = list(folded)
     if previous_summary:
         before.append(Text(None, "summary", previous_summary))
     first, by_user = identifiers_in(before)
+    by_user |= set(_given_way_by_user(event)) & first.keys()  # carried from the user's words
     checked = kept_in(event.summary if summary is None else summary, first)
     return Report(
         tuple(Found(ident, kept, ident in by_user, first[ident]) for ident, kept in checked),
@@ -188,8 +191,10 @@ def lost_user_identifiers(
     corrected: Mapping[int, str] | None = None,
 ) -> dict[int, list[str]]:
     """For each successful compaction (by position), the identifiers from the
-    user messages it folded that its summary does not mention (the corrected
-    summary, for a position in ``corrected``)."""
+    user messages it folded, and those the user named that its ledger let go
+    (``ledger_given_way``: carried by an earlier summary, dropped by this one),
+    that its summary does not mention (the corrected summary, for a position
+    in ``corrected``)."""
     out: dict[int, list[str]] = {}
     for event in events:
         if event.kind != CompactionEvent.Kind.OK or event.summarized_first_seq is None:
@@ -204,11 +209,26 @@ def lost_user_identifiers(
             and m.seq not in kept
         ]
         identifiers = {i: None for m in folded for i in _checked(m, set())}
+        identifiers.update(dict.fromkeys(_given_way_by_user(event)))
         summary = (corrected or {}).get(event.position, event.summary)
         lost = [ident.value for ident, ok in kept_in(summary, identifiers) if not ok]
         if lost:
             out[event.position] = lost
     return out
+
+
+def _given_way_by_user(event: CompactionEvent) -> list[Identifier]:
+    """The identifiers in the user's entries that ``event``'s ledger let go
+    (an instruction's too: a sentence the user asked to keep)."""
+    entries = event.record_extra.get("ledger_given_way")
+    values = [
+        entry["value"]
+        for entry in (entries if isinstance(entries, list) else [])
+        if isinstance(entry, dict)
+        and entry.get("role") == Message.Role.USER
+        and isinstance(entry.get("value"), str)
+    ]
+    return [i for value in values for i in find_identifiers(value) if i.kind not in NOT_CHECKED]
 
 
 def preview(stored: object) -> str:

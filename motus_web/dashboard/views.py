@@ -342,7 +342,13 @@ def _import_page(request: HttpRequest, form: ImportForm, **more: object) -> dict
     if user is not None and user.is_authenticated:
         recent = ImportJob.objects.filter(owner=user.pk).order_by("-created_at")
     formats = list(SUPPORTED.values())  # the importers' own list, so the page cannot drift
-    return {"form": form, "recent_jobs": recent[:RECENT_JOBS], "formats": formats, **more}
+    return {
+        "form": form,
+        "hidden": fields(request),  # a fresh one-time token: one upload per page
+        "recent_jobs": recent[:RECENT_JOBS],
+        "formats": formats,
+        **more,
+    }
 
 
 @require_POST
@@ -351,7 +357,9 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
     """Keep the uploaded file and queue its import; 303 to the job's page.
 
     What the form and the file's first 64 KB show to be wrong is answered
-    at once with 400; the rest of the file is read by the job.
+    at once with 400 (the form's one-time token stays unspent, to send it
+    again); the rest of the file is read by the job. A form without its
+    token is refused (400); one sent again gets 409 naming the job it made.
     """
     form = ImportForm(request.POST, request.FILES)
     if not form.is_valid():
@@ -364,12 +372,17 @@ def import_upload(request: HtmxHttpRequest) -> HttpResponse:
         return render(request, "dashboard/import.html", context, status=400)
     threshold = form.cleaned_data["threshold"] if form.cleaned_data["replay"] else None
     try:
-        job = jobs.create(upload, name, request.user, threshold)  # type: ignore[arg-type]
+        with acting(request, "import-file", name, reverse("dashboard:import_form")) as spent:
+            job = jobs.create(upload, name, request.user, threshold)  # type: ignore[arg-type]
+            job_url = reverse("dashboard:import_job", args=[job.public_id])
+            once.done(spent, job_url, f"Import of {name}")
     except OSError:
         logger.exception("could not keep the upload %s", name)
         reason = "The server could not keep the file to import it. Try again later."
         context = _import_page(request, ImportForm(), upload_error=reason)
         return render(request, "dashboard/import.html", context, status=503)
+    except Refused as refused:
+        return refused.response(request)
     return _see_job(job)
 
 

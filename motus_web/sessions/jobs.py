@@ -49,7 +49,7 @@ from django_tasks import task, task_backends
 from django_tasks_db import DatabaseBackend
 from django_tasks_db.management.commands.db_worker import Worker
 
-from memory import MotusMemoryError
+from memory import LogProblem, MotusMemoryError
 
 from .importers import (
     ImportCancelled,
@@ -66,6 +66,7 @@ from .operations import (
     NotALogError,
     NothingToForkError,
     TooManyMessagesError,
+    is_message_line,
     restore_from_file,
 )
 from .runners import elsewhere_alive, worker_id
@@ -379,11 +380,21 @@ def _restore(job: ImportJob, stream: BinaryIO, tracker: _Tracker) -> ImportRepor
     except (MotusMemoryError, NothingToForkError, NotALogError, TooManyMessagesError) as error:
         return ImportReport(problems=[Problem(job.file_name, "", str(error))])
     tracker.bytes_read = stream.tell()
+    stream.seek(0)
+    tracker.messages_read = sum(1 for line in stream if is_message_line(line))
+    # Lines the restore skipped refused nothing: warnings, worded as an import's.
     return ImportReport(
         imported=[session.public_id],
-        problems=[Problem(job.file_name, "", str(problem)) for problem in problems],
+        warnings=[
+            Problem(job.file_name, f"line {p.line}", f"skipped: {_skipped(p)}", warning=True)
+            for p in problems
+        ],
         messages=session.message_count,
     )
+
+
+def _skipped(problem: LogProblem) -> str:
+    return f"{problem.error} (a torn last line)" if problem.torn else problem.error
 
 
 class _Tracker:

@@ -417,7 +417,7 @@ def restore_from_file(
         with path.open("wb") as out:
             for line in upload:
                 out.write(line)
-                if max_messages is not None and _is_message(line):
+                if max_messages is not None and is_message_line(line):
                     messages += 1
                     if messages > max_messages:
                         raise TooManyMessagesError(
@@ -428,14 +428,16 @@ def restore_from_file(
         log_id = _log_session_id(path)
         path.rename(Path(folder) / f"{log_id}.jsonl")
         source = JSONLLogStore(folder)
-        memory = CompactionMemory.restore_from_log(log_id, log_store=source)
+        # Read whole, so that every damaged line is reported, not only those after
+        # the last checkpoint (the context is the same either way).
+        memory = CompactionMemory.restore_from_log(log_id, log_store=source, full_replay=True)
         owned = Session.objects.filter(owner=owner.pk) if owner else Session.objects.none()
         # The fork's records go to the temporary folder's store, then to the database.
         session = _save_fork(memory, owner, title, parents=owned, lineage=Session.RESTORE)
         return session, list(memory.restore_problems)
 
 
-def _is_message(line: bytes) -> bool:
+def is_message_line(line: bytes) -> bool:
     """Whether a log line is a ``message`` record (a line that is no JSON is not)."""
     if b'"message"' not in line:
         return False  # most lines: no parse

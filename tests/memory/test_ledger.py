@@ -197,3 +197,33 @@ async def test_a_users_compact_fn_owns_its_summary() -> None:
     await memory.add_message(the_user_lists_them())
     await memory.add_message(answer("Noted."))
     assert await memory.compact() == "Short."
+
+
+TRIVIA_CHAT = [
+    "My booking reference is ZX81QP and my passport number is P4829173.",
+    "Please find me a hotel in Lisbon near the river for three nights.",
+    "I also need a car rental from the airport on the 14th of May.",
+    "What is 1234 times 5678? Use the calculator.",
+    "How much is 250 plus 17, and which is bigger, 40 or 400?",
+]
+
+
+@pytest.mark.parametrize("task", [False, True], ids=["conversation", "task agent"])
+def test_a_questions_operands_and_ordinals_rank_below_the_users_ids(task: bool) -> None:
+    messages: list[tuple[int | None, ChatMessage]] = [
+        (seq, ChatMessage.user(text)) for seq, text in enumerate(TRIVIA_CHAT)
+    ]
+    if task:
+        messages.append((len(messages), ChatMessage.from_dict(calls("c1", name="calculator"))))
+    ledger = Ledger().updated(messages)
+
+    entries = {e.value: e for e in ledger.entries}
+    assert entries["ZX81QP"].label == "booking reference"
+    assert entries["P4829173"].label == "passport number"
+    assert "14th" not in entries  # the day of "the 14th of May", a date
+    ids = [e.rank for e in ledger.entries if e.value in ("ZX81QP", "P4829173")]
+    for operand in ("1234", "5678", "250", "17", "40", "400"):
+        entry = entries.get(operand)
+        assert entry is None or (entry.label == "" and entry.rank < min(ids)), entry
+    kept, _ = ledger.fit(COUNTER.count(LEDGER_HEADING) + 40, COUNTER)
+    assert {"ZX81QP", "P4829173"} <= {e.value for e in kept.entries}

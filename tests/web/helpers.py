@@ -113,12 +113,18 @@ def import_upload(
     The token threshold is 3,000 unless ``fields`` says otherwise.
     """
     form = {"file": SimpleUploadedFile(name, data), "threshold": 3000, **fields}
-    response = client.post(reverse("dashboard:import_upload"), form)
+    response = client.post(reverse("dashboard:import_upload"), {**upload_token(client), **form})
     assert response.status_code == 303, response.content.decode()
     assert run_tasks() == 1
     page = client.get(response["Location"])
     assert page.status_code == 200
     return page
+
+
+def upload_token(client: Client) -> dict[str, str]:
+    """The hidden fields (the one-time token) of the Import page's upload form."""
+    page = client.get(reverse("dashboard:import_form")).content.decode()
+    return confirmation_form(page, reverse("dashboard:import_upload"))[1]
 
 
 def run_tasks() -> int:

@@ -18,7 +18,7 @@ from django.urls import reverse
 from memory import ChatMessage, CompactionMemory, InMemoryLogStore
 from motus_web.sessions import lease, once
 from motus_web.sessions.log_store import DatabaseLogStore
-from motus_web.sessions.models import ActionToken, CompactionEvent, Message, Session
+from motus_web.sessions.models import ActionToken, CompactionEvent, ImportJob, Message, Session
 
 from .helpers import chat, confirm, confirmation_form, logged_in, make_session, run_tasks
 
@@ -513,7 +513,7 @@ def test_restore_from_a_log_file_gives_the_librarys_context(owner: User, tmp_pat
     assert restored.parent == source
     assert restored.owner == owner
     assert "Restore of" in html
-    assert "run.jsonl: torn last line" in html  # reported, not silently dropped
+    assert "(a torn last line)" in html  # reported, not silently dropped
     assert url("session_detail", restored.public_id) in html
     assert again.status_code == 409
     assert response["Location"] in again.content.decode()
@@ -684,3 +684,25 @@ def test_the_restore_form_is_a_page(owner: User) -> None:
 
     assert page.status_code == 200
     assert 'enctype="multipart/form-data"' in page.content.decode()
+
+
+def test_a_restore_shows_damaged_lines_as_warnings_with_the_right_counts(owner: User) -> None:
+    source = make_session(owner, turns=8, filler=60, threshold=600)
+    raw = b"".join(logged_in(owner).get(url("export_jsonl", source.public_id)).streaming_content)  # type: ignore[attr-defined]
+    lines = raw.splitlines(keepends=True)
+    messages = sum(1 for line in lines if b'"type":"message"' in line.replace(b" ", b""))
+    damaged = b"".join([*lines[:3], b"not json\n", *lines[3:]]) + b'{"type": "message", "seq": 99'
+    client = logged_in(owner)
+    action, form = form_of(client, url("restore_upload_form"))
+
+    response = client.post(action, {**form, "file": SimpleUploadedFile("run.jsonl", damaged)})
+    assert run_tasks() == 1
+    html = client.get(response["Location"]).content.decode()
+
+    job = ImportJob.objects.get()
+    assert (job.problem_count, job.sessions_imported, job.messages_read) == (0, 1, messages)
+    assert "could not be imported" not in html
+    assert "Damaged lines skipped" in html
+    assert "run.jsonl: line 4: skipped: " in html
+    assert f"run.jsonl: line {len(lines) + 2}: skipped: " in html
+    assert "(a torn last line)" in html

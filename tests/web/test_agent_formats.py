@@ -1207,11 +1207,30 @@ def test_every_field_of_every_format_survives_hostile_values() -> None:
                     )
 
 
-@pytest.mark.parametrize("cut", [10, 2000, -10])
-def test_a_damaged_gzip_file_is_a_problem(cut: int) -> None:
-    data = gzip.compress(CODEX_SMALL.read_bytes())[:cut]
+def test_a_gzip_file_cut_before_any_text_is_a_problem() -> None:
+    data = gzip.compress(CODEX_SMALL.read_bytes())[:10]
 
     found = list(parse(io.BytesIO(data), "rollout.jsonl.gz"))
 
-    assert isinstance(found[-1], FormatProblem)
     assert not any(isinstance(item, ParsedSession) for item in found)
+    assert any(isinstance(item, FormatProblem) and not item.warning for item in found)
+    assert "the gzip stream breaks after 0 bytes" in str(found[-1])
+
+
+@pytest.mark.parametrize("cut", [2000, -10])
+def test_a_gzip_file_cut_short_gives_what_it_holds_and_warns_of_the_cut(cut: int) -> None:
+    plain = CODEX_SMALL.read_bytes()
+    data = gzip.compress(plain)[:cut]
+
+    found = list(parse(io.BytesIO(data), "rollout.jsonl.gz"))
+
+    [session] = [item for item in found if isinstance(item, ParsedSession)]
+    whole = next(i for i in parse(io.BytesIO(plain), "r.jsonl") if isinstance(i, ParsedSession))
+    assert session.messages == whole.messages[: len(session.messages)]
+    assert session.messages
+    problems = [item for item in found if isinstance(item, FormatProblem)]
+    assert all(problem.warning for problem in problems)
+    assert "the gzip stream breaks after" in str(problems[-1])
+    assert "the rest of the file is lost" in str(problems[-1])
+    if cut > 0:
+        assert len(session.messages) < len(whole.messages)

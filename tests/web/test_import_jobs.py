@@ -34,7 +34,7 @@ from motus_web.sessions.importers import (
 from motus_web.sessions.models import ImportJob, Session
 from motus_web.sessions.signals import records_committed
 
-from .helpers import confirmation_form, logged_in, run_tasks
+from .helpers import confirmation_form, logged_in, run_tasks, upload_token
 from .test_importers import CHAT, as_json, as_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ Status = ImportJob.Status
 def upload(client: Client, name: str = "runs.jsonl", data: bytes = THREE_RUNS) -> ImportJob:
     response = client.post(
         reverse("dashboard:import_upload"),
-        {"file": SimpleUploadedFile(name, data), "threshold": 3000},
+        {**upload_token(client), "file": SimpleUploadedFile(name, data), "threshold": 3000},
     )
     assert response.status_code == 303, response.content.decode()
     job = ImportJob.objects.get(public_id=response["Location"].rstrip("/").rsplit("/", 1)[-1])

@@ -15,7 +15,7 @@ from motus_web.dashboard.views import _import_notice
 from motus_web.sessions.importers import ImportReport, Skipped
 from motus_web.sessions.models import ImportJob, Message, Session
 
-from .helpers import import_upload, logged_in, make_session, run_tasks
+from .helpers import import_upload, logged_in, make_session, run_tasks, upload_token
 from .test_importers import CHAT, as_json, as_jsonl, exported
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +52,7 @@ def test_an_uploaded_transcript_becomes_the_uploaders_session(owner: User) -> No
     client = logged_in(owner)
     response = client.post(
         reverse("dashboard:import_upload"),
-        {"file": upload("cancel.json", as_json(CHAT)), "threshold": 3000},
+        {**upload_token(client), "file": upload("cancel.json", as_json(CHAT)), "threshold": 3000},
     )
 
     assert response.status_code == 303
@@ -234,3 +234,24 @@ def test_the_import_page_lists_every_supported_format_and_so_does_the_readme(
     for label in SUPPORTED.values():
         name = label.split(" (")[0].replace(" API", "")
         assert any(row.startswith(f"| {name}") for row in table), name
+
+
+def test_an_upload_needs_the_forms_one_time_token_and_sent_twice_imports_once(
+    owner: User,
+) -> None:
+    client = logged_in(owner)
+    token = upload_token(client)
+
+    def form() -> dict[str, object]:
+        return {"file": upload("a.json", as_json(CHAT)), "threshold": 3000}
+
+    without = client.post(reverse("dashboard:import_upload"), form())
+    first = client.post(reverse("dashboard:import_upload"), {**token, **form()})
+    again = client.post(reverse("dashboard:import_upload"), {**token, **form()})
+
+    assert without.status_code == 400
+    assert first.status_code == 303
+    assert again.status_code == 409
+    assert first["Location"] in again.content.decode()  # the job the first made
+    assert ImportJob.objects.count() == 1
+    assert upload_token(client) != token  # a page opened again gets a new one

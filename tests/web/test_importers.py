@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import io
 import json
 from pathlib import Path
@@ -22,6 +23,7 @@ from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, Message, Session
 
 from .helpers import make_session
+from .test_agent_formats import SHORT
 
 pytestmark = pytest.mark.django_db
 
@@ -438,3 +440,37 @@ def test_an_imported_reference_log_restores_what_the_reference_held_live(log: Pa
     restored = CompactionMemory.restore_from_log(public_id, log_store=DatabaseLogStore())
     live = json.loads(log.with_suffix("").with_suffix(".live.json").read_text())
     assert [m.to_api_dict() for m in restored.get_context()] == live
+
+
+# -- damaged files: what can be read is imported, the damage is a warning -----------
+
+
+def test_a_gzip_file_cut_short_imports_what_it_holds_and_warns_of_the_cut(owner: User) -> None:
+    lines = OLD_MOTUS_LOG.read_bytes().splitlines(keepends=True)
+    data = gzip.compress(b"".join(lines))
+    cut = data[: len(data) - 12]  # the end-of-stream marker and the last bytes are lost
+
+    report = run(cut, "motus-old.jsonl.gz", owner=owner)
+
+    assert report.problems == []
+    assert "the gzip stream breaks after" in str(report.warnings[-1])
+    assert Session.objects.get().message_count > 0
+
+
+def test_a_line_with_a_few_nul_bytes_is_a_damaged_line_not_a_binary_file(owner: User) -> None:
+    lines = OLD_MOTUS_LOG.read_bytes().splitlines(keepends=True)
+    whole = sum(1 for line in lines if b'"type": "message"' in line)
+    damaged = [*lines[:3], b"GARBAGE \x00\x00 {not json\n", *lines[3:]]
+    claude = SHORT.read_bytes().splitlines(keepends=True)
+    claude_damaged = [*claude[:2], b"GARBAGE \x00\x00 {not json\n", *claude[2:]]
+
+    log = run(b"".join(damaged), "motus-old.jsonl", owner=owner)
+    transcript = run(b"".join(claude_damaged), "s.jsonl", owner=owner)
+
+    assert log.problems == transcript.problems == []
+    assert [(w.location, w.message) for w in log.warnings + transcript.warnings] == [
+        ("line 4", "a damaged line (2 NUL bytes in it) skipped"),
+        ("line 3", "a damaged line (2 NUL bytes in it) skipped"),
+    ]
+    assert Session.objects.get(public_id="motus-old").message_count == whole
+    assert Session.objects.count() == 2

@@ -561,3 +561,56 @@ def test_a_message_the_memory_found_wrong_shows_what_was_wrong(owner: User) -> N
     assert orphan.anomaly
     assert 'class="badge bad" title="' in html
     assert f'<p class="anomaly">{orphan.anomaly[:1].upper()}' in html
+
+
+def test_identifiers_the_user_named_that_a_ledger_let_go_are_flagged(owner: User) -> None:
+    """The second compaction folds no user message, but its ledger gave way to
+    the user's booking reference: the flag names it; the assistant's is not."""
+
+    def compaction(number: int, through: int, summary: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "type": records.COMPACTION,
+            "ts": records.now_iso(),
+            "compaction_number": number,
+            "status": "ok",
+            "trigger": "auto",
+            "through_seq": through,
+            "summarized_seqs": [through - 1, through],
+            "replayed_seqs": [],
+            "messages_compacted": 2,
+            "messages_replayed": 0,
+            "summary": summary,
+            "tokens_before": 50,
+            "tokens_after": 20,
+            "model": "offline",
+            **fields,
+        }
+
+    booking = {"kind": "id", "value": "ZX81QP", "label": "booking reference", "seq": 0}
+    theirs = {"kind": "id", "value": "HAT081", "seq": 1, "role": "assistant", "rank": 1}
+    log = [
+        meta("letgo"),
+        message(0, "user", "My booking reference is ZX81QP."),
+        message(1, "assistant", "Noted, and your hold is HAT081."),
+        compaction(1, 1, "Booking ZX81QP noted; hold HAT081.", ledger=[booking]),
+        message(2, "user", "Find me a hotel."),
+        message(3, "assistant", "Here are three hotels."),
+        compaction(
+            2,
+            3,
+            "A booking was noted; hotels were listed.",
+            ledger_given_way=[{**booking, "role": "user", "rank": 3}, theirs],
+        ),
+    ]
+    DatabaseLogStore().extend("letgo", log)
+    Session.objects.filter(public_id="letgo").update(owner=owner)
+
+    client = logged_in(owner)
+    detail = client.get(url("session_detail", "letgo")).content.decode()
+    second = Session.objects.get(public_id="letgo").compaction_events.get(number=2)
+    page = client.get(url("compaction_detail", "letgo", second.position)).content.decode()
+
+    assert "lost 1 user-named identifier: ZX81QP" in detail
+    assert "<code>ZX81QP</code>" in page
+    assert "named by the user" in page.split("<code>ZX81QP</code>")[1].split("</li>")[0]
+    assert "HAT081" not in detail.split("user-named identifier")[1][:200]

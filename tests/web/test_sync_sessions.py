@@ -13,6 +13,8 @@ from pytest_django import Settings
 
 from motus_web.sessions.models import Session, SyncedFile
 
+from .test_actions import context_of
+from .test_agent_formats import SHORT
 from .test_import_updates import transcript
 
 
@@ -92,3 +94,30 @@ def test_watch_syncs_again_until_interrupted(
 def test_a_folder_that_is_not_there_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="not a folder"):
         sync("--folder", str(tmp_path / "nowhere"))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cut", range(5, 15))
+def test_a_file_synced_mid_turn_is_updated_in_place_once_it_grows(
+    folders: dict[str, Path], cut: int
+) -> None:
+    """Claude Code writes one message as one line per content block: a sync
+    between two of them imported a message that was not complete yet (here
+    line 8 is the first tool call of a message whose second comes on line 10)."""
+    lines = SHORT.read_bytes().splitlines(True)
+    session = folders["claude-code"] / "p" / "s1.jsonl"
+    session.parent.mkdir(parents=True)
+    session.write_bytes(b"".join(lines[:cut]))
+    sync()
+    session.write_bytes(b"".join(lines))
+    later = time.time_ns() + 1_000_000_000
+    os.utime(session, ns=(later, later))
+
+    grown = sync()
+
+    assert f"{session}: updated (+" in grown or f"{session}: unchanged" in grown, grown
+    [stored] = Session.objects.all()
+    synced = context_of(stored.public_id)
+    stored.delete()
+    call_command("import_sessions", str(session), stdout=io.StringIO())  # the whole file, anew
+    assert context_of(Session.objects.get().public_id) == synced

@@ -28,6 +28,7 @@ from .formats._io import (
     HEAD_SIZE,
     PlainTooLarge,
     bounded_plain,
+    cut_short,
     encoding_problem,
     open_plain,
     plain_head,
@@ -96,6 +97,8 @@ def import_stream(
                 writer.take(found)
                 if writer.report.stopped:
                     break
+        if why := cut_short(plain):
+            writer.report.warnings.append(Problem(source, "", why, warning=True))
     except PlainTooLarge as error:
         report = writer.report if writer is not None else ImportReport()
         report.stopped = True

@@ -93,9 +93,12 @@ def agent_batches(
     """The records of an agent's session: its messages, with its own compactions in place.
 
     ``start`` units (see ``units``) are already in the replayer's memory (an
-    update of a stored session): they are counted, not added again.
+    update of a stored session): they are counted, not added again. (After a
+    rewind, ``growth``, the rest get later seqs than a new session's would.)
     """
     seqs = message_seqs(parsed)
+    after = [seqs[i] for n, (i, _) in enumerate(units(parsed)) if n >= start and i in seqs]
+    shift = replayer.memory.next_seq - after[0] if after else 0
     pending: list[ChatMessage] = []
     tokens: dict[int, int] = {}
 
@@ -116,7 +119,7 @@ def agent_batches(
             continue
         message = chat_message(item, where)
         if index in seqs and index in parsed.provider_input_tokens:
-            tokens[seqs[index]] = parsed.provider_input_tokens[index]
+            tokens[seqs[index] + shift] = parsed.provider_input_tokens[index]
         pending.append(message)
         if len(pending) >= BATCH:
             yield flush()

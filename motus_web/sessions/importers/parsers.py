@@ -18,7 +18,7 @@ import orjson
 from memory import load_json as loads
 from memory.log import LogProblem, parse_lines, records
 
-from .formats._io import BOM
+from .formats._io import BOM, NUL_RUN
 from .formats._json import READ_BYTES, TOO_DEEP, has_lone_surrogate_escape, nesting_too_deep
 from .sources import Found, MotusLog, Problem, Refused, Transcript
 
@@ -87,27 +87,31 @@ def _motus_log(
 
 class _LastLine:
     """Iterates the lines of a stream, without NUL padding, and remembers the last
-    one (to explain a bad line) and which lines held padding (line -> NULs)."""
+    one (to explain a bad line) and which lines held NULs (line -> what was
+    skipped). A line with lone NULs and no run of padding is damaged: skipped whole."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
         self.raw = b""
-        self.padded: dict[int, int] = {}
+        self.padded: dict[int, str] = {}
 
     def __iter__(self) -> Iterator[bytes]:
         for number, raw in enumerate(self.stream, start=1):
             if b"\x00" in raw:
-                self.padded[number] = raw.count(b"\x00")
-                raw = raw.replace(b"\x00", b"")
+                nuls = raw.count(b"\x00")
+                if NUL_RUN.search(raw):
+                    self.padded[number] = f"{nuls:,} NUL bytes (padding left by a crash) skipped"
+                    raw = raw.replace(b"\x00", b"")
+                else:
+                    self.padded[number] = f"a damaged line ({nuls:,} NUL bytes in it) skipped"
+                    raw = b"\n"
             self.raw = raw
             yield raw
 
     def padding(self, source: str, up_to: int | None) -> Iterator[Problem]:
-        """A warning for each padded line up to line ``up_to`` (all: ``None``), once."""
+        """A warning for each line with NULs up to line ``up_to`` (all: ``None``), once."""
         for number in [n for n in self.padded if up_to is None or n <= up_to]:
-            nuls = self.padded.pop(number)
-            what = f"{nuls:,} NUL bytes (padding left by a crash) skipped"
-            yield Problem(source, f"line {number}", what, warning=True)
+            yield Problem(source, f"line {number}", self.padded.pop(number), warning=True)
 
 
 def _is_utf8(raw: bytes) -> bool:

@@ -19,6 +19,7 @@ from memory import (
     ChatMessage,
     CompactionMemory,
     CompactionMemoryConfig,
+    LogPoint,
     SessionNotFoundError,
 )
 from memory.log import LogProblem, LogRecord, records
@@ -128,6 +129,11 @@ class Replayer:
                     await self.memory.add_message(message)
 
         self._loop.run_until_complete(feed())
+        return self._buffer.drain()
+
+    def rewind(self, point: LogPoint, reason: str) -> list[LogRecord]:
+        """Continue from ``point`` of the stored log (``CompactionMemory.rewind``)."""
+        self.memory.rewind(point, reason=reason)
         return self._buffer.drain()
 
     def compaction(self, summary: str, **fields: Any) -> list[LogRecord]:

@@ -37,6 +37,7 @@ from memory import (
     ConfigurationError,
     LogCorruptError,
     LogError,
+    LogPoint,
     LogProblem,
     MotusMemoryError,
     clean_text,
@@ -54,6 +55,7 @@ from .commits import Transactions
 from .formats import ParsedSession
 from .formats._io import PlainTooLarge, kind
 from .formats.times import last_activity
+from .growth import regrown
 from .identity import (
     FingerprintChain,
     Relation,
@@ -346,8 +348,14 @@ class Writer:
         try:
             written = self._write(plan)
         except _Conflict:
-            # The stream is read: another import of the same file stored it meanwhile.
-            self._problem(transcript.location, _RACE)
+            # The stream is read: another import of the same file stored it
+            # meanwhile. Compared again: the same messages are already there.
+            stored = self._stored(key)
+            if stored is None or relation(stored[1], chain.units).kind != "unchanged":
+                self._problem(transcript.location, _RACE)
+                return
+            self.report.skipped.append(Skipped(transcript.location or self.source, stored[0]))
+            self.report.outcomes.append(Outcome(transcript.location, stored[0], "unchanged"))
             return
         if written is not None:
             self.report.outcomes.append(Outcome(transcript.location, written[0], "new", written[1]))
@@ -417,10 +425,17 @@ class Writer:
         original = original if len(original) <= 128 else ""
         activity = last_activity(parsed.messages)
 
-        def plan(start: int, units: list[str], link: tuple[str, int | None] | None) -> _Plan:
+        def plan(
+            start: int,
+            units: list[str],
+            link: tuple[str, int | None] | None,
+            back: LogPoint | None,
+        ) -> _Plan:
             def batches(session_id: str) -> Iterator[list[LogRecord]]:
                 if start:
                     replayer = Replayer.resume(session_id, DatabaseLogStore())
+                    if back is not None:
+                        yield replayer.rewind(back, _REGROWN)
                 else:
                     replayer = self._replayer(
                         session_id,
@@ -444,6 +459,7 @@ class Writer:
             parent,
             lambda shared: seq_at(parsed, shared),
             branch=trunk is not None,
+            regrown=lambda public_id, shared: regrown(public_id, parsed, shared),
         )
         if session_id is None:
             return
@@ -544,11 +560,12 @@ class Writer:
         key: str,
         location: str,
         units: list[str],
-        plan: Callable[[int, list[str], tuple[str, int | None] | None], _Plan],
+        plan: Callable[[int, list[str], tuple[str, int | None] | None, LogPoint | None], _Plan],
         parent: tuple[str, int | None] | None,
         seq_at: Callable[[int], int | None],
         *,
         branch: bool = False,
+        regrown: Callable[[str, int], LogPoint | None] = lambda public_id, shared: None,
     ) -> str | None:
         """Bring the stored copy of one conversation up to ``units``; the session's id.
 
@@ -556,7 +573,9 @@ class Writer:
         stored one: the rest is appended (``_append``). A changed past (or
         ``branch``: ``key`` is the trunk's): the copy goes under the branch key
         of the first unit that differs, linked to the stored session, and is
-        compared again there. ``None`` when it was refused (a problem says why).
+        compared again there, unless ``regrown`` gives the point to rewind the
+        stored one to (its last messages were imported while still being
+        written: ``growth``). ``None`` when it was refused (a problem says why).
         """
         conflicts = 0
         branched = False
@@ -572,9 +591,10 @@ class Writer:
                     self.report.skipped.append(Skipped(location or self.source, public_id))
                     self.report.outcomes.append(Outcome(location, public_id, "unchanged"))
                     return public_id
-                if found.kind == "extends":
+                back = regrown(public_id, found.shared) if found.kind == "diverges" else None
+                if found.kind == "extends" or back is not None:
                     try:
-                        update = plan(found.shared, units, None)
+                        update = plan(found.shared, units, None, back)
                         added = self._append(public_id, stored_units, update)
                     except _Conflict:
                         continue  # another import appended first: compare with what it wrote
@@ -589,7 +609,7 @@ class Writer:
                 parent = (public_id, seq_at(found.shared)) if branched else parent
                 continue
             try:
-                new = dataclasses.replace(plan(0, units, parent), key=key)
+                new = dataclasses.replace(plan(0, units, parent, None), key=key)
                 if branched:
                     new = dataclasses.replace(
                         new, meta_extra={**new.meta_extra, Session.LINEAGE: Session.BRANCH}
@@ -1060,6 +1080,8 @@ INTERNAL_ERROR = (
 )
 _RACE = "imported at the same time by another request; import the file again"
 _BUSY = "being imported by another import right now; import the file again when it has ended"
+# The reason of the rewind that takes back messages imported while still being written.
+_REGROWN = "the file's last messages were still being written when it was imported"
 
 
 def _log_unit(record: dict[str, Any]) -> dict[str, Any]:

@@ -43,12 +43,63 @@ def plain_head(head: bytes) -> bytes:
 
 
 def open_plain(stream: BinaryIO) -> BinaryIO:
-    """``stream`` (binary, seekable), decompressed when it is gzip, rewound."""
+    """``stream`` (binary, seekable), decompressed when it is gzip, rewound.
+
+    A gzip stream that breaks (cut short, a bad checksum) reads to its break,
+    then ends; ``cut_short`` says why it ended there."""
     magic = stream.read(2)
     stream.seek(0)
     if magic == GZIP_MAGIC:
-        return cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
+        return cast(BinaryIO, io.BufferedReader(_GzipToItsBreak(stream)))
     return stream
+
+
+def cut_short(plain: BinaryIO) -> str | None:
+    """Why ``plain`` (from ``open_plain`` or ``bounded_plain``) ended before its
+    file did, as a warning; ``None`` when it did not (or is no gzip stream)."""
+    inner = plain.inner if isinstance(plain, Bounded) else plain
+    raw = getattr(inner, "raw", None)
+    if not isinstance(raw, _GzipToItsBreak) or raw.cut is None:
+        return None
+    return (
+        f"the gzip stream breaks after {raw.good:,} bytes of text ({raw.cut}): "
+        "what comes before was read, the rest of the file is lost"
+    )
+
+
+class _GzipToItsBreak(io.RawIOBase):
+    """The plain bytes of a gzip stream up to where its compressed data breaks:
+    a file cut short (a download or a copy that stopped) still holds all it
+    decompresses to, and its lines are read like any file's (the last one, cut
+    mid-line, is a torn line). ``cut`` says why it broke, ``good`` where."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        super().__init__()
+        self._gzip = gzip.GzipFile(fileobj=stream, mode="rb")
+        self.cut: str | None = None
+        self.good = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            data = self._gzip.read1(len(buffer))
+        except (EOFError, zlib.error, gzip.BadGzipFile) as error:
+            self.cut = str(error) or type(error).__name__
+            self.good = max(self.good, self._gzip.tell())
+            return 0
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._gzip.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._gzip.tell()
 
 
 class PlainTooLarge(Exception):
@@ -124,7 +175,7 @@ def encoding_problem(head: bytes) -> str | None:
         return "the file is UTF-32 text: save it as UTF-8"
     if head.startswith(_UTF16_32_BOMS):
         return "the file is UTF-16 text: save it as UTF-8"
-    if b"\x00" in head:
+    if b"\x00" in head and _binary(head):
         return "the file is binary, not UTF-8 text"
     try:
         head.decode("utf-8")
@@ -133,6 +184,20 @@ def encoding_problem(head: bytes) -> str | None:
         if error.start < len(head) - 3:
             return f"the file is not UTF-8 text (byte {error.start + 1})"
     return None
+
+
+# Control bytes that text never holds (tab, line ends, form feed and escape aside).
+_CONTROL = re.compile(rb"[\x01-\x08\x0e-\x1a\x1c-\x1f]")
+
+
+def _binary(head: bytes) -> bool:
+    """Whether NUL bytes in ``head`` make it binary: with other control bytes
+    (a binary format's header), or on most of its lines (UTF-16 without a BOM).
+    A few on a line or two of text are a damaged line, skipped when read."""
+    if _CONTROL.search(head):
+        return True
+    lines = [line for line in head.splitlines() if line.strip()]
+    return 2 * sum(1 for line in lines if b"\x00" in line) > len(lines)
 
 
 def loads(data: bytes) -> Any:
@@ -176,6 +241,10 @@ def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
             yield number, _item(line)
             continue
         nuls = line.count(b"\x00")
+        if not NUL_RUN.search(line):
+            # Lone NULs in a line: damage, not a crash's padding around a good line.
+            yield number, f"a damaged line ({nuls:,} NUL bytes in it) skipped"
+            continue
         yield number, f"{nuls:,} NUL bytes (padding left by a crash) skipped"
         for piece in _NULS.split(line):
             if piece.strip():

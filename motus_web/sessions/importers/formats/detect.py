@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import ijson
 
 from . import anthropic, chatgpt, claude_code, codex, gemini_cli, openhands
-from ._io import HEAD_SIZE, encoding_problem, open_plain, plain_head
+from ._io import HEAD_SIZE, cut_short, encoding_problem, open_plain, plain_head
 from ._json import nesting_too_deep, without_surrogate_escapes
 from .model import FormatProblem, ParsedSession
 
@@ -138,6 +138,8 @@ def parse(
                 yield unrecognised(name, _reason(head))
     except _UNREADABLE as error:
         yield _unreadable(name, error)
+    if why := cut_short(plain):
+        yield FormatProblem(name, "", why, warning=True)
 
 
 # A damaged gzip stream (truncated, bad CRC) or a failing disk, met while reading.
