@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -27,15 +27,17 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django import Settings
 
+from memory import ChatMessage
 from motus_web.sessions import jobs
-from motus_web.sessions.importers import ingest
+from motus_web.sessions.importers import ingest, writer
 from motus_web.sessions.models import ImportJob, Session
 
-from .helpers import confirm, make_session
+from .helpers import confirm, make_session, upload_token
 from .test_import_jobs import send, upload
 from .test_importers import CHAT, as_json
 
 BUSY_SECONDS = 2
+PACE_S = 0.05  # at least this long per batch of 100 messages: 10 s for the whole session
 # Replayed at 3,000 tokens: longer than the requests take (tens of seconds), with a
 # commit every 100 messages; Cancel ends it.
 MESSAGES = 20_000
@@ -87,6 +89,9 @@ def test_logins_forks_uploads_and_cancel_succeed_while_an_import_writes_a_long_s
     teammate.set_password(_PASSWORD)
     teammate.save()
     monkeypatch.setattr(ingest, "BATCH", 100)
+    # Each batch takes at least PACE_S, as a slow replay would: the import outlasts
+    # the requests on a fast machine too (a batch's write still commits at once).
+    monkeypatch.setattr(writer, "batched", _paced)
     theirs = make_session(teammate, turns=4)
     owners = Client(raise_request_exception=False)
     owners.force_login(owner)
@@ -137,7 +142,7 @@ def _another_user(user: User, session: Session) -> list[tuple[str, int]]:
     answers.append(("fork", fork.status_code))
     sent = client.post(
         reverse("dashboard:import_upload"),
-        {"file": _file("mine.json", as_json(CHAT)), "threshold": 3000},
+        {**upload_token(client), "file": _file("mine.json", as_json(CHAT)), "threshold": 3000},
     )
     answers.append(("upload", sent.status_code))
     answers.append(("logout", client.post(reverse("logout")).status_code))
@@ -145,6 +150,12 @@ def _another_user(user: User, session: Session) -> list[tuple[str, int]]:
 
 
 _PASSWORD = "teammate-pass-1234"  # the ``teammate`` fixture's
+
+
+def _paced(messages: Iterable[ChatMessage]) -> Iterator[list[ChatMessage]]:
+    for batch in ingest.batched(messages):
+        time.sleep(PACE_S)
+        yield batch
 
 
 def _file(name: str, data: bytes) -> Any:
