@@ -33,7 +33,8 @@ from motus_web.sessions.importers.formats import (
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data" / "agent-sessions"
 CLAUDE = DATA / "claude-code"
-SHORT = CLAUDE / "spotter-short.jsonl"
+# Kept with the tests (fixtures/claude-code/README.md): the same file as in the shared data.
+SHORT = Path(__file__).parent / "fixtures" / "claude-code" / "spotter-short.jsonl"
 TOOL_HEAVY = CLAUDE / "spotter-tool_heavy.jsonl"
 COMPACTED = CLAUDE / "spotter-258c7280-ae70-4798-800f-63464d01a85d.noprogress.jsonl"
 SUBAGENT = CLAUDE / "spotter-agent-acompact-fffbd0.jsonl"
