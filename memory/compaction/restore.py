@@ -466,9 +466,9 @@ def _collector_paused() -> Iterator[None]:
     (Moving them to the oldest generation without that walk, with
     ``gc.freeze()`` and ``gc.unfreeze()``, was tried: it saves the walk, a
     fifth of the parse, but objects moved so do not count towards the next
-    full collection, the only one that then frees them, and a dropped
-    memory is a reference cycle: a process restoring memory after memory
-    would hold their garbage far longer.)"""
+    full collection, the only one that then frees any cycle among them: a
+    process restoring memory after memory would hold such garbage far
+    longer.)"""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
