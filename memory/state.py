@@ -30,6 +30,7 @@ from .log.records import MessageRecord, built_clean, now_iso
 from .messages import INSTRUCTION_ROLES, ChatMessage, InstructionRole, InvalidMessageError
 from .tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from .tokens.calibration import TokenCalibration
+from .tokens.counter import ends_turn
 from .tokens.truncation import Truncation, fit_tool_result
 from .units import Classification, TurnTracker, Unit, placeholder_results
 
@@ -100,6 +101,9 @@ class ContextState:
         self.meta: list[EntryMeta] = []
         self.tokens: list[int] = []
         self.tokens_total = 0
+        # Thinking the provider counts only while its turn lasts
+        # (``TokenCounter.turn_reasoning_tokens``): in no message's own count.
+        self.turn_reasoning = 0
         self.tracker = TurnTracker()
         self.next_seq = 0
         # ``BackgroundMemory``: the recalled block sent after the instructions,
@@ -194,7 +198,11 @@ class ContextState:
         the reply's priming. O(1): nothing is re-tokenised."""
         self.sync()
         return (
-            self.instruction_tokens() + self.tools_tokens + self.tokens_total + REPLY_PRIMING_TOKENS
+            self.instruction_tokens()
+            + self.tools_tokens
+            + self.tokens_total
+            + self.turn_reasoning
+            + REPLY_PRIMING_TOKENS
         )
 
     @property
@@ -230,6 +238,7 @@ class ContextState:
         self.tokens = [self.message_tokens(m) for m in self.messages]
         self.meta = [EntryMeta(None, None, None) for _ in self.messages]
         self.tokens_total = sum(self.tokens)
+        self.turn_reasoning = self.counter.current_turn_reasoning(self.messages)
         self._pending = []
         self._running = RunningTotal(None, None, self.tokens_total)
         return True
@@ -340,6 +349,10 @@ class ContextState:
             self._running = RunningTotal(self._running, cell)
         self.messages.append(message)
         self.meta.append(meta)
+        if ends_turn(message):
+            self.turn_reasoning = 0
+        elif message.thinking_blocks:
+            self.turn_reasoning += self.counter.turn_reasoning_tokens(message)
         if not cell.counted:
             self._pending.append((len(self.tokens), cell))
             self.tokens.append(0)  # in tokens_total once counted (sync)
@@ -363,6 +376,7 @@ class ContextState:
         self.meta = meta
         self.tokens = tokens
         self.tokens_total = sum(tokens)
+        self.turn_reasoning = self.counter.current_turn_reasoning(messages)
         self._pending = []
         self._running = RunningTotal(None, None, self.tokens_total)
 

@@ -591,27 +591,51 @@ class TokenCounter:
 
     def reasoning_tokens(self, message: ChatMessage) -> int:
         """Tokens of an assistant message's reasoning that its provider counts
-        in later requests (``memory.tokens.provider_rules``).
+        in every later request (``memory.tokens.provider_rules``).
 
-        Anthropic: the text of its ``thinking_blocks``, when the model keeps
-        earlier thinking or the message calls tools (the signature is not
-        rendered into the prompt, and a ``redacted_thinking`` block's encrypted
-        size is unknown, so it counts 0). OpenAI chat: its
-        ``reasoning_content``, when the message calls tools. An Anthropic
+        Anthropic: the text of its ``thinking_blocks``, only when the model
+        keeps earlier thinking (the signature is not rendered into the prompt,
+        and a ``redacted_thinking`` block's encrypted size is unknown, so it
+        counts 0); the thinking of the current turn's tool-use replies is
+        ``turn_reasoning_tokens``, counted by the context while that turn
+        lasts. OpenAI chat: its ``reasoning_content``, when the message calls
+        tools (``OpenAIChatClient`` sends it back on those). An Anthropic
         reply fills both fields with the same text; one shape counts one.
         """
         if message.role != "assistant":
             return 0
         if self._anthropic:
-            if not message.thinking_blocks:
+            if not (message.thinking_blocks and self.rules.counts_earlier_thinking):
                 return 0
-            if not (self.rules.counts_earlier_thinking or message.tool_calls):
-                return 0
-            texts = [b.get("thinking") for b in message.thinking_blocks]
-            return sum(self.count(t) for t in texts if isinstance(t, str))
+            return self._thinking_text_tokens(message)
         if message.reasoning_content and message.tool_calls:
             return self.count(message.reasoning_content)
         return 0
+
+    def turn_reasoning_tokens(self, message: ChatMessage) -> int:
+        """Tokens of a reply's reasoning that count only while its turn lasts.
+
+        Anthropic, "The context window with extended thinking"
+        (https://docs.anthropic.com/en/docs/build-with-claude/context-windows):
+        ``context_window = (input_tokens - previous_thinking_tokens) +
+        current_turn_tokens``. The thinking of a tool-use reply goes back with
+        its results and counts until the next user message that is not a tool
+        result; then the API strips it. 0 for models that keep earlier thinking
+        (``reasoning_tokens`` counts it for good) and for the chat format.
+        """
+        if not (
+            self._anthropic
+            and message.role == "assistant"
+            and message.tool_calls
+            and message.thinking_blocks
+            and not self.rules.counts_earlier_thinking
+        ):
+            return 0
+        return self._thinking_text_tokens(message)
+
+    def _thinking_text_tokens(self, message: ChatMessage) -> int:
+        texts = [b.get("thinking") for b in message.thinking_blocks or ()]
+        return sum(self.count(t) for t in texts if isinstance(t, str))
 
     def tools_tokens(self, schemas: Sequence[Mapping[str, Any]]) -> int:
         """Tokens the tool ``schemas`` (OpenAI function-tool dicts) add to a
@@ -620,10 +644,36 @@ class TokenCounter:
         return tools_tokens(schemas, self.rules, self.count)
 
     def context_tokens(self, messages: Iterable[ChatMessage | Mapping[str, Any]]) -> int:
-        """Tokens of a whole request's messages, plus ``REPLY_PRIMING_TOKENS``."""
-        return REPLY_PRIMING_TOKENS + sum(
-            self.message_tokens(ChatMessage.coerce(m)) for m in messages
+        """Tokens of a whole request's messages, plus ``REPLY_PRIMING_TOKENS``
+        and the current turn's reasoning (``turn_reasoning_tokens`` of the
+        turn in progress: ``current_turn_reasoning``)."""
+        coerced = [ChatMessage.coerce(m) for m in messages]
+        return (
+            REPLY_PRIMING_TOKENS
+            + sum(self.message_tokens(m) for m in coerced)
+            + self.current_turn_reasoning(coerced)
         )
+
+    def current_turn_reasoning(self, messages: Sequence[ChatMessage]) -> int:
+        """``turn_reasoning_tokens`` summed over the tool-use replies of the
+        turn in progress: those after the last user message, unless a reply
+        without tool calls ended the turn (the next request starts a new one).
+        Reads no message where no reply's thinking is counted per turn (a
+        restore's messages stay unbuilt: ``memory.log.logged_message``)."""
+        if not self._anthropic or self.rules.counts_earlier_thinking:
+            return 0
+        total = 0
+        for message in reversed(messages):
+            if ends_turn(message):
+                break
+            total += self.turn_reasoning_tokens(message)
+        return total
+
+
+def ends_turn(message: ChatMessage) -> bool:
+    """A user message, or a reply that calls no tools: the thinking of the
+    tool-use replies before it no longer counts (``turn_reasoning_tokens``)."""
+    return message.role == "user" or (message.role == "assistant" and not message.tool_calls)
 
 
 def count_tokens(text: str, model: str | None = None) -> int:

@@ -4,6 +4,8 @@ system message (``memory.tokens.provider_rules``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, TokenCounter, ToolCall
@@ -60,16 +62,87 @@ def without_reasoning(message: ChatMessage) -> ChatMessage:
     return ChatMessage(role="assistant", content=message.content, tool_calls=message.tool_calls)
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"])
+STRIPPING_MODELS = ["claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"]
+
+
+def exchange(turns: int, *, blocks: bool = True) -> list[ChatMessage]:
+    """``turns`` turns of: a question, a tool-use reply with thinking, its
+    result, an answer with thinking."""
+    messages: list[ChatMessage] = []
+    for turn in range(turns):
+        call = ToolCall(id=f"toolu_{turn}", name="weather", arguments='{"city": "Lisbon"}')
+        messages += [
+            ChatMessage.user(f"Question {turn}: what is the weather in Lisbon?"),
+            ChatMessage(
+                role="assistant",
+                content=None,
+                tool_calls=(call,),
+                thinking_blocks=(BLOCK,) if blocks else None,
+            ),
+            ChatMessage.tool("Sunny, 24 C.", call.id),
+            ChatMessage(
+                role="assistant", content="Sunny.", thinking_blocks=(BLOCK,) if blocks else None
+            ),
+        ]
+    return messages
+
+
+@pytest.mark.parametrize("model", STRIPPING_MODELS)
 def test_an_earlier_answers_thinking_is_not_counted_where_the_api_strips_it(model: str) -> None:
     counter = TokenCounter.for_model(model)
     answer = reply(calls=False)
     assert counter.message_tokens(answer) == counter.message_tokens(without_reasoning(answer))
-    # The thinking of a tool-use reply is the current turn's: counted, once.
+    # A tool-use reply's thinking belongs to its turn, not to the message's own count.
     calling = reply(calls=True)
-    assert counter.message_tokens(calling) == counter.message_tokens(
-        without_reasoning(calling)
-    ) + counter.count(THOUGHT)
+    assert counter.message_tokens(calling) == counter.message_tokens(without_reasoning(calling))
+    assert counter.turn_reasoning_tokens(calling) == counter.count(THOUGHT)
+
+
+@pytest.mark.parametrize("model", STRIPPING_MODELS)
+def test_a_tool_use_replys_thinking_counts_until_the_next_user_message(model: str) -> None:
+    counter = TokenCounter.for_model(model)
+    loop = exchange(1)[:3]  # question, tool-use reply, its result: the turn goes on
+    plain = exchange(1, blocks=False)[:3]
+    assert counter.context_tokens(loop) == counter.context_tokens(plain) + counter.count(THOUGHT)
+    # "context_window = (input_tokens - previous_thinking_tokens) + current_turn_tokens"
+    three_turns = [*exchange(3), ChatMessage.user("And tomorrow?")]
+    plain_turns = [*exchange(3, blocks=False), ChatMessage.user("And tomorrow?")]
+    assert counter.context_tokens(three_turns) == counter.context_tokens(plain_turns)
+
+
+@pytest.mark.parametrize("model", STRIPPING_MODELS)
+async def test_a_memory_counts_earlier_turns_thinking_as_the_api_does(
+    model: str, tmp_path: Path
+) -> None:
+    async def memory_of(messages: list[ChatMessage], session_id: str) -> CompactionMemory:
+        config = CompactionMemoryConfig(
+            token_threshold=100_000, session_id=session_id, log_base_path=str(tmp_path)
+        )
+        memory = CompactionMemory(config=config, model_name=model)
+        for message in messages:
+            await memory.add_message(message)
+        return memory
+
+    counter = TokenCounter.for_model(model)
+    thinking = await memory_of(exchange(3), "thinking")
+    plain = await memory_of(exchange(3, blocks=False), "plain")
+    # Three turns of thinking, none of them counted once the turn is over.
+    assert thinking.estimate_context_tokens() == plain.estimate_context_tokens()
+    # A new turn's tool-use reply: its thinking counts while its results are pending an answer.
+    call = ToolCall(id="toolu_9", name="weather", arguments='{"city": "Porto"}')
+    for memory, blocks in ((thinking, (BLOCK,)), (plain, None)):
+        await memory.add_message(ChatMessage.user("And Porto?"))
+        await memory.add_message(
+            ChatMessage(role="assistant", content=None, tool_calls=(call,), thinking_blocks=blocks)
+        )
+    assert thinking.estimate_context_tokens() == plain.estimate_context_tokens() + counter.count(
+        THOUGHT
+    )
+    # A restore reads the same figure back.
+    restored = CompactionMemory.restore_from_log(
+        session_id="thinking", log_base_path=str(tmp_path), model_name=model
+    )
+    assert restored.estimate_context_tokens() == thinking.estimate_context_tokens()
 
 
 @pytest.mark.parametrize(
