@@ -1,3 +1,6 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -9,7 +12,7 @@ from motus_web.sessions.limits import REPLAY_THRESHOLD_MAX, REPLAY_THRESHOLD_MIN
 from motus_web.sessions.long_term_store import owner_scope
 
 from .providers import ChatModel
-from .tools import overhead
+from .tools import Overhead, overhead
 
 
 def _model_choices() -> list[tuple[str, str]]:
@@ -65,14 +68,9 @@ class NewChatForm(forms.Form):
         system prompt and the tool schemas cannot be compacted, so every turn
         would end "still over the threshold"."""
         data = super().clean() or {}
-        threshold, name = data.get("token_threshold"), data.get("model")
-        if threshold is None or name is None or "system_prompt" not in data:
+        threshold, floor = data.get("token_threshold"), self.overhead()
+        if threshold is None or floor is None:
             return data
-        model = chat_model(name)
-        config = memory_config(threshold, model)
-        floor = overhead(
-            config, model.model, data["system_prompt"], remember=bool(data.get("remember"))
-        )
         if threshold <= floor.context_tokens:
             self.add_error(
                 "token_threshold",
@@ -83,6 +81,51 @@ class NewChatForm(forms.Form):
                 "make them smaller.",
             )
         return data
+
+    def overhead(self) -> Overhead | None:
+        """What every request of the chat these fields describe carries before any
+        message; ``None`` until a model and a prompt are known (an unbound form:
+        the first model and the initial prompt)."""
+        if not self.is_bound:
+            choices = _model_choices()
+            name = choices[0][0] if choices else None
+            prompt, remember = self.fields["system_prompt"].initial, False
+        else:
+            data = getattr(self, "cleaned_data", {})
+            name, prompt = data.get("model"), data.get("system_prompt")
+            remember = bool(data.get("remember"))
+        if name is None or prompt is None:
+            return None
+        model = chat_model(name)
+        config = memory_config(None, model)
+        return overhead(config, model.model, prompt, remember=remember)
+
+    def threshold_advice(self) -> ThresholdAdvice | None:
+        """What the page says about the threshold before the chat is created."""
+        floor = self.overhead()
+        if floor is None:
+            return None
+        threshold = getattr(self, "cleaned_data", {}).get("token_threshold")
+        return ThresholdAdvice(floor, threshold)
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdAdvice:
+    """The fixed parts of a new chat's requests and the threshold chosen
+    (``None``: the model's window times the safety ratio)."""
+
+    overhead: Overhead
+    threshold: int | None
+
+    @property
+    def room(self) -> int | None:
+        """Tokens the threshold leaves above the fixed parts (negative: none)."""
+        return None if self.threshold is None else self.threshold - self.overhead.fixed_tokens
+
+    @property
+    def too_small(self) -> bool:
+        """The threshold leaves less than ``CONVERSATION_ROOM_TOKENS`` above the fixed parts."""
+        return self.threshold is not None and self.threshold < self.overhead.suggested_threshold
 
 
 def chat_model(name: str) -> ChatModel:

@@ -5,8 +5,8 @@ A chat turn's agent gets ``CHAT_TOOLS`` plus the memory's own tools
 schemas with every request. The memory counts them (``set_tools``) in its
 estimate, so the sizes a chat logs include them; the log itself holds
 messages only, so a page that restores the memory from the log does not.
-``overhead`` gives both figures the pages show and the floor the new-chat
-form checks a threshold against.
+``overhead`` gives both figures the pages show, the floor the new-chat
+form checks a threshold against, and the threshold it suggests.
 """
 
 from __future__ import annotations
@@ -54,6 +54,13 @@ def new_chat_tool_schemas(
     return chat_tool_schemas(_chat_memory(config, None, remember))
 
 
+# Room a threshold should leave above the fixed parts: a continuation message
+# (its template, the summary and the kept-verbatim ledger) and the newest turn
+# kept verbatim. Below it every turn compacts, and the summary has no room to
+# keep what the user named.
+CONVERSATION_ROOM_TOKENS = 600
+
+
 @dataclass(frozen=True, slots=True)
 class Overhead:
     """What every request of a live chat carries before any message, in tokens."""
@@ -61,6 +68,18 @@ class Overhead:
     context_tokens: int  # system prompt, tool schemas and reply priming: the memory's estimate
     tool_tokens: int  # the tool schemas alone
     tool_names: tuple[str, ...]
+    recall_tokens: int = 0  # the recalled memories' budget, placed with the instructions
+
+    @property
+    def fixed_tokens(self) -> int:
+        """What compaction cannot make smaller: the request before any message,
+        with a full recalled block."""
+        return self.context_tokens + self.recall_tokens
+
+    @property
+    def suggested_threshold(self) -> int:
+        """The least threshold that leaves ``CONVERSATION_ROOM_TOKENS`` for the conversation."""
+        return self.fixed_tokens + CONVERSATION_ROOM_TOKENS
 
 
 def overhead(
@@ -82,7 +101,8 @@ def overhead(
     schemas = chat_tool_schemas(memory) if schemas is None else list(schemas)
     memory.set_tools(schemas)
     tokens = memory.estimate_context_tokens()
-    return Overhead(tokens, memory.tool_schema_tokens, tool_names(schemas))
+    recall = memory.recall_budget_tokens if isinstance(memory, BackgroundMemory) else 0
+    return Overhead(tokens, memory.tool_schema_tokens, tool_names(schemas), recall)
 
 
 def session_overhead(

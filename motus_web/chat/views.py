@@ -9,7 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_http_methods, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from memory import ConfigurationError
 from motus_web.dashboard.access import visible_session
@@ -60,7 +60,20 @@ def chat_new(request: HttpRequest) -> HttpResponse:
             extra=long_term,
         )
         return redirect("chat:chat", public_id=session.public_id)
-    return render(request, "chat/new.html", {"form": form}, status=400 if form.errors else 200)
+    context = {"form": form, "advice": form.threshold_advice()}
+    return render(request, "chat/new.html", context, status=400 if form.errors else 200)
+
+
+@require_POST
+@login_required
+def chat_new_check(request: HttpRequest) -> HttpResponse:
+    """What the new-chat form's fields leave for the conversation, before anything
+    is created (the form asks for it as its fields change): a fragment."""
+    if not settings.MOTUS_CHAT_MODELS:
+        raise Http404("no chat model is configured")
+    form = NewChatForm(request.POST)
+    form.is_valid()  # the advice reads what is valid; errors are the submission's to show
+    return render(request, "chat/new.html#threshold-advice", {"advice": form.threshold_advice()})
 
 
 @require_safe

@@ -262,3 +262,57 @@ def test_the_chat_gauge_names_the_tool_schemas_every_request_carries(
     chat_page = logged_in(owner).get(f"/sessions/{session.public_id}/chat/").content.decode()
 
     assert f"the tool schemas ({tools:,} tokens for calculator, current_time" in chat_page
+
+
+def test_the_new_chat_page_names_the_least_threshold_that_leaves_room_to_talk(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = (scripted_model("http://127.0.0.1:9/v1"),)
+    from motus_web.chat.forms import NewChatForm
+    from motus_web.chat.tools import CONVERSATION_ROOM_TOKENS
+
+    fixed = NewChatForm().overhead()
+    assert fixed is not None and fixed.recall_tokens == 0
+    page = logged_in(owner).get("/chat/new/").content.decode()
+    suggested = fixed.context_tokens + CONVERSATION_ROOM_TOKENS
+    assert (
+        f"The least threshold that leaves room for the conversation is <strong>{suggested:,}"
+        in (page)
+    )
+    assert "every turn would compact" not in page
+
+
+def test_a_threshold_that_leaves_no_room_above_the_recall_budget_is_warned_before_creating(
+    owner: User, settings: Settings
+) -> None:
+    settings.MOTUS_CHAT_MODELS = (scripted_model("http://127.0.0.1:9/v1"),)
+    from memory.background.memory import DEFAULT_RECALL_BUDGET
+
+    client = logged_in(owner)
+    fields = {"title": "Tight", "model": "scripted", "system_prompt": "Be brief."}
+    plain = client.post(
+        "/chat/new/check/", {**fields, "token_threshold": 4000}, HTTP_HX_REQUEST="true"
+    )
+    remembering = client.post(
+        "/chat/new/check/",
+        {**fields, "token_threshold": 600, "remember": "on"},
+        HTTP_HX_REQUEST="true",
+    )
+
+    assert plain.status_code == remembering.status_code == 200
+    assert "<html" not in remembering.content.decode()  # the fragment alone
+    assert "every turn would compact" not in plain.content.decode()
+    warned = remembering.content.decode()
+    assert "A threshold of 600 leaves nothing for the conversation" in warned
+    assert f"up to {DEFAULT_RECALL_BUDGET:,} of recalled memories" in warned
+    # Nothing is created by asking.
+    assert not Session.objects.filter(title="Tight").exists()
+
+
+def test_asking_about_a_threshold_needs_a_login(settings: Settings) -> None:
+    from django.test import Client
+
+    settings.MOTUS_CHAT_MODELS = (scripted_model("http://127.0.0.1:9/v1"),)
+    response = Client().post("/chat/new/check/", {"token_threshold": 600})
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
