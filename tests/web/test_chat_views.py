@@ -272,7 +272,8 @@ def test_the_new_chat_page_names_the_least_threshold_that_leaves_room_to_talk(
     from motus_web.chat.tools import CONVERSATION_ROOM_TOKENS
 
     fixed = NewChatForm().overhead()
-    assert fixed is not None and fixed.recall_tokens == 0
+    assert fixed is not None
+    assert fixed.recall_tokens == 0
     page = logged_in(owner).get("/chat/new/").content.decode()
     suggested = fixed.context_tokens + CONVERSATION_ROOM_TOKENS
     assert (
