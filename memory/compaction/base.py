@@ -14,10 +14,15 @@ depends on the last turn unit:
 The new context is ``[system prompt, continuation(summary), *kept]``. There is
 at most one continuation message: a new summary folds the previous one in.
 Kept messages are the same objects, byte-identical. A compaction that fails
-(the summariser raises, times out, returns nothing, or would not lower the
-token count) changes nothing, is recorded, and is tried again at the next
-boundary; when model summarisation keeps failing and the context is about to
-overflow, the offline summariser takes over. When even the floor (system
+(the summariser raises, times out, returns nothing, or, when automatic, would
+not lower the token count) changes nothing, is recorded, and is tried again at
+the next boundary. An explicit ``compact()`` does what it is asked on any
+context with something to fold, as the reference does: a summary longer than
+what it folds is committed, with a ``warning`` on its compaction record and
+trace event (the guard stays for automatic compaction, where a summary that
+does not shrink the context would fire again at every boundary). When model
+summarisation keeps failing and the context is about to overflow, the
+offline summariser takes over. When even the floor (system
 prompt + summary + kept messages) is above the threshold, one warning is
 recorded and auto-compaction skips the boundaries where that stays true,
 instead of compacting again at every one.
@@ -79,6 +84,7 @@ class Draft:
     tokens_after: int
     ledger: Ledger
     given_way: list[LedgerEntry]
+    warning: str | None = None
 
 
 def compaction_trace_fields(record: Compaction) -> dict[str, Any]:
@@ -232,7 +238,9 @@ class CompactionBase(BaseMemory):
         what the summary must keep; every summariser is given them, and the
         compaction record keeps them. Returns the new summary, or ``None``
         when there was nothing to fold (``nothing_to_fold()`` says why) or
-        the attempt failed (the failure is in the trace and the log).
+        the attempt failed (the failure is in the trace and the log). A
+        summary that leaves the context no smaller is not a failure here: the
+        compaction is made and its record and trace event carry a ``warning``.
         """
         summary = await self._compact("manual", instructions=instructions or None)
         await self.flush()
@@ -308,14 +316,18 @@ class CompactionBase(BaseMemory):
         summariser = self.summariser
         folded = [(state.meta[i].seq, state.messages[i]) for i in plan.summarize]
         try:
-            draft = await self._draft(summariser, request, folded, kept_tokens, tokens_before)
+            draft = await self._draft(
+                summariser, request, folded, kept_tokens, tokens_before, trigger
+            )
         except CompactionError as exc:
             self._record_failure(trigger, str(exc), tokens_before, started, summariser.name)
             if not self._should_fall_back(tokens_before, summariser):
                 return None
             fallback = OfflineSummariser()
             try:
-                draft = await self._draft(fallback, request, folded, kept_tokens, tokens_before)
+                draft = await self._draft(
+                    fallback, request, folded, kept_tokens, tokens_before, trigger
+                )
             except CompactionError as again:
                 self._record_failure(trigger, str(again), tokens_before, started, fallback.name)
                 return None
@@ -335,10 +347,12 @@ class CompactionBase(BaseMemory):
         folded: list[tuple[int | None, ChatMessage]],
         kept_tokens: int,
         tokens_before: int,
+        trigger: Trigger,
     ) -> Draft:
         """The summary ``summariser`` writes, with the ledger carried on when
         it is one of the library's (``memory.compaction.ledger``). Raises
-        ``CompactionError`` when it fails or would not lower ``tokens_before``."""
+        ``CompactionError`` when it fails, or when an automatic compaction
+        would not lower ``tokens_before`` (a manual one gets a warning)."""
         head = self._state.head
         ledger, given_way = Ledger(), list[LedgerEntry]()
         if summariser.carries_ledger:
@@ -362,12 +376,17 @@ class CompactionBase(BaseMemory):
             message, content_tokens=request.counter.count_lines(message.text)
         )
         tokens_after = self._tokens_after(continuation, kept_tokens)
+        warning = None
         if tokens_after >= tokens_before:
-            raise CompactionError(
+            not_smaller = (
                 "the summary would not make the context smaller "
                 f"({tokens_before:,} -> {tokens_after:,} tokens)"
             )
-        return Draft(summary, continuation, tokens_after, ledger, given_way)
+            if trigger == "auto":
+                raise CompactionError(not_smaller)
+            warning = f"compacted as asked, but {not_smaller}"
+            logger.warning("manual compaction: %s", warning)
+        return Draft(summary, continuation, tokens_after, ledger, given_way, warning)
 
     async def _with_ledger(
         self, summariser: Summariser, request: SummaryRequest, summary: Summary, ledger: Ledger
@@ -438,6 +457,7 @@ class CompactionBase(BaseMemory):
             usage=summary.usage_record(),
             ledger=draft.ledger.to_record() or None,
             ledger_given_way=[entry.to_dict() for entry in draft.given_way] or None,
+            warning=draft.warning,
         )
         self._apply_compaction(record)
         self._consecutive_failures = 0

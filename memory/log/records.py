@@ -62,7 +62,9 @@ hold whatever the memory writes.
     ``{"input_tokens", "output_tokens", "model"}``, when a model wrote it),
     ``ledger`` (what the summary carries verbatim to the next compaction:
     ``memory.compaction.ledger``) and ``ledger_given_way`` (the entries that
-    did not fit its budget and were dropped, recorded rather than lost silently).
+    did not fit its budget and were dropped, recorded rather than lost silently),
+    ``warning`` (a manual compaction whose summary did not make the context
+    smaller: done as asked, and said here).
 ``compaction_failed`` (``CompactionFailure``)
     ``trigger``, ``through_seq``, ``error``, ``tokens_before``, ``model``,
     ``duration_s``. The context did not change.
@@ -410,6 +412,7 @@ class Compaction(LogRecord):
     usage: dict[str, Any] | None = None
     ledger: list[dict[str, Any]] | None = None
     ledger_given_way: list[dict[str, Any]] | None = None
+    warning: str | None = None
 
 
 @_record(COMPACTION_FAILED)
