@@ -51,13 +51,14 @@ from ..log.records import (
     CompactionWarning,
     Reset,
     SummaryCorrection,
+    Unpin,
     now_iso,
 )
 from ..messages import ChatMessage
 from ..state import Ingested
 from ..tokens import REPLY_PRIMING_TOKENS
 from ..tokens.model_limits import compaction_threshold
-from . import checkpoint, policy
+from . import checkpoint, pins, policy
 from .checkpoint import Checkpoint
 from .ledger import LEDGER_SHARE, Ledger, LedgerEntry, compose, narrative_of
 from .state import CompactionState, PriorLoader
@@ -350,22 +351,27 @@ class CompactionBase(BaseMemory):
         trigger: Trigger,
     ) -> Draft:
         """The summary ``summariser`` writes, with the ledger carried on when
-        it is one of the library's (``memory.compaction.ledger``). Raises
-        ``CompactionError`` when it fails, or when an automatic compaction
-        would not lower ``tokens_before`` (a manual one gets a warning)."""
+        it is one of the library's (``memory.compaction.ledger``), and with the
+        operator's pins whoever writes it (``memory.compaction.pins``: those of
+        the compaction in force, and those ``request.instructions`` name).
+        Raises ``CompactionError`` when it fails, or when an automatic
+        compaction would not lower ``tokens_before`` (a manual one gets a warning)."""
         head = self._state.head
+        previous = head.ledger if head is not None else Ledger()
+        new_pins = pins.pins_of(request.instructions, self._state.compaction_number + 1)
         ledger, given_way = Ledger(), list[LedgerEntry]()
         if summariser.carries_ledger:
-            previous = head.ledger if head is not None else Ledger()
-            updated = previous.updated(folded, request.instructions)
+            updated = pins.keep_pins(previous, previous.updated(folded, request.instructions))
             share = int(request.budget_tokens * LEDGER_SHARE)
-            ledger, given_way = updated.fit(share, request.counter)
+            ledger, given_way = pins.pinned(updated, new_pins).fit(share, request.counter)
             ledger_tokens = request.counter.count_lines(ledger.render()) if ledger.entries else 0
             request = dataclasses.replace(
                 request,
                 budget_tokens=max(policy.MIN_SUMMARY_BUDGET, request.budget_tokens - ledger_tokens),
-                previous_summary=narrative_of(request.previous_summary),
+                previous_summary=narrative_of(request.previous_summary, previous),
             )
+        else:
+            ledger = pins.pinned(pins.operator_only(previous), new_pins)
         summary = await summariser.summarise(request)
         if ledger.entries:
             summary = await self._with_ledger(summariser, request, summary, ledger)
@@ -397,6 +403,8 @@ class CompactionBase(BaseMemory):
         narrative is taken when the whole still fits the budget."""
         counter = request.counter
         text = compose(summary.text, ledger)
+        if not summariser.carries_ledger:  # a user's function: its text, then the pins
+            return dataclasses.replace(summary, text=text)
         # Lines the summariser counted already: ``count_lines`` counts only the new ones.
         budget = request.budget_tokens + counter.count_lines(ledger.render())
         room = budget - counter.count_lines(text)
@@ -520,18 +528,53 @@ class CompactionBase(BaseMemory):
         """Replace the summary of the compaction in force with ``summary`` (an
         operator's correction, before the session continues). The compaction
         record keeps the original; a ``summary_correction`` record is logged,
-        and the context and every restore use the corrected text. Raises
-        ``CompactionError`` when no compaction is in force, ``number`` is not
-        it, or ``summary`` is empty.
+        and the context and every restore use the corrected text. The
+        correction is authoritative: the ledger follows it and later
+        compactions fold the corrected text (``memory.compaction.pins``: what
+        it removed is no longer carried, identifiers it added are pinned).
+        Raises ``CompactionError`` when no compaction is in force, ``number``
+        is not it, or ``summary`` is empty.
         """
         state = self._state
         corrected = state.correct_summary(number, summary)
         self._trace.add("summary_correction", compaction_number=corrected)
+        ledger = state.head.ledger if state.head is not None else Ledger()
         self._recorder.record(
             SummaryCorrection(
                 ts=now_iso(),
                 compaction_number=corrected,
                 summary=summary,
+                reason=reason,
+                through_seq=state.next_seq - 1,
+                context_tokens=self.estimate_context_tokens(),
+                ledger=ledger.to_record(),
+            )
+        )
+
+    @property
+    def pins(self) -> list[LedgerEntry]:
+        """What the operator pinned that the compaction in force carries (every
+        later compaction keeps these verbatim until ``unpin``): entries with
+        ``value``, ``kind``, ``pinned_by`` (``"instructions"`` or
+        ``"correction"``) and ``pinned_at`` (the compaction's number)."""
+        return self._state.pins
+
+    def unpin(self, values: list[str], *, reason: str = "", number: int | None = None) -> None:
+        """Let later compactions drop the pinned ``values`` (the context does not
+        change). Logs an ``unpin`` record; a restore keeps the pins that
+        remain. Raises ``CompactionError`` when no compaction is in force,
+        ``number`` is not it, or a value is not pinned.
+        """
+        state = self._state
+        unpinned = state.unpin(number, list(values))
+        self._trace.add("unpin", compaction_number=unpinned, values=list(values))
+        ledger = state.head.ledger if state.head is not None else Ledger()
+        self._recorder.record(
+            Unpin(
+                ts=now_iso(),
+                compaction_number=unpinned,
+                values=list(values),
+                ledger=ledger.to_record(),
                 reason=reason,
                 through_seq=state.next_seq - 1,
                 context_tokens=self.estimate_context_tokens(),
