@@ -4,7 +4,7 @@ A summary is rewritten at every compaction, and every rewrite can lose the
 exact string a user asked to keep: a booking reference, a passport number, "never
 book red-eye flights". The ledger is the part that is not rewritten. Each
 compaction of the library's own compactors (offline and model; a user's
-``compact_fn`` owns its summary) takes the ledger of the compaction in force,
+``compact_fn`` owns its summary, and carries only the operator's pins) takes the ledger of the compaction in force,
 adds what the folded messages name, and carries every entry forward verbatim
 until a later message supersedes it:
 
