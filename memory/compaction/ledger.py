@@ -4,9 +4,9 @@ A summary is rewritten at every compaction, and every rewrite can lose the
 exact string a user asked to keep: a booking reference, a passport number, "never
 book red-eye flights". The ledger is the part that is not rewritten. Each
 compaction of the library's own compactors (offline and model; a user's
-``compact_fn`` owns its summary, and carries only the operator's pins) takes the ledger of the compaction in force,
-adds what the folded messages name, and carries every entry forward verbatim
-until a later message supersedes it:
+``compact_fn`` owns its summary, and carries only the operator's pins) takes
+the ledger of the compaction in force, adds what the folded messages name, and
+carries every entry forward verbatim until a later message supersedes it:
 
 - **instructions**: the user's sentences that tell the agent how to behave or
   what to keep ("remember", "always", "never", "don't", "make sure", "I
