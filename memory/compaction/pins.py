@@ -13,9 +13,11 @@ any summariser writes:
   drop something ("forget X", "no need to keep Y") pins nothing.
 - **Corrections.** A corrected summary is authoritative: the ledger follows it.
   An entry whose value the corrected text no longer holds is removed (pinned
-  or not: the correction is the operator's later word); an identifier the
-  corrected text adds (it was not in the summary corrected) is pinned
-  (``pinned_by="correction"``).
+  or not: the correction is the operator's later word); every identifier in
+  a line the operator wrote (a line of the corrected text that the summary
+  corrected did not have) is pinned (``pinned_by="correction"``), whether or
+  not the summary named it elsewhere: an operator who lists six ids means
+  all six.
 - **Unpinning.** An unpinned entry the conversation named stays an ordinary
   entry (its rank as found); one only the operator named leaves the ledger.
 
@@ -113,12 +115,11 @@ def corrected(ledger: Ledger, original: str, correction: str, number: int) -> Le
     compaction ``number`` with ``correction`` (see the module)."""
     haystack = normalise(correction)
     kept = [entry for entry in ledger.entries if normalise(entry.value) in haystack]
-    before = {normalise(i.value) for i in find_identifiers(original)}
-    before |= {normalise(entry.value) for entry in ledger.entries}
+    had = set(original.splitlines())
+    written = "\n".join(line for line in correction.splitlines() if line not in had)
     added = [
         LedgerEntry(i.kind, i.value, "", None, OPERATOR, USER_ID_RANK, None, BY_CORRECTION, number)
-        for i in find_identifiers(correction)
-        if normalise(i.value) not in before
+        for i in find_identifiers(written)
     ]
     return pinned(Ledger(tuple(kept)), added)
 

@@ -174,6 +174,29 @@ async def test_a_correction_is_followed_by_the_ledger_and_folded_by_later_compac
     assert restored.pins == memory.pins
 
 
+@pytest.mark.parametrize("summariser", ["offline", "compact_fn"])
+async def test_ids_an_operators_correction_lists_are_kept_by_later_compactions(
+    summariser: str,
+) -> None:
+    # The case: Compact now, then the operator adds a line listing all six
+    # reservations; the compactions after it must not fold that line away.
+    store = InMemoryLogStore()
+    memory = new_memory(summariser, store)
+    auto(memory, on=False)
+    for n in range(3):
+        await a_busy_turn(memory, n)
+    first = await memory.compact()
+    assert first is not None
+    auto(memory, on=True)
+
+    memory.correct_summary(f"{first}\nThe user's reservations: {', '.join(IDS)}.")
+
+    assert {p.value: p.pinned_by for p in memory.pins} == dict.fromkeys(IDS, "correction")
+    for later in range(2):
+        await compact_again(memory)
+        assert [rid for rid in IDS if rid not in context_text(memory)] == [], later
+
+
 async def test_unpinning_lets_a_later_compaction_drop_the_value_and_a_restore_agrees() -> None:
     store = InMemoryLogStore()
     memory = new_memory("compact_fn", store)
