@@ -14,10 +14,15 @@ depends on the last turn unit:
 The new context is ``[system prompt, continuation(summary), *kept]``. There is
 at most one continuation message: a new summary folds the previous one in.
 Kept messages are the same objects, byte-identical. A compaction that fails
-(the summariser raises, times out, returns nothing, or would not lower the
-token count) changes nothing, is recorded, and is tried again at the next
-boundary; when model summarisation keeps failing and the context is about to
-overflow, the offline summariser takes over. When even the floor (system
+(the summariser raises, times out, returns nothing, or, when automatic, would
+not lower the token count) changes nothing, is recorded, and is tried again at
+the next boundary. An explicit ``compact()`` does what it is asked on any
+context with something to fold, as the reference does: a summary longer than
+what it folds is committed, with a ``warning`` on its compaction record and
+trace event (the guard stays for automatic compaction, where a summary that
+does not shrink the context would fire again at every boundary). When model
+summarisation keeps failing and the context is about to overflow, the
+offline summariser takes over. When even the floor (system
 prompt + summary + kept messages) is above the threshold, one warning is
 recorded and auto-compaction skips the boundaries where that stays true,
 instead of compacting again at every one.
@@ -46,13 +51,14 @@ from ..log.records import (
     CompactionWarning,
     Reset,
     SummaryCorrection,
+    Unpin,
     now_iso,
 )
 from ..messages import ChatMessage
 from ..state import Ingested
 from ..tokens import REPLY_PRIMING_TOKENS
 from ..tokens.model_limits import compaction_threshold
-from . import checkpoint, policy
+from . import checkpoint, pins, policy
 from .checkpoint import Checkpoint
 from .ledger import LEDGER_SHARE, Ledger, LedgerEntry, compose, narrative_of
 from .state import CompactionState, PriorLoader
@@ -79,6 +85,7 @@ class Draft:
     tokens_after: int
     ledger: Ledger
     given_way: list[LedgerEntry]
+    warning: str | None = None
 
 
 def compaction_trace_fields(record: Compaction) -> dict[str, Any]:
@@ -232,7 +239,9 @@ class CompactionBase(BaseMemory):
         what the summary must keep; every summariser is given them, and the
         compaction record keeps them. Returns the new summary, or ``None``
         when there was nothing to fold (``nothing_to_fold()`` says why) or
-        the attempt failed (the failure is in the trace and the log).
+        the attempt failed (the failure is in the trace and the log). A
+        summary that leaves the context no smaller is not a failure here: the
+        compaction is made and its record and trace event carry a ``warning``.
         """
         summary = await self._compact("manual", instructions=instructions or None)
         await self.flush()
@@ -308,14 +317,18 @@ class CompactionBase(BaseMemory):
         summariser = self.summariser
         folded = [(state.meta[i].seq, state.messages[i]) for i in plan.summarize]
         try:
-            draft = await self._draft(summariser, request, folded, kept_tokens, tokens_before)
+            draft = await self._draft(
+                summariser, request, folded, kept_tokens, tokens_before, trigger
+            )
         except CompactionError as exc:
             self._record_failure(trigger, str(exc), tokens_before, started, summariser.name)
             if not self._should_fall_back(tokens_before, summariser):
                 return None
             fallback = OfflineSummariser()
             try:
-                draft = await self._draft(fallback, request, folded, kept_tokens, tokens_before)
+                draft = await self._draft(
+                    fallback, request, folded, kept_tokens, tokens_before, trigger
+                )
             except CompactionError as again:
                 self._record_failure(trigger, str(again), tokens_before, started, fallback.name)
                 return None
@@ -335,23 +348,30 @@ class CompactionBase(BaseMemory):
         folded: list[tuple[int | None, ChatMessage]],
         kept_tokens: int,
         tokens_before: int,
+        trigger: Trigger,
     ) -> Draft:
         """The summary ``summariser`` writes, with the ledger carried on when
-        it is one of the library's (``memory.compaction.ledger``). Raises
-        ``CompactionError`` when it fails or would not lower ``tokens_before``."""
+        it is one of the library's (``memory.compaction.ledger``), and with the
+        operator's pins whoever writes it (``memory.compaction.pins``: those of
+        the compaction in force, and those ``request.instructions`` name).
+        Raises ``CompactionError`` when it fails, or when an automatic
+        compaction would not lower ``tokens_before`` (a manual one gets a warning)."""
         head = self._state.head
+        previous = head.ledger if head is not None else Ledger()
+        new_pins = pins.pins_of(request.instructions, self._state.compaction_number + 1)
         ledger, given_way = Ledger(), list[LedgerEntry]()
         if summariser.carries_ledger:
-            previous = head.ledger if head is not None else Ledger()
-            updated = previous.updated(folded, request.instructions)
+            updated = pins.keep_pins(previous, previous.updated(folded, request.instructions))
             share = int(request.budget_tokens * LEDGER_SHARE)
-            ledger, given_way = updated.fit(share, request.counter)
+            ledger, given_way = pins.pinned(updated, new_pins).fit(share, request.counter)
             ledger_tokens = request.counter.count_lines(ledger.render()) if ledger.entries else 0
             request = dataclasses.replace(
                 request,
                 budget_tokens=max(policy.MIN_SUMMARY_BUDGET, request.budget_tokens - ledger_tokens),
-                previous_summary=narrative_of(request.previous_summary),
+                previous_summary=narrative_of(request.previous_summary, previous),
             )
+        else:
+            ledger = pins.pinned(pins.operator_only(previous), new_pins)
         summary = await summariser.summarise(request)
         if ledger.entries:
             summary = await self._with_ledger(summariser, request, summary, ledger)
@@ -362,12 +382,17 @@ class CompactionBase(BaseMemory):
             message, content_tokens=request.counter.count_lines(message.text)
         )
         tokens_after = self._tokens_after(continuation, kept_tokens)
+        warning = None
         if tokens_after >= tokens_before:
-            raise CompactionError(
+            not_smaller = (
                 "the summary would not make the context smaller "
                 f"({tokens_before:,} -> {tokens_after:,} tokens)"
             )
-        return Draft(summary, continuation, tokens_after, ledger, given_way)
+            if trigger == "auto":
+                raise CompactionError(not_smaller)
+            warning = f"compacted as asked, but {not_smaller}"
+            logger.warning("manual compaction: %s", warning)
+        return Draft(summary, continuation, tokens_after, ledger, given_way, warning)
 
     async def _with_ledger(
         self, summariser: Summariser, request: SummaryRequest, summary: Summary, ledger: Ledger
@@ -378,6 +403,8 @@ class CompactionBase(BaseMemory):
         narrative is taken when the whole still fits the budget."""
         counter = request.counter
         text = compose(summary.text, ledger)
+        if not summariser.carries_ledger:  # a user's function: its text, then the pins
+            return dataclasses.replace(summary, text=text)
         # Lines the summariser counted already: ``count_lines`` counts only the new ones.
         budget = request.budget_tokens + counter.count_lines(ledger.render())
         room = budget - counter.count_lines(text)
@@ -438,6 +465,7 @@ class CompactionBase(BaseMemory):
             usage=summary.usage_record(),
             ledger=draft.ledger.to_record() or None,
             ledger_given_way=[entry.to_dict() for entry in draft.given_way] or None,
+            warning=draft.warning,
         )
         self._apply_compaction(record)
         self._consecutive_failures = 0
@@ -500,18 +528,53 @@ class CompactionBase(BaseMemory):
         """Replace the summary of the compaction in force with ``summary`` (an
         operator's correction, before the session continues). The compaction
         record keeps the original; a ``summary_correction`` record is logged,
-        and the context and every restore use the corrected text. Raises
-        ``CompactionError`` when no compaction is in force, ``number`` is not
-        it, or ``summary`` is empty.
+        and the context and every restore use the corrected text. The
+        correction is authoritative: the ledger follows it and later
+        compactions fold the corrected text (``memory.compaction.pins``: what
+        it removed is no longer carried, identifiers it added are pinned).
+        Raises ``CompactionError`` when no compaction is in force, ``number``
+        is not it, or ``summary`` is empty.
         """
         state = self._state
         corrected = state.correct_summary(number, summary)
         self._trace.add("summary_correction", compaction_number=corrected)
+        ledger = state.head.ledger if state.head is not None else Ledger()
         self._recorder.record(
             SummaryCorrection(
                 ts=now_iso(),
                 compaction_number=corrected,
                 summary=summary,
+                reason=reason,
+                through_seq=state.next_seq - 1,
+                context_tokens=self.estimate_context_tokens(),
+                ledger=ledger.to_record(),
+            )
+        )
+
+    @property
+    def pins(self) -> list[LedgerEntry]:
+        """What the operator pinned that the compaction in force carries (every
+        later compaction keeps these verbatim until ``unpin``): entries with
+        ``value``, ``kind``, ``pinned_by`` (``"instructions"`` or
+        ``"correction"``) and ``pinned_at`` (the compaction's number)."""
+        return self._state.pins
+
+    def unpin(self, values: list[str], *, reason: str = "", number: int | None = None) -> None:
+        """Let later compactions drop the pinned ``values`` (the context does not
+        change). Logs an ``unpin`` record; a restore keeps the pins that
+        remain. Raises ``CompactionError`` when no compaction is in force,
+        ``number`` is not it, or a value is not pinned.
+        """
+        state = self._state
+        unpinned = state.unpin(number, list(values))
+        self._trace.add("unpin", compaction_number=unpinned, values=list(values))
+        ledger = state.head.ledger if state.head is not None else Ledger()
+        self._recorder.record(
+            Unpin(
+                ts=now_iso(),
+                compaction_number=unpinned,
+                values=list(values),
+                ledger=ledger.to_record(),
                 reason=reason,
                 through_seq=state.next_seq - 1,
                 context_tokens=self.estimate_context_tokens(),

@@ -4,9 +4,9 @@ A summary is rewritten at every compaction, and every rewrite can lose the
 exact string a user asked to keep: a booking reference, a passport number, "never
 book red-eye flights". The ledger is the part that is not rewritten. Each
 compaction of the library's own compactors (offline and model; a user's
-``compact_fn`` owns its summary) takes the ledger of the compaction in force,
-adds what the folded messages name, and carries every entry forward verbatim
-until a later message supersedes it:
+``compact_fn`` owns its summary, and carries only the operator's pins) takes
+the ledger of the compaction in force, adds what the folded messages name, and
+carries every entry forward verbatim until a later message supersedes it:
 
 - **instructions**: the user's sentences that tell the agent how to behave or
   what to keep ("remember", "always", "never", "don't", "make sure", "I
@@ -45,6 +45,11 @@ instructions, and identifiers from a message that asked to remember them, last.
 What gives way is recorded on the compaction record (``ledger_given_way``),
 never dropped silently; an entry that gave way is not carried further.
 
+**The operator's word** (``memory.compaction.pins``): an entry ``pinned_by``
+the instructions of an explicit compaction, or added by an operator's
+correction of a summary, never gives way, whatever the budget, and is listed
+unless the narrative holds it exactly, until the operator unpins it.
+
 In the summary's text the ledger is one block after the narrative, under
 ``LEDGER_HEADING``, listing the entries the narrative does not already contain
 word for word (instructions are always listed). The compaction record keeps
@@ -73,6 +78,8 @@ IDENTIFIERS_CACHE = 1_024
 """Texts whose identifiers are kept (``_identifiers_of``): at most 20 MB of text."""
 
 INSTRUCTION = "instruction"
+PHRASE = "phrase"
+"""An entry's ``kind`` for a quoted phrase the operator pinned."""
 # Ranks: what gives way first has the lowest.
 TOOL_RANK, ASSISTANT_RANK, USER_DETAIL_RANK, USER_ID_RANK, PINNED_RANK = range(5)
 _USER_ID_KINDS = frozenset({"id", "email", "phone", "url", "path", "version"})
@@ -119,8 +126,10 @@ class LedgerEntry:
     """One thing carried verbatim: its ``kind`` (``"instruction"`` or an
     identifier kind), ``value`` (the text exactly as written), ``label`` (the
     words that named it, lower case; ``""`` when none), the ``seq`` and
-    ``role`` of the message it came from, its ``rank`` (see the module) and,
-    for a correction, the value it ``replaces``."""
+    ``role`` of the message it came from (``"operator"``: none, the operator
+    named it), its ``rank`` (see the module), for a correction the value it
+    ``replaces``, and for the operator's word ``pinned_by`` (``"instructions"``
+    or ``"correction"``) and ``pinned_at`` (the compaction's number)."""
 
     kind: str
     value: str
@@ -129,6 +138,8 @@ class LedgerEntry:
     role: str
     rank: int
     replaces: str | None = None
+    pinned_by: str = ""
+    pinned_at: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -142,6 +153,9 @@ class LedgerEntry:
             out["label"] = self.label
         if self.replaces is not None:
             out["replaces"] = self.replaces
+        if self.pinned_by:
+            out["pinned_by"] = self.pinned_by
+            out["pinned_at"] = self.pinned_at
         return out
 
     @classmethod
@@ -153,6 +167,7 @@ class LedgerEntry:
             return None
         label = data.get("label", "")
         replaces = data.get("replaces")
+        pinned_by, pinned_at = data.get("pinned_by"), data.get("pinned_at")
         return cls(
             kind=kind,
             value=value,
@@ -161,15 +176,22 @@ class LedgerEntry:
             role=role if isinstance(role, str) else "user",
             rank=rank if isinstance(rank, int) and not isinstance(rank, bool) else TOOL_RANK,
             replaces=replaces if isinstance(replaces, str) else None,
+            pinned_by=pinned_by if isinstance(pinned_by, str) else "",
+            pinned_at=pinned_at if isinstance(pinned_at, int) and pinned_at is not True else None,
         )
 
     @property
     def key(self) -> str:
         return f"{self.kind}:{normalise(self.value)}"
 
+    @property
+    def pinned(self) -> bool:
+        """Whether it is the operator's word (see the module)."""
+        return bool(self.pinned_by)
+
     def line(self) -> str:
         """How the entry reads in the summary."""
-        if self.kind == INSTRUCTION:
+        if self.kind in (INSTRUCTION, PHRASE):
             text = f'"{self.value}"'
         else:
             text = f"{self.label}: {self.value}" if self.label else self.value
@@ -235,7 +257,8 @@ class Ledger:
 
     def fit(self, budget_tokens: int, counter: _Counter) -> tuple[Ledger, list[LedgerEntry]]:
         """The entries that fit ``budget_tokens`` (as ``render`` writes them all),
-        and those that gave way, in the order of the module's rule."""
+        and those that gave way, in the order of the module's rule. Pinned
+        entries never give way, even past the budget."""
         costs = [counter.count(entry.line()) + 2 for entry in self.entries]
         used = counter.count(LEDGER_HEADING) + 2 + sum(costs)
         order = sorted(range(len(self.entries)), key=lambda i: (self.entries[i].rank, i))
@@ -243,6 +266,8 @@ class Ledger:
         for i in order:
             if used <= budget_tokens:
                 break
+            if self.entries[i].pinned:
+                continue
             dropped.add(i)
             used -= costs[i]
         if len(dropped) == len(self.entries):
@@ -263,7 +288,8 @@ class Ledger:
 
     def render(self, narrative: str = "") -> str:
         """The ledger's block for a summary whose narrative is ``narrative``:
-        the entries the narrative lacks word for word (instructions always);
+        the entries the narrative lacks word for word (instructions always; a
+        pinned entry unless the narrative holds it exactly, case and all);
         ``""`` when there are none."""
         haystack = normalise(narrative)
         lines = [
@@ -271,6 +297,7 @@ class Ledger:
             for entry in self.entries
             if entry.kind == INSTRUCTION
             or entry.replaces is not None
+            or (entry.value not in narrative if entry.pinned else False)
             or normalise(entry.value) not in haystack
         ]
         if not lines:
@@ -284,13 +311,21 @@ def compose(narrative: str, ledger: Ledger) -> str:
     return f"{narrative.rstrip()}\n\n{block}" if block else narrative
 
 
-def narrative_of(summary: str | None) -> str | None:
+def narrative_of(summary: str | None, ledger: Ledger | None = None) -> str | None:
     """The part of a summary before its ledger block (what a summariser folds in
-    again; the ledger itself is carried by the record)."""
+    again; the ledger itself is carried by the record). With ``ledger``, the
+    lines of the block that are none of its entries (an operator's correction
+    wrote them there) stay with the narrative."""
     if summary is None:
         return None
-    head, found, _ = summary.partition(f"\n\n{LEDGER_HEADING}")
-    return head if found else summary
+    head, found, block = summary.partition(f"\n\n{LEDGER_HEADING}")
+    if not found:
+        return summary
+    if ledger is None:
+        return head
+    listed = {f"- {entry.line()}" for entry in ledger.entries}
+    others = [line for line in block.splitlines() if line.strip() and line not in listed]
+    return "\n".join([head, *others]) if others else head
 
 
 # -- finding entries --------------------------------------------------------------------

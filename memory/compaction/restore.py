@@ -11,7 +11,7 @@ restored context is the one the memory had. ``RecordApplier`` does it:
 - a ``compaction`` keeps the messages its ``replayed_seqs`` lists; one written
   by the reference implementation (no ``through_seq``) keeps what its
   ``messages_compacted`` says it kept (``memory.compaction.reference``);
-- ``compaction_revert``, ``summary_correction``, ``rewind``, ``system_prompt``,
+- ``compaction_revert``, ``summary_correction``, ``unpin``, ``rewind``, ``system_prompt``,
   ``tools`` and ``reset`` change the state as they did live (an undo or a
   rewind reads the earlier context it needs from the same log:
   ``memory.log.prefix``); ``compaction_failed`` and ``compaction_warning`` only
@@ -64,12 +64,14 @@ from ..log.records import (
     SystemPromptChange,
     ToolsChange,
     UnknownRecord,
+    Unpin,
     record_from_dict,
 )
 from ..log.store import LineLogStore, LogProblem, LogStore, ReversibleLogStore
 from ..trace import Trace
 from . import checkpoint
 from .base import compaction_trace_fields
+from .ledger import Ledger
 from .meta import session_meta
 from .reference import reference_cut
 from .state import CompactionState, Head, Prior
@@ -159,8 +161,15 @@ class RecordApplier:
                     context_tokens=state.context_tokens(),
                 )
             case SummaryCorrection():
-                state.correct_summary(record.compaction_number, record.summary or "")
+                ledger = Ledger.from_record(record.ledger) if record.ledger is not None else None
+                state.correct_summary(record.compaction_number, record.summary or "", ledger)
                 self.trace.add("summary_correction", compaction_number=record.compaction_number)
+                return record
+            case Unpin():
+                state.unpin(record.compaction_number, list(record.values or []))
+                self.trace.add(
+                    "unpin", compaction_number=record.compaction_number, values=record.values
+                )
                 return record
             case Rewind():
                 self._rewind(record)

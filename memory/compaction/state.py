@@ -11,7 +11,9 @@ change below is applied the same way live and on restore:
   another): the context goes back to what it was just before it, followed by
   every message added since (the documented choice for newer turns: they stay,
   in order; nothing is dropped or duplicated);
-- ``correct_summary(record)``: the continuation carries a corrected summary;
+- ``correct_summary(record)``: the continuation carries a corrected summary,
+  and the ledger follows the correction (``memory.compaction.pins``);
+- ``unpin(number, values)``: the ledger stops carrying those pins;
 - ``rewind(prefix, record)``: the state becomes the one a restore of the log
   up to an earlier point gives, keeping the counters that only grow (seq,
   turn unit, compaction and rewind numbers);
@@ -35,7 +37,8 @@ from ..log.records import Compaction, Rewind
 from ..messages import ChatMessage
 from ..state import ContextState, Entry, EntryMeta
 from ..tokens.calibration import TokenCalibration
-from .ledger import Ledger
+from . import pins
+from .ledger import Ledger, LedgerEntry
 from .summarize import continuation_message
 
 UNDO_SNAPSHOTS = 4
@@ -191,10 +194,20 @@ class CompactionState(ContextState):
         self.replace([*prior.entries, *since])
         return head.number
 
-    def correct_summary(self, number: int | None, summary: str) -> int:
+    @property
+    def pins(self) -> list[LedgerEntry]:
+        """The entries the operator pinned that the compaction in force carries."""
+        head = self.head
+        return [entry for entry in head.ledger.entries if entry.pinned] if head else []
+
+    def correct_summary(
+        self, number: int | None, summary: str, ledger: Ledger | None = None
+    ) -> int:
         """The compaction in force (``number``, when given, must be it) carries
-        ``summary`` from now on; returns its number. Raises ``CompactionError``
-        when none is in force, ``number`` is another, or ``summary`` is empty."""
+        ``summary`` from now on, and the ledger ``ledger`` (``None``: the
+        ledger that follows the correction, ``pins.corrected``); returns its
+        number. Raises ``CompactionError`` when none is in force, ``number``
+        is another, or ``summary`` is empty."""
         head = self.head
         if head is None or (number is not None and head.number != number):
             raise CompactionError(
@@ -203,11 +216,36 @@ class CompactionState(ContextState):
             )
         if not summary.strip():
             raise CompactionError("a corrected summary must not be empty")
+        if ledger is None:
+            ledger = pins.corrected(head.ledger, head.summary, summary, head.number)
+        head.ledger = ledger
         head.summary = summary
         head.continuation = None
         message = head.message()
         entries = self.entries()
         self.replace([(message, entries[0][1], self.message_tokens(message)), *entries[1:]])
+        return head.number
+
+    def unpin(self, number: int | None, values: list[str]) -> int:
+        """Stop carrying the pins ``values`` of the compaction in force
+        (``number``, when given, must be it); the context is unchanged (the
+        summary holds them now; the next compaction may let them go).
+        Returns its number. Raises ``CompactionError`` when none is in force,
+        ``number`` is another, or a value is not pinned."""
+        head = self.head
+        if head is None or (number is not None and head.number != number):
+            raise CompactionError(
+                "cannot unpin: "
+                + (
+                    f"compaction {head.number} is the one in force"
+                    if head
+                    else "no compaction is in force"
+                )
+            )
+        ledger, missing = pins.unpinned(head.ledger, values)
+        if missing or not values:
+            raise CompactionError(f"cannot unpin {', '.join(missing) or 'nothing'}: not pinned")
+        head.ledger = ledger
         return head.number
 
     # -- rewind ----------------------------------------------------------------

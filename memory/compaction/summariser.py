@@ -15,7 +15,9 @@ and gets a ``Summary`` (the text and how it was made). Three implement it:
   ``instructions`` as keyword arguments when its signature accepts them (a
   parameter of that name or ``**kwargs``), and its ``messages`` start with the
   current continuation message when the context holds a summary, so a new
-  summary can fold the old one in.
+  summary can fold the old one in. It owns its summary, but for the
+  operator's pins (``memory.compaction.pins``): the compaction appends those
+  its text lacks.
 
 Every one raises ``CompactionError`` when it cannot give a whole summary; the
 compaction then leaves the context as it was.

@@ -62,7 +62,9 @@ hold whatever the memory writes.
     ``{"input_tokens", "output_tokens", "model"}``, when a model wrote it),
     ``ledger`` (what the summary carries verbatim to the next compaction:
     ``memory.compaction.ledger``) and ``ledger_given_way`` (the entries that
-    did not fit its budget and were dropped, recorded rather than lost silently).
+    did not fit its budget and were dropped, recorded rather than lost silently),
+    ``warning`` (a manual compaction whose summary did not make the context
+    smaller: done as asked, and said here).
 ``compaction_failed`` (``CompactionFailure``)
     ``trigger``, ``through_seq``, ``error``, ``tokens_before``, ``model``,
     ``duration_s``. The context did not change.
@@ -101,7 +103,16 @@ hold whatever the memory writes.
     ``compaction_number`` (the compaction in force whose summary is
     corrected), ``summary`` (the corrected text; the compaction record keeps
     the original), ``reason``, ``through_seq``, ``context_tokens``: the
-    continuation message carries the corrected summary from now on.
+    continuation message carries the corrected summary from now on. Added:
+    ``ledger`` (the compaction's ledger as the correction left it:
+    ``memory.compaction.pins``; absent in older logs, where a restore works
+    it out the same way).
+``unpin`` (``Unpin``)
+    ``compaction_number`` (the compaction in force), ``values`` (the pinned
+    values the operator let go), ``ledger`` (the ledger after), ``reason``,
+    ``through_seq``, ``context_tokens``. The context does not change; later
+    compactions no longer have to keep those values. A reader older than this
+    type skips it (with a note) and keeps the pins.
 
 ``memory_recall`` (``MemoryRecall``)
     ``BackgroundMemory`` only: the block of long-term memories placed in the
@@ -164,6 +175,7 @@ RESET = "reset"
 TOOLS = "tools"
 REWIND = "rewind"
 SUMMARY_CORRECTION = "summary_correction"
+UNPIN = "unpin"
 MEMORY_RECALL = "memory_recall"
 MEMORY_EXTRACTION = "memory_extraction"
 CHECKPOINT = "checkpoint"
@@ -410,6 +422,7 @@ class Compaction(LogRecord):
     usage: dict[str, Any] | None = None
     ledger: list[dict[str, Any]] | None = None
     ledger_given_way: list[dict[str, Any]] | None = None
+    warning: str | None = None
 
 
 @_record(COMPACTION_FAILED)
@@ -478,6 +491,18 @@ class Rewind(LogRecord):
 class SummaryCorrection(LogRecord):
     compaction_number: int | None = None
     summary: str | None = None
+    reason: str | None = None
+    through_seq: int | None = None
+    context_tokens: int | None = None
+    ledger: list[dict[str, Any]] | None = None
+
+
+@_record(UNPIN)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Unpin(LogRecord):
+    compaction_number: int | None = None
+    values: list[str] | None = None
+    ledger: list[dict[str, Any]] | None = None
     reason: str | None = None
     through_seq: int | None = None
     context_tokens: int | None = None

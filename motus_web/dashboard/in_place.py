@@ -1,5 +1,5 @@
 """Operator actions that change a live session in place: rewind to a message
-(and undo a rewind), correct a compaction's summary, compact now.
+(and undo a rewind), correct a compaction's summary, compact now, unpin.
 
 The same rules as ``actions``: owners and staff only (anyone else gets 404),
 a form that names its target and the session's record count and carries a
@@ -266,6 +266,45 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
         return _not_compacted(request, session, event.error or "", instructions, where)
     messages.success(request, done)
     return see_other(where)
+
+
+# -- unpin ---------------------------------------------------------------------------
+
+
+@require_POST
+@login_required
+def unpin(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Let later compactions drop one pinned value (a form on the session page,
+    naming the value and the record count it saw)."""
+    session = visible_session(request, public_id)
+    value = request.POST.get("value", "")
+    back = session_url(session)
+    if not value:
+        return Refused(400, "Not unpinned", "The form names no pinned value.", back).response(
+            request
+        )
+    reason = _reason(request, "unpinned from the dashboard")
+    try:
+        as_of = form_number(request, "as_of")
+    except Refused as refused:
+        return refused.response(request)
+
+    def do() -> str:
+        number = in_place.unpin(session, value, reason, as_of=as_of)
+        return (
+            f"{value} is no longer pinned: compaction {number}'s summary still holds it, "
+            "and a later compaction may let it go."
+        )
+
+    return act_once(
+        request,
+        action="unpin",
+        target=f"{session.public_id} pin:{value}"[:255],
+        back=back,
+        result=back,
+        do=do,
+        content=value,
+    )
 
 
 def _not_compacted(

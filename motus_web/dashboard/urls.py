@@ -60,6 +60,7 @@ urlpatterns = [
         name="correct_summary",
     ),
     path(f"{_session}compact/", in_place.compact_now, name="compact_now"),
+    path(f"{_session}unpin/", in_place.unpin, name="unpin"),
     path(f"{_session}delete/", actions.delete_confirm, name="delete_confirm"),
     path(f"{_session}delete/do/", actions.delete_session, name="delete_session"),
     path("import/", views.import_form, name="import_form"),

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
-from motus_web.sessions import history, in_place, jobs, memories, once, operations
+from motus_web.sessions import history, in_place, jobs, memories, once, operations, pins
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
@@ -174,8 +174,20 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         compact_fields=fields(request, as_of=session.record_count),
         compactor=in_place.compactor_name(session),
         undone=found.undone,
+        pins=_pins(request, session, found),
     )
     return _render(request, "dashboard/session_detail.html", "timeline", context)
+
+
+def _pins(
+    request: HttpRequest, session: Session, found: page_events.PageEvents
+) -> tuple[pins.Pins, list[tuple[pins.Pin, dict[str, object]]]]:
+    """The pins in force, each with its unpin form's hidden fields."""
+    now = pins.in_force(session, found.shown if found.walked else None)
+    forms = [
+        (pin, fields(request, as_of=session.record_count, value=pin.value)) for pin in now.pins
+    ]
+    return now, forms
 
 
 def _with_lost_identifiers(
@@ -245,6 +257,7 @@ def _context_change(event: CompactionEvent | ContextChange) -> str:
             ContextChange.Kind.SYSTEM_PROMPT: "a system prompt change",
             history.REWIND: "a rewind",
             history.SUMMARY_CORRECTION: "a summary correction",
+            pins.UNPIN: "",  # the context is as it was
         }.get(event.kind, f"a {event.kind} record")
     if event.kind == CompactionEvent.Kind.OK:
         return f"compaction {event.number}" if event.number is not None else "a compaction"

@@ -1,11 +1,11 @@
 """Actions that change a live session in place: rewind (and undo a rewind),
-correct a compaction's summary, compact now.
+correct a compaction's summary, compact now, unpin.
 
 Each is done by the memory library on the session's memory restored from the
 database (``operations.writing``: one transaction, under the session's
 writer lease, after checking that the target is still current and that the
 session logged nothing since the confirmation was made), and appends one
-record (``rewind``, ``summary_correction``, ``compaction``) through
+record (``rewind``, ``summary_correction``, ``compaction``, ``unpin``) through
 ``DatabaseLogStore``; nothing logged is changed. The chat and every restore
 read those records back, so they see the context the action left. Each has a
 preview that runs the same library call on a memory that writes nowhere
@@ -23,7 +23,7 @@ from django.conf import settings
 
 from memory import ChatClient, CompactionMemory, LogPoint, PointNotFoundError
 
-from . import history, operations
+from . import history, operations, pins
 from .memories import ContextSize, restore_view
 from .models import CompactionEvent, ContextChange, Message, Session
 from .once import StaleTargetError
@@ -281,3 +281,26 @@ async def _compact(
 async def _close(client: ChatClient | None) -> None:
     if (aclose := getattr(client, "aclose", None)) is not None:
         await aclose()
+
+
+# -- unpin -------------------------------------------------------------------------------
+
+
+def unpin(session: Session, value: str, reason: str, *, as_of: int) -> int:
+    """Let later compactions of the session drop the pinned ``value`` (the
+    library's ``unpin``: an ``unpin`` record; the context is unchanged).
+    Returns the number of the compaction whose ledger held the pin. Raises
+    ``StaleTargetError`` when ``value`` is no longer pinned or the session
+    logged anything since ``as_of``, ``SessionBusyError`` while a chat turn
+    writes it."""
+    found: list[int] = []
+
+    def check() -> None:
+        now = pins.in_force(Session.objects.get(pk=session.pk), None)
+        if now.compaction is None or value not in {pin.value for pin in now.pins}:
+            raise StaleTargetError(f"{value} is not pinned any more. Nothing was unpinned.")
+        found.append(now.compaction.number or 0)
+
+    with writing(session, "unpin", as_of=as_of, check=check) as memory:
+        memory.unpin([value], reason=reason, number=found[0] or None)
+    return found[0]

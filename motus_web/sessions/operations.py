@@ -136,6 +136,9 @@ def _change_words(change: ContextChange) -> str:
     if change.kind == history.SUMMARY_CORRECTION:
         number = change.record_extra.get("compaction_number")
         return f"the summary of compaction {number} was corrected"
+    if change.kind == "unpin":
+        values = change.record_extra.get("values") or []
+        return f"{', '.join(map(str, values)) or 'a pin'} was unpinned"
     if change.kind == ContextChange.Kind.RESET:
         return "the context was reset"
     if change.kind == ContextChange.Kind.SYSTEM_PROMPT:

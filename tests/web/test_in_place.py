@@ -496,17 +496,10 @@ def test_compact_now_folds_the_context_with_the_instructions_and_shows_them(
     assert "keep booking B3" in page
 
 
-@pytest.mark.parametrize(
-    ("turns", "why", "status"),
-    [
-        (0, "nothing to fold: the context holds no message yet", 409),
-        (1, "the summary would not make the context smaller", 200),
-    ],
-)
-def test_compact_now_that_does_not_compact_says_why_and_shows_the_instructions(
-    owner: User, turns: int, why: str, status: int
+def test_compact_now_with_nothing_to_fold_says_why_and_shows_the_instructions(
+    owner: User,
 ) -> None:
-    session = make_session(owner, turns=turns, threshold=100_000) if turns else chat_session(owner)
+    session = chat_session(owner)
     client = owner_client(session)
     action, form = compact_form(client, session)
     before = log_of(session.public_id)
@@ -514,17 +507,37 @@ def test_compact_now_that_does_not_compact_says_why_and_shows_the_instructions(
     response = client.post(action, {**form, "instructions": "keep booking B3"})
 
     page = response.content.decode()
-    assert response.status_code == status
+    assert response.status_code == 409
     assert "Not compacted" in page
-    assert why in page
+    assert "nothing to fold: the context holds no message yet" in page
     assert "keep booking B3" in page
-    assert not session.compaction_events.filter(kind=CompactionEvent.Kind.OK).exists()
+    # Nothing logged, nothing spent: the same form may be sent again.
+    assert log_of(session.public_id) == before
+    assert not ActionToken.objects.filter(action="compact").exists()
+
+
+def test_compact_now_on_a_one_turn_session_compacts_as_asked_and_says_it_did_not_shrink(
+    owner: User,
+) -> None:
+    session = make_session(owner, turns=1, threshold=100_000)
+    client = owner_client(session)
+    action, form = compact_form(client, session)
+    before = log_of(session.public_id)
+
+    response = client.post(action, {**form, "instructions": "keep booking B0"})
+
+    assert response.status_code == 303
+    event = latest_compaction(session)
+    assert response["Location"] == url("compaction_detail", session.public_id, event.position)
     after = log_of(session.public_id)
-    if turns == 0:  # nothing logged, nothing spent: the same form may be sent again
-        assert after == before
-        assert not ActionToken.objects.filter(action="compact").exists()
-    else:
-        assert [r["type"] for r in after[len(before) :]] == ["compaction_failed"]
+    assert [r["type"] for r in after[len(before) :]] == ["compaction"]
+    assert after[-1]["trigger"] == "manual"
+    page = client.get(response["Location"]).content.decode()
+    # One short turn: its summary is no smaller than what it folds, and the page says so.
+    assert after[-1]["tokens_after"] >= after[-1]["tokens_before"]
+    assert 'id="compaction-warning"' in page
+    assert "would not make the context smaller" in page
+    assert assert_restore_equals_live(session)
 
 
 def test_compact_now_sent_twice_compacts_once(long_plain: Session) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
+from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.sessions.models import ActionToken, CompactionEvent
 
 from .helpers import confirmation_form, logged_in, make_session
@@ -74,7 +75,9 @@ def test_a_second_tabs_other_correction_is_judged_not_silently_dropped(owner: Us
     assert [r["summary"] for r in corrections] == ["Bookings B0 to B7."]
 
 
-def test_a_compact_now_that_failed_spends_nothing(owner: User) -> None:
+def test_a_compact_now_that_failed_spends_nothing(owner: User, server: ScriptedServer) -> None:
+    # The session's model is configured, and its summary request fails (a bad key).
+    server.add("openai", ScriptedReply(error="bad_key"))
     session = make_session(owner, turns=1, threshold=100_000)
     client = owner_client(session)
     page = client.get(url("session_detail", session.public_id)).content.decode()

@@ -209,35 +209,52 @@ def _lines(entries: Sequence[tuple[Item, Sequence[Piece]]]) -> list[str]:
 
 def parse(text: str, *, first_order: int = 0) -> Previous:
     """Read a summary back into items; its own layout line by line, anything
-    else as one "Earlier summary" item of its sentences."""
+    else (a summary a model wrote, the lines an operator's correction added to
+    ours) as one "Earlier summary" item of its sentences, first."""
     match = _HEADER.match(text)
     if match is None:
-        texts = sentences(text)
-        if not texts:
-            return Previous([], 0)
-        pieces = pieces_of(texts, None, structured=False, names=frozenset())
-        item = Item(EARLIER, "summary", None, pieces, len(pieces), first_order, "summary")
-        return Previous([item], 0)
+        earlier = _earlier(text, first_order)
+        return Previous([earlier] if earlier is not None else [], 0)
     found_lines: list[tuple[str, str, str | None, str]] = []
+    others: list[str] = []
     section = REQUESTS
     date: str | None = None
-    for line in text.splitlines()[1:]:
+    lines = text.splitlines()
+    # A correction may have written before the header's end or after it on its line.
+    head_rest = lines[0][match.end() :].strip() if lines else ""
+    if head_rest and not head_rest.startswith('quoted, "..." where cut'):
+        others.append(head_rest)
+    for line in lines[1:]:
         if line in _SECTION_OF_TITLE:
             section = _SECTION_OF_TITLE[line]
             date = None
             continue
         found = _LINE.fullmatch(line)
         if found is None:
+            if line.strip():
+                others.append(line.strip().removeprefix("- "))
             continue
         date = found.group(1) or date
         found_lines.append((section, found.group(2), date, found.group(3)))
     names = name_words(speaker for section, speaker, _, _ in found_lines if section == CONVERSATION)
     items: list[Item] = []
+    earlier = _earlier("\n".join(others), first_order) if others else None
+    if earlier is not None:
+        items.append(earlier)
     for section, speaker, line_date, body in found_lines:
         read = _item_of_line(section, speaker, line_date, body, first_order + len(items), names)
         if read is not None:
             items.append(read)
     return Previous(items, int(match.group(1)), match.group(2))
+
+
+def _earlier(text: str, order: int) -> Item | None:
+    """The "Earlier summary" item of ``text``'s sentences; ``None`` when it has none."""
+    texts = sentences(text)
+    if not texts:
+        return None
+    pieces = pieces_of(texts, None, structured=False, names=frozenset())
+    return Item(EARLIER, "summary", None, pieces, len(pieces), order, "summary")
 
 
 def _item_of_line(
