@@ -83,7 +83,7 @@ async def test_it_clears_old_tool_results_instead_of_summarising_when_that_is_en
     stubs, whole = results[:-2], results[-2:]
     for message in stubs:
         assert message.text.startswith("[tool result cleared: lookup call ")
-        assert message.tool_call_id in message.text
+        assert f"call {message.tool_call_id} returned" in message.text
         assert "tokens" in message.text
         assert "bytes" in message.text
         assert "full result is in the session log" in message.text
