@@ -1,0 +1,138 @@
+"""Tool-result clearings in the database log store and on the pages (issue 28, point 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+
+from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.models import ContextChange, Session
+
+from .helpers import logged_in
+
+pytestmark = pytest.mark.django_db
+
+BIG = "reservation JG7FMM: flight HAT170 from JFK to SFO, seat 12A, paid by gift_card_1 " * 12
+
+
+def cleared_log(*, undo: bool = False) -> tuple[str, list[dict[str, Any]], CompactionMemory]:
+    """A session with four tool rounds at a 1,200-token threshold, clearing on:
+    the old results are cleared before any summary is written."""
+    session_id = uuid.uuid4().hex
+    store = InMemoryLogStore()
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(
+            session_id=session_id,
+            token_threshold=1_200,
+            compact_model_name="offline",
+            clear_tool_results=True,
+            clear_keep_tool_results=1,
+        ),
+        log_store=store,
+        model_name="gpt-4o",
+    )
+    memory.set_system_prompt("You are a booking assistant.")
+
+    async def run() -> None:
+        await memory.add_message(ChatMessage.user("Check my reservations."))
+        for n in range(4):
+            function = {"name": "get_reservation_details", "arguments": "{}"}
+            call = {"id": f"call_{n}", "type": "function", "function": function}
+            await memory.add_message(
+                ChatMessage.from_dict({"role": "assistant", "content": None, "tool_calls": [call]})
+            )
+            await memory.add_message(
+                ChatMessage.tool(f"{n}: {BIG}", f"call_{n}", "get_reservation_details")
+            )
+            await memory.add_message(ChatMessage.assistant(f"Reservation {n} is confirmed."))
+        if undo:
+            memory.restore_tool_results("check the originals")
+        await memory.flush()
+
+    asyncio.run(run())
+    return session_id, list(store.read(session_id)), memory
+
+
+def stored(owner: User, *, undo: bool = False) -> tuple[Session, list[dict[str, Any]], Any]:
+    session_id, records, memory = cleared_log(undo=undo)
+    assert any(r["type"] == "tool_results_cleared" for r in records)
+    assert not any(r["type"] == "compaction" for r in records)  # clearing was enough
+    DatabaseLogStore().extend(session_id, records)
+    Session.objects.filter(public_id=session_id).update(owner=owner)
+    return Session.objects.get(public_id=session_id), records, memory
+
+
+def test_the_store_keeps_clearings_exactly_and_counts_them(owner: User) -> None:
+    session, records, memory = stored(owner)
+
+    assert list(DatabaseLogStore().read(session.public_id)) == records
+    clearings = [r for r in records if r["type"] == "tool_results_cleared"]
+    assert session.clearing_count == len(clearings)
+    row = session.context_changes.filter(kind=ContextChange.Kind.TOOL_RESULTS_CLEARED).first()
+    assert row is not None
+    assert (row.tokens_before, row.tokens_after) == (
+        clearings[0]["tokens_before"],
+        clearings[0]["tokens_after"],
+    )
+    restored = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
+    assert [m.to_dict() for m in restored.get_context()] == [
+        m.to_dict() for m in memory.get_context()
+    ]
+
+
+def test_an_undone_clearing_restores_from_the_database_with_the_results_whole(
+    owner: User,
+) -> None:
+    session, _, memory = stored(owner, undo=True)
+    restored = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
+    context = restored.get_context()
+    assert [m.to_dict() for m in context] == [m.to_dict() for m in memory.get_context()]
+    assert all(BIG in m.text for m in context if m.role == "tool")
+
+
+def test_the_session_page_chart_and_trace_show_the_clearing(owner: User) -> None:
+    session, records, _ = stored(owner)
+    first = next(r for r in records if r["type"] == "tool_results_cleared")
+    client = logged_in(owner)
+
+    page = client.get(reverse("dashboard:session_detail", args=[session.public_id]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Old tool results cleared" in html
+    assert f"{first['tokens_before']:,} &rarr; {first['tokens_after']:,} tokens" in html
+    assert "<code>get_reservation_details</code> <code>call_0</code>" in html
+    assert 'class="marker marker-cleared"' in html  # on the chart
+
+    trace = client.get(
+        reverse("dashboard:session_trace", args=[session.public_id]),
+        {"kind": "tool_results_cleared"},
+    ).content.decode()
+    assert "old tool results cleared</a> after #" in trace
+    assert "Nothing logged of this kind." not in trace
+
+
+def test_the_step_view_shows_which_results_became_stubs(owner: User) -> None:
+    session, records, _ = stored(owner)
+    first = next(r for r in records if r["type"] == "tool_results_cleared")
+    stubbed = first["cleared"][0]["seq"]
+    reply = next(
+        r["seq"]
+        for r in records
+        if r["type"] == "message"
+        and r["seq"] > first["through_seq"]
+        and r["message"]["role"] == "assistant"
+    )
+    html = (
+        logged_in(owner)
+        .get(reverse("dashboard:step_detail", args=[session.public_id, reply]), {"since": 3})
+        .content.decode()
+    )
+    assert "Old tool results cleared" in html
+    assert f"#{stubbed}</a> cleared to a stub" in html
+    assert "[tool result cleared: get_reservation_details call call_0" in html
