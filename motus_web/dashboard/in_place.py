@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from memory import CompactionError, LogPoint
 from motus_web.sessions import history, in_place, once
-from motus_web.sessions.models import CompactionEvent, Session
+from motus_web.sessions.models import CompactionEvent, ContextChange, Session
 
 from .access import visible_session
 from .actions import act_once, confirm_page, form_number, see_other, session_url
@@ -250,7 +250,16 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
         as_of = form_number(request, "as_of")
         target = f"{session.public_id} compact@{as_of}"
         with acting(request, "compact", target, back, instructions) as spent:
-            event = in_place.compact_now(session, instructions, as_of=as_of)
+            if request.POST.get("clear_first"):
+                outcome = in_place.clear_then_compact(session, instructions, as_of=as_of)
+            else:
+                outcome = in_place.compact_now(session, instructions, as_of=as_of)
+            if isinstance(outcome, ContextChange):
+                where, done = f"{back}#change-{outcome.position}", _cleared_text(outcome)
+                once.done(spent, where, done)
+                messages.success(request, done)
+                return see_other(where)
+            event = outcome
             where = reverse("dashboard:compaction_detail", args=[session.public_id, event.position])
             done = f"Compaction {event.number} done."
             if event.kind == CompactionEvent.Kind.OK:
@@ -266,6 +275,18 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
         return _not_compacted(request, session, event.error or "", instructions, where)
     messages.success(request, done)
     return see_other(where)
+
+
+def _cleared_text(change: ContextChange) -> str:
+    cleared = change.record_extra.get("cleared")
+    count = len(cleared) if isinstance(cleared, list) else 0
+    sizes = ""
+    if change.tokens_before is not None and change.tokens_after is not None:
+        sizes = f" ({change.tokens_before:,} \u2192 {change.tokens_after:,} tokens)"
+    return (
+        f"{count} old tool result{'s' if count != 1 else ''} cleared{sizes}: "
+        "the context is under the threshold, so nothing was summarised."
+    )
 
 
 def _not_compacted(

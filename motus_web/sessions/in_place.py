@@ -268,6 +268,46 @@ def compact_now(
     ).latest("position")
 
 
+def clear_then_compact(
+    session: Session, instructions: str, *, as_of: int, model: Any = None
+) -> CompactionEvent | ContextChange:
+    """Compact now's option "clear old tool results first": tool results older
+    than the newest ``clear_keep_tool_results`` of the session's config (3 by
+    default) become one-line stubs (``memory.compaction.clearing``), and a
+    summary is written, as ``compact_now`` writes it, only when the context is
+    still above the threshold. Returns the clearing's row when that was
+    enough (or nothing was left to fold), else the compaction event (or the
+    failed attempt). One transaction under the lease, as ``compact_now``: a
+    crash logs nothing. Raises ``NothingToFoldError`` when there is nothing to
+    clear and nothing to fold, ``StaleTargetError`` and ``SessionBusyError``
+    as ``compact_now``."""
+    model = model if model is not None else _configured(session)
+    client = model.client() if model is not None else None
+    summary_model = (model.compact_model or model.model) if model is not None else None
+    summarised = False
+    with writing(
+        session, "compact", as_of=as_of, client=client, compact_model=summary_model
+    ) as memory:
+        cleared = memory.clear_tool_results()
+        why = memory.nothing_to_fold()
+        enough = memory.estimate_context_tokens() <= memory.threshold_estimate
+        if cleared is None and why is not None:
+            async_to_sync(_close)(client)
+            raise NothingToFoldError(why)
+        if (cleared is not None and enough) or why is not None:
+            async_to_sync(_close)(client)
+        else:
+            async_to_sync(_compact)(memory, instructions.strip() or None, client)
+            summarised = True
+    if summarised:
+        return session.compaction_events.filter(
+            position__gte=as_of, kind__in=[CompactionEvent.Kind.OK, CompactionEvent.Kind.FAILED]
+        ).latest("position")
+    return session.context_changes.filter(
+        position__gte=as_of, kind=ContextChange.Kind.TOOL_RESULTS_CLEARED
+    ).latest("position")
+
+
 async def _compact(
     memory: CompactionMemory, instructions: str | None, client: ChatClient | None
 ) -> None:

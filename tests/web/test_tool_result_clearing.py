@@ -14,24 +14,27 @@ from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, InMemo
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import ContextChange, Session
 
-from .helpers import logged_in
+from .helpers import confirmation_form, logged_in
 
 pytestmark = pytest.mark.django_db
 
 BIG = "reservation JG7FMM: flight HAT170 from JFK to SFO, seat 12A, paid by gift_card_1 " * 12
 
 
-def cleared_log(*, undo: bool = False) -> tuple[str, list[dict[str, Any]], CompactionMemory]:
+def cleared_log(
+    *, undo: bool = False, clear: bool = True
+) -> tuple[str, list[dict[str, Any]], CompactionMemory]:
     """A session with four tool rounds at a 1,200-token threshold, clearing on:
-    the old results are cleared before any summary is written."""
+    the old results are cleared before any summary is written (``clear=False``:
+    clearing off, at a threshold nothing reaches)."""
     session_id = uuid.uuid4().hex
     store = InMemoryLogStore()
     memory = CompactionMemory(
         config=CompactionMemoryConfig(
             session_id=session_id,
-            token_threshold=1_200,
+            token_threshold=1_200 if clear else 100_000,
             compact_model_name="offline",
-            clear_tool_results=True,
+            clear_tool_results=clear,
             clear_keep_tool_results=1,
         ),
         log_store=store,
@@ -136,3 +139,47 @@ def test_the_step_view_shows_which_results_became_stubs(owner: User) -> None:
     assert "Old tool results cleared" in html
     assert f"#{stubbed}</a> cleared to a stub" in html
     assert "[tool result cleared: get_reservation_details call call_0" in html
+
+
+def test_compact_now_can_clear_old_tool_results_first_and_summarise_nothing(owner: User) -> None:
+    session_id, records, _ = cleared_log(clear=False)
+    DatabaseLogStore().extend(session_id, records)
+    Session.objects.filter(public_id=session_id).update(owner=owner)
+    session = Session.objects.get(public_id=session_id)
+    client = logged_in(owner)
+    page = client.get(reverse("dashboard:session_detail", args=[session_id])).content.decode()
+    assert 'name="clear_first"' in page
+    action, form = confirmation_form(page, reverse("dashboard:compact_now", args=[session_id]))
+
+    response = client.post(action, {**form, "clear_first": "1", "instructions": ""})
+
+    change = session.context_changes.get(kind=ContextChange.Kind.TOOL_RESULTS_CLEARED)
+    assert response.status_code == 303
+    assert response["Location"].endswith(f"#change-{change.position}")
+    assert change.record_extra["trigger"] == "manual"
+    assert not session.compaction_events.exists()  # far under the threshold: no summary
+    restored = CompactionMemory.restore_from_log(session_id, log_store=DatabaseLogStore())
+    assert restored.clearing_in_force == 1
+
+
+def test_a_what_if_replay_can_clear_old_tool_results_first(owner: User) -> None:
+    original, _, _ = stored(owner)
+    client = logged_in(owner)
+    form = client.get(f"/sessions/{original.public_id}/replay/").content.decode()
+    assert 'name="clear_tool_results"' in form
+    response = client.post(
+        f"/sessions/{original.public_id}/replay/",
+        {
+            "token_threshold": 1_200,
+            "safety_ratio": 0.75,
+            "model_name": "gpt-4o",
+            "max_tool_result_tokens": 50_000,
+            "compactor": "offline",
+            "clear_tool_results": "on",
+            "clear_keep_tool_results": 2,
+        },
+    )
+    assert response.status_code == 302
+    replay = Session.objects.get(parent=original)
+    assert replay.config["clear_tool_results"] is True
+    assert replay.config["clear_keep_tool_results"] == 2
