@@ -199,6 +199,54 @@ def undo_rewind(request: HttpRequest, public_id: str, number: int) -> HttpRespon
     )
 
 
+# -- undo a tool-result clearing ------------------------------------------------------
+
+
+@require_safe
+@login_required
+def restore_tool_results_confirm(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    return confirm_page(
+        request,
+        session,
+        title=f"Restore the tool results of clearing {number}?",
+        explain=(
+            f"The results clearing {number} replaced with stubs, and that are still in the live "
+            "context, become whole again (a later compaction that folded some must be undone "
+            "first). A new record says so; nothing is deleted."
+        ),
+        action=reverse("dashboard:restore_tool_results", args=[session.public_id, number]),
+        button="Restore the results",
+        reason=True,
+        target={"as_of": session.record_count},
+    )
+
+
+@require_POST
+@login_required
+def restore_tool_results(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    back = reverse("dashboard:restore_tool_results_confirm", args=[session.public_id, number])
+    reason = _reason(request, f"tool results of clearing {number} restored from the dashboard")
+    try:
+        as_of = form_number(request, "as_of")
+    except Refused as refused:
+        return refused.response(request)
+
+    def restore() -> str:
+        in_place.restore_tool_results(session, number, reason, as_of=as_of)
+        return f"The tool results of clearing {number} are whole again."
+
+    return act_once(
+        request,
+        action="restore-tool-results",
+        target=f"{session.public_id} clearing{number}",
+        back=back,
+        result=session_url(session),
+        do=restore,
+    )
+
+
 # -- correct a compaction's summary --------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from memory import ChatClient, CompactionMemory, LogPoint, PointNotFoundError
+from memory import ChatClient, CompactionError, CompactionMemory, LogPoint, PointNotFoundError
 
 from . import history, operations
 from .memories import ContextSize, restore_view
@@ -142,6 +142,23 @@ def undo_rewind(session: Session, number: int, reason: str, *, as_of: int) -> in
 
     with writing(session, "rewind", as_of=as_of, check=check) as memory:
         return memory.rewind(LogPoint("before_rewind", number), reason=reason)
+
+
+# -- undoing a tool-result clearing ------------------------------------------------------
+
+
+def restore_tool_results(session: Session, number: int, reason: str, *, as_of: int) -> int:
+    """Undo tool-result clearing ``number`` through the library (a
+    ``tool_results_restored`` record): its results still in the context are
+    whole again. Returns its number. Raises ``StaleTargetError`` when it is
+    not the newest clearing in force (the library's word: a later clearing,
+    or a compaction that folded its stubs, came first) or the session logged
+    anything since ``as_of``; ``SessionBusyError`` while a turn writes it."""
+    with writing(session, "undo", as_of=as_of) as memory:
+        try:
+            return memory.restore_tool_results(reason, number=number)
+        except CompactionError as error:
+            raise StaleTargetError(f"{error}. Nothing was restored.") from error
 
 
 # -- correcting a summary ----------------------------------------------------------------

@@ -183,3 +183,63 @@ def test_a_what_if_replay_can_clear_old_tool_results_first(owner: User) -> None:
     replay = Session.objects.get(parent=original)
     assert replay.config["clear_tool_results"] is True
     assert replay.config["clear_keep_tool_results"] == 2
+
+
+def test_the_session_page_undoes_the_newest_clearing_and_refuses_an_older_one(
+    owner: User,
+) -> None:
+    session, records, _ = stored(owner)
+    numbers = [r["clearing_number"] for r in records if r["type"] == "tool_results_cleared"]
+    newest = numbers[-1]
+    client = logged_in(owner)
+    page = client.get(reverse("dashboard:session_detail", args=[session.public_id])).content
+    confirm_url = reverse(
+        "dashboard:restore_tool_results_confirm", args=[session.public_id, newest]
+    )
+    assert confirm_url in page.decode()
+
+    action, form = confirmation_form(
+        client.get(confirm_url).content.decode(),
+        reverse("dashboard:restore_tool_results", args=[session.public_id, newest]),
+    )
+    answer = client.post(action, {**form, "reason": "the agent needs them"})
+
+    assert answer.status_code == 303
+    last = list(DatabaseLogStore().read(session.public_id))[-1]
+    assert (last["type"], last["reverts"], last["reason"]) == (
+        "tool_results_restored",
+        newest,
+        "the agent needs them",
+    )
+    if len(numbers) > 1:  # the clearing before it is the newest in force now
+        session.refresh_from_db()
+        older = numbers[-2]
+        other = reverse("dashboard:restore_tool_results_confirm", args=[session.public_id, older])
+        action, form = confirmation_form(
+            client.get(other).content.decode(),
+            reverse("dashboard:restore_tool_results", args=[session.public_id, older]),
+        )
+        assert client.post(action, form).status_code == 303
+
+
+def test_undoing_a_clearing_that_is_not_in_force_is_refused_and_logs_nothing(
+    owner: User,
+) -> None:
+    session, records, _ = stored(owner, undo=True)
+    undone = next(r for r in records if r["type"] == "tool_results_restored")["reverts"]
+    client = logged_in(owner)
+    confirm_url = reverse(
+        "dashboard:restore_tool_results_confirm", args=[session.public_id, undone]
+    )
+    action, form = confirmation_form(
+        client.get(confirm_url).content.decode(),
+        reverse("dashboard:restore_tool_results", args=[session.public_id, undone]),
+    )
+    before = session.record_count
+
+    answer = client.post(action, form)
+
+    assert answer.status_code == 409
+    assert "Nothing was restored" in answer.content.decode()
+    session.refresh_from_db()
+    assert session.record_count == before
