@@ -569,6 +569,12 @@ class CompactionBase(BaseMemory):
         return record
 
     @property
+    def cleared_seqs(self) -> frozenset[int]:
+        """The log seqs of the tool results that are stubs in the context now
+        (their message records hold them whole)."""
+        return frozenset(self._state.cleared_seqs())
+
+    @property
     def clearing_in_force(self) -> int | None:
         """The number of the newest tool-result clearing whose stubs are still
         in the context: the one ``restore_tool_results`` undoes."""

@@ -156,7 +156,7 @@ def between(
         *session.context_changes.filter(**window),
     ]
     events.sort(key=lambda row: row.position)
-    stubs = second.memory._state.cleared_seqs() - first.memory._state.cleared_seqs()
+    stubs = second.memory.cleared_seqs - first.memory.cleared_seqs
     return Change(
         entered=_runs([seq for seq in now if seq not in was], now),
         left=_runs([seq for seq in was if seq not in now], was),

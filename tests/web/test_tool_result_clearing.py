@@ -141,6 +141,20 @@ def test_the_step_view_shows_which_results_became_stubs(owner: User) -> None:
     assert "[tool result cleared: get_reservation_details call call_0" in html
 
 
+def test_a_stub_counts_its_own_tokens_in_what_the_model_saw(owner: User) -> None:
+    session, records, _ = stored(owner)
+    first = next(r for r in records if r["type"] == "tool_results_cleared")
+    item = first["cleared"][0]
+    reply = next(r for r in records if r["type"] == "message" and r["seq"] > first["through_seq"])
+    from motus_web.dashboard import steps
+
+    message = session.messages.get(seq=reply["seq"])
+    live = steps.before(session, message).live
+    part = next(p for p in live.parts if p.seq == item["seq"])
+    assert part.tokens == item["stub_tokens"]  # not the whole result's, which the log states
+    assert live.tokens + live.tool_tokens <= live.estimate  # the parts fit in the estimate
+
+
 def test_compact_now_can_clear_old_tool_results_first_and_summarise_nothing(owner: User) -> None:
     session_id, records, _ = cleared_log(clear=False)
     DatabaseLogStore().extend(session_id, records)
