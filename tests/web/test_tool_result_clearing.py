@@ -92,7 +92,10 @@ def test_the_store_keeps_clearings_exactly_and_counts_them(owner: User) -> None:
 def test_an_undone_clearing_restores_from_the_database_with_the_results_whole(
     owner: User,
 ) -> None:
-    session, _, memory = stored(owner, undo=True)
+    session, records, memory = stored(owner, undo=True)
+    undone = next(r for r in records if r["type"] == "tool_results_restored")["reverts"]
+    page = logged_in(owner).get(reverse("dashboard:session_detail", args=[session.public_id]))
+    assert f"a stub in the context (clearing {undone})" not in page.content.decode()
     restored = CompactionMemory.restore_from_log(session.public_id, log_store=DatabaseLogStore())
     context = restored.get_context()
     assert [m.to_dict() for m in context] == [m.to_dict() for m in memory.get_context()]
@@ -111,6 +114,9 @@ def test_the_session_page_chart_and_trace_show_the_clearing(owner: User) -> None
     assert f"{first['tokens_before']:,} &rarr; {first['tokens_after']:,} tokens" in html
     assert "<code>get_reservation_details</code> <code>call_0</code>" in html
     assert 'class="marker marker-cleared"' in html  # on the chart
+    assert html.count(f"a stub in the context (clearing {first['clearing_number']})") == len(
+        first["cleared"]
+    )
 
     trace = client.get(
         reverse("dashboard:session_trace", args=[session.public_id]),
