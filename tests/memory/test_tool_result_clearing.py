@@ -238,3 +238,25 @@ def test_the_clearing_settings_round_trip_through_the_session_meta_config() -> N
         clear_tool_results=True, clear_keep_tool_results=5, clear_exclude_tools=("read_policy",)
     )
     assert CompactionMemoryConfig.from_dict(config.to_dict()) == config
+
+
+def test_the_clearing_records_round_trip_and_keep_what_a_newer_library_adds() -> None:
+    from memory.log.records import ToolResultsCleared, ToolResultsRestored, record_from_dict
+
+    cleared = {
+        "type": "tool_results_cleared",
+        "ts": "2026-12-02T04:00:00+00:00",
+        "clearing_number": 2,
+        "trigger": "auto",
+        "through_seq": 41,
+        "keep": 3,
+        "cleared": [{"seq": 7, "tool_call_id": "c1", "name": "lookup", "stub": "[...]"}],
+        "tokens_before": 5_100,
+        "tokens_after": 2_300,
+        "newer_field": {"x": 1},
+    }
+    restored = {"type": "tool_results_restored", "reverts": 2, "through_seq": 45}
+    assert isinstance(record_from_dict(cleared), ToolResultsCleared)
+    assert isinstance(record_from_dict(restored), ToolResultsRestored)
+    assert record_from_dict(cleared).to_dict() == cleared
+    assert record_from_dict(restored).to_dict() == restored
