@@ -3,6 +3,7 @@
     .venv/bin/python bench/compaction_quality.py [--thresholds 2000,4000,8000]
         [--locomo PATH] [--tau-budgets 300,500,1000,1500] [--tau-threshold 3000]
         [--limit N] [--skip-locomo] [--skip-ids] [--skip-tau] [--skip-example]
+        [--skip-clearing] [--swe-threshold 2000] [--clear-keep 3]
 
 Every figure is measured end to end, on the final context (``get_context()``,
 the summary included), against dropping the oldest messages at the same
@@ -49,6 +50,17 @@ messages that fit. Streamed: each run through ``CompactionMemory`` at
 expected actions name (user and reservation ids, flight numbers, payment ids)
 that the run had shown by then, the share still in the context.
 
+Clearing old tool results first (``bench_tool_clearing``): the tau-bench runs
+and the SWE-agent demonstration (``demo_data/``) streamed through
+``CompactionMemory`` (offline summariser) with ``clear_tool_results`` off and
+on (the newest ``--clear-keep`` results kept whole): the compactions (summaries
+written) and clearings made, and the identifiers kept: after every step that
+shrank the context (a compaction or a clearing), of the ids the run had shown
+by then, the share still in the context, and the same in the final context.
+tau-bench's ids are those of the task's expected actions (as above); the
+SWE-agent run's are the string arguments of its tool calls that hold no space
+(file paths, names it searched for), the things the agent acted on.
+
 Then one real before/after pair: the first compaction of a tau-bench run.
 
 LoCoMo is CC BY-NC: it is read from ``shared/data/locomo/`` beside the
@@ -88,6 +100,7 @@ from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO_FILE = Path("shared") / "data" / "locomo" / "locomo10-part1.json"
 TAU = REPO / "demo_data" / "tau-bench" / "gpt-4o-airline.json"
+SWE = REPO / "demo_data" / "swe-agent" / "marshmallow-code__marshmallow-1867.traj"
 QA_CATEGORIES = frozenset({1, 2, 3, 4})
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
@@ -688,6 +701,123 @@ def bench_tau_stream(threshold: int, limit: int | None) -> None:
     )
 
 
+# --- clearing old tool results before summarising -----------------------------------------
+
+
+@dataclass
+class ClearingTally:
+    """Figures of one policy over a set of runs."""
+
+    compactions: int = 0
+    clearings: int = 0
+    checked: int = 0  # ids shown by a shrink, summed over the shrinks
+    held: int = 0
+    final_checked: int = 0
+    final_held: int = 0
+    tokens_final: int = 0
+
+
+async def stream_with_checks(
+    messages: Sequence[ChatMessage], ids: Sequence[str], config: CompactionMemoryConfig
+) -> ClearingTally:
+    """``messages`` through a memory with ``config``; after each message that
+    made a compaction or a clearing, how many of ``ids`` shown so far the
+    context holds; the same at the end."""
+    memory = CompactionMemory(config=config)
+    tally = ClearingTally()
+    shown_text = ""
+    for message in messages:
+        before = (memory.compaction_count, memory._state.clearing_number)
+        await memory.add_message(message)
+        shown_text += "\n" + context_text([message])
+        after = (memory.compaction_count, memory._state.clearing_number)
+        if after == before:
+            continue
+        tally.compactions += after[0] - before[0]
+        tally.clearings += after[1] - before[1]
+        context = context_text(memory.get_context())
+        named = [i for i in ids if i in shown_text]
+        tally.checked += len(named)
+        tally.held += sum(i in context for i in named)
+    context = context_text(memory.get_context())
+    named = [i for i in ids if i in shown_text]
+    tally.final_checked, tally.final_held = len(named), sum(i in context for i in named)
+    tally.tokens_final = memory.estimate_context_tokens()
+    return tally
+
+
+def swe_run() -> tuple[list[ChatMessage], list[str]]:
+    """The SWE-agent demonstration's messages (system prompt aside) and its ids."""
+    history = json.loads(SWE.read_text())["history"]
+    messages = [ChatMessage.from_dict(m) for m in history if m["role"] != "system"]
+    ids: set[str] = set()
+    for m in messages:
+        for call in m.tool_calls:
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except json.JSONDecodeError:
+                continue
+            values = arguments.values() if isinstance(arguments, dict) else []
+            ids.update(v for v in values if isinstance(v, str) and len(v) >= 3 and " " not in v)
+    shown = context_text(messages)
+    return messages, sorted(i for i in ids if i in shown)
+
+
+def bench_tool_clearing(
+    tau_threshold: int, swe_threshold: int, keep: int, limit: int | None
+) -> None:
+    sets = {
+        f"tau-bench airline at {tau_threshold:,} tokens": (
+            [(m, i) for m, i in tau_runs(limit) if i],
+            tau_threshold,
+        ),
+        f"SWE-agent marshmallow-1867 at {swe_threshold:,} tokens": ([swe_run()], swe_threshold),
+    }
+    rows = []
+    for name, (runs, threshold) in sets.items():
+        for clear in (False, True):
+            config = CompactionMemoryConfig(
+                token_threshold=threshold,
+                compact_model_name="offline",
+                clear_tool_results=clear,
+                clear_keep_tool_results=keep,
+            )
+            total = ClearingTally()
+            for messages, ids in runs:
+                tally = asyncio.run(stream_with_checks(messages, ids, config))
+                for key in vars(total):
+                    setattr(total, key, getattr(total, key) + getattr(tally, key))
+            rows.append(
+                [
+                    name if not clear else "",
+                    f"clear, keep {keep}" if clear else "summarise only",
+                    f"{total.compactions:,}",
+                    f"{total.clearings:,}",
+                    f"{percent(total.held, total.checked)} ({total.held}/{total.checked})",
+                    f"{percent(total.final_held, total.final_checked)} "
+                    f"({total.final_held}/{total.final_checked})",
+                    f"{total.tokens_final // max(1, len(runs)):,}",
+                ]
+            )
+    print(
+        "Clearing old tool results before summarising (offline summariser): "
+        "summaries written, clearings, ids in the context after each shrink and at the end"
+    )
+    table(
+        [
+            "runs",
+            "policy",
+            "compactions",
+            "clearings",
+            "ids kept after each shrink",
+            "ids in the final context",
+            "final context tokens (mean)",
+        ],
+        rows,
+    )
+    print()
+
+
 def before_after(run_index: int, threshold: int, shown: int = 8) -> None:
     """The first compaction of a tau-bench run streamed through a memory."""
     run = json.loads(TAU.read_text())[run_index]
@@ -729,6 +859,9 @@ def main() -> None:
     parser.add_argument("--skip-ids", action="store_true", help="no identifier chat")
     parser.add_argument("--skip-tau", action="store_true", help="no tau-bench checks")
     parser.add_argument("--skip-example", action="store_true", help="no before/after pair")
+    parser.add_argument("--skip-clearing", action="store_true", help="no tool-result clearing")
+    parser.add_argument("--swe-threshold", type=int, default=2000, help="in tokens")
+    parser.add_argument("--clear-keep", type=int, default=3, help="tool results kept whole")
     args = parser.parse_args()
     counter = TokenCounter.for_model(None)
 
@@ -746,6 +879,8 @@ def main() -> None:
     if not args.skip_tau:
         bench_tau(ints(args.tau_budgets), args.limit, counter)
         bench_tau_stream(args.tau_threshold, args.limit)
+    if not args.skip_clearing:
+        bench_tool_clearing(args.tau_threshold, args.swe_threshold, args.clear_keep, args.limit)
     if not args.skip_example:
         before_after(0, 2000)
 

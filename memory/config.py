@@ -42,6 +42,20 @@ class CompactionMemoryConfig:
         stays beside it (system prompt, kept messages, the continuation
         template), at least 64 and at most ``summary_max_tokens``. Higher keeps
         more of the past; lower leaves more room before the next compaction.
+    clear_tool_results
+        When the threshold is reached, first replace tool results older than
+        the newest ``clear_keep_tool_results`` with a one-line stub (the call,
+        its size, and that the full result is in the log), and summarise only
+        when that does not bring the context under the threshold
+        (``memory.compaction.clearing``; Anthropic's ``clear_tool_uses``
+        context edit). Off by default.
+    clear_keep_tool_results
+        Tool results left whole, newest first (Anthropic's ``keep``; default 3).
+    clear_at_least_tokens
+        A clearing that would free fewer tokens than this is not made, and the
+        memory summarises instead (Anthropic's ``clear_at_least``; ``0``: any).
+    clear_exclude_tools
+        Names of tools whose results are never cleared (``exclude_tools``).
     fsync
         Call ``os.fsync`` after every log write (durable across power loss,
         slower). Without it a record survives a process crash, not an OS crash.
@@ -60,6 +74,10 @@ class CompactionMemoryConfig:
     summary_max_tokens: int = 8_000
     summary_budget_ratio: float = 0.75
     fsync: bool = False
+    clear_tool_results: bool = False
+    clear_keep_tool_results: int = 3
+    clear_at_least_tokens: int = 0
+    clear_exclude_tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_ratio("safety_ratio", self.safety_ratio)
@@ -70,6 +88,14 @@ class CompactionMemoryConfig:
         _check_count("summary_max_tokens", self.summary_max_tokens, minimum=16)
         if self.session_id is not None:
             validate_session_id(self.session_id)
+        _check_count("clear_keep_tool_results", self.clear_keep_tool_results, minimum=0)
+        _check_count("clear_at_least_tokens", self.clear_at_least_tokens, minimum=0)
+        if not isinstance(self.clear_tool_results, bool):
+            raise ConfigurationError("clear_tool_results must be True or False")
+        excluded = self.clear_exclude_tools
+        if not isinstance(excluded, list | tuple) or not all(isinstance(n, str) for n in excluded):
+            raise ConfigurationError("clear_exclude_tools must be a list of tool names")
+        object.__setattr__(self, "clear_exclude_tools", tuple(excluded))
         if self.compact_model_name is not None and not isinstance(self.compact_model_name, str):
             raise ConfigurationError("compact_model_name must be a string or None")
 
@@ -78,6 +104,7 @@ class CompactionMemoryConfig:
         data = asdict(self)
         if data["log_base_path"] is not None:
             data["log_base_path"] = str(data["log_base_path"])
+        data["clear_exclude_tools"] = list(self.clear_exclude_tools)
         return data
 
     @classmethod

@@ -208,10 +208,12 @@ class BackgroundMemory(CompactionMemory):
             self._schedule("turn")
         await super()._after_add(ingested)
 
-    async def _compact(self, trigger: Trigger, instructions: str | None = None) -> str | None:
+    async def _compact(
+        self, trigger: Trigger, instructions: str | None = None, clear: bool | None = None
+    ) -> str | None:
         # What is about to be folded is read first, verbatim.
         self._schedule("compaction")
-        return await super()._compact(trigger, instructions)
+        return await super()._compact(trigger, instructions, clear)
 
     # -- extraction ----------------------------------------------------------------
 

@@ -27,6 +27,11 @@ prompt + summary + kept messages) is above the threshold, one warning is
 recorded and auto-compaction skips the boundaries where that stays true,
 instead of compacting again at every one.
 
+With the config's ``clear_tool_results`` on, a compaction starts with the
+cheap step: tool results older than the newest few become one-line stubs
+(``memory.compaction.clearing``, a ``tool_results_cleared`` record), and a
+summary is written only when the context is still above the threshold.
+
 The state itself (``memory.compaction.state.CompactionState``) changes only
 through its own methods; this class decides when and records what it did.
 """
@@ -51,6 +56,8 @@ from ..log.records import (
     CompactionWarning,
     Reset,
     SummaryCorrection,
+    ToolResultsCleared,
+    ToolResultsRestored,
     Unpin,
     now_iso,
 )
@@ -58,7 +65,7 @@ from ..messages import ChatMessage
 from ..state import Ingested
 from ..tokens import REPLY_PRIMING_TOKENS
 from ..tokens.model_limits import compaction_threshold
-from . import checkpoint, pins, policy
+from . import checkpoint, clearing, pins, policy
 from .checkpoint import Checkpoint
 from .ledger import LEDGER_SHARE, Ledger, LedgerEntry, compose, narrative_of
 from .state import CompactionState, PriorLoader
@@ -96,6 +103,23 @@ def compaction_trace_fields(record: Compaction) -> dict[str, Any]:
     if record.ledger_given_way:
         fields["ledger_given_way"] = len(record.ledger_given_way)
     return fields
+
+
+def clearing_trace_fields(record: ToolResultsCleared) -> dict[str, Any]:
+    """A clearing's trace event: its figures and the calls it stubbed, without the stubs."""
+    items = record.cleared or []
+    return {
+        "clearing_number": record.clearing_number,
+        "trigger": record.trigger,
+        "through_seq": record.through_seq,
+        "keep": record.keep,
+        "results_cleared": len(items),
+        "cleared_seqs": [item.get("seq") for item in items],
+        "tools": sorted({str(item.get("name")) for item in items if item.get("name")}),
+        "tokens_freed": clearing.freed_tokens(items),
+        "tokens_before": record.tokens_before,
+        "tokens_after": record.tokens_after,
+    }
 
 
 Trigger = Literal["auto", "manual"]
@@ -232,18 +256,29 @@ class CompactionBase(BaseMemory):
             if record is not None:
                 self._recorder.record(record)
 
-    async def compact(self, *, instructions: str | None = None, **kwargs: Any) -> str | None:
+    async def compact(
+        self,
+        *,
+        instructions: str | None = None,
+        clear_tool_results: bool | None = None,
+        **kwargs: Any,
+    ) -> str | None:
         """Compact now, at any point (an open tool batch is kept whole).
 
         ``instructions`` (like Claude Code's ``/compact <instructions>``) say
         what the summary must keep; every summariser is given them, and the
-        compaction record keeps them. Returns the new summary, or ``None``
-        when there was nothing to fold (``nothing_to_fold()`` says why) or
-        the attempt failed (the failure is in the trace and the log). A
-        summary that leaves the context no smaller is not a failure here: the
-        compaction is made and its record and trace event carry a ``warning``.
+        compaction record keeps them. ``clear_tool_results`` (``None``: the
+        config's) clears old tool results first and summarises only when the
+        context is still above the threshold. Returns the new summary, or
+        ``None`` when there was nothing to fold (``nothing_to_fold()`` says
+        why), clearing was enough, or the attempt failed (the failure is in
+        the trace and the log). A summary that leaves the context no smaller
+        is not a failure here: the compaction is made and its record and
+        trace event carry a ``warning``.
         """
-        summary = await self._compact("manual", instructions=instructions or None)
+        summary = await self._compact(
+            "manual", instructions=instructions or None, clear=clear_tool_results
+        )
         await self.flush()
         return summary
 
@@ -274,14 +309,20 @@ class CompactionBase(BaseMemory):
             at_boundary=self.at_boundary,
         )
 
-    async def _compact(self, trigger: Trigger, instructions: str | None = None) -> str | None:
+    async def _compact(
+        self, trigger: Trigger, instructions: str | None = None, clear: bool | None = None
+    ) -> str | None:
         state = self._state
         state.sync()
+        threshold = self.threshold_estimate
+        if self.config.clear_tool_results if clear is None else clear:
+            cleared = self._clear(trigger, self.config.clear_keep_tool_results)
+            if cleared is not None and self.estimate_context_tokens() <= threshold:
+                return None
         plan = self._plan_cut()
         if not plan.summarize:
             return None
         tokens_before = self.estimate_context_tokens()
-        threshold = self.threshold_estimate
         kept_tokens = sum(state.tokens[i] for i in plan.keep)
         beside = tokens_before - state.tokens_total + kept_tokens
         template_tokens = self.estimate_message_tokens(continuation_message(""))
@@ -496,6 +537,100 @@ class CompactionBase(BaseMemory):
 
     def _trace_compaction(self, record: Compaction) -> None:
         self._trace.add("compaction", **compaction_trace_fields(record))
+
+    # -- tool-result clearing --------------------------------------------------
+
+    def clear_tool_results(self, *, keep: int | None = None) -> ToolResultsCleared | None:
+        """Replace tool results older than the newest ``keep`` (``None``: the
+        config's ``clear_keep_tool_results``) with one-line stubs now, whatever
+        the context's size (``memory.compaction.clearing`` says which are
+        never cleared; the config's ``clear_at_least_tokens`` and
+        ``clear_exclude_tools`` apply). Logged as a ``tool_results_cleared``
+        record; ``restore_tool_results()`` undoes it. Returns the record, or
+        ``None`` when there was nothing to clear. Raises ``ValueError`` for a
+        negative ``keep``.
+        """
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
+            raise ValueError(f"keep must be an integer >= 0, got {keep!r}")
+        self._state.sync()
+        return self._clear("manual", self.config.clear_keep_tool_results if keep is None else keep)
+
+    def _clear(self, trigger: Trigger, keep: int) -> ToolResultsCleared | None:
+        """Clear, record and trace; ``None`` when nothing (or too little) would be freed."""
+        state = self._state
+        items = clearing.plan_clearing(
+            state.messages,
+            state.meta,
+            state.tokens,
+            keep=keep,
+            protected=set(self._plan_cut().keep),
+            cleared_seqs=state.cleared_seqs(),
+            exclude_tools=self.config.clear_exclude_tools,
+            count=self.estimate_message_tokens,
+        )
+        freed = clearing.freed_tokens(items)
+        if not items or freed < max(1, self.config.clear_at_least_tokens):
+            return None
+        tokens_before = self.estimate_context_tokens()
+        record = ToolResultsCleared(
+            ts=now_iso(),
+            clearing_number=state.clearing_number + 1,
+            trigger=trigger,
+            through_seq=state.next_seq - 1,
+            keep=keep,
+            cleared=items,
+        )
+        state.clear_tool_results(record)
+        self._floor_warned = False
+        record = dataclasses.replace(
+            record, tokens_before=tokens_before, tokens_after=self.estimate_context_tokens()
+        )
+        self._trace.add("tool_results_cleared", **clearing_trace_fields(record))
+        self._recorder.record(record)
+        logger.info(
+            "tool-result clearing %d: %d results stubbed, %d -> %d tokens",
+            record.clearing_number,
+            len(items),
+            tokens_before,
+            record.tokens_after,
+        )
+        return record
+
+    @property
+    def cleared_seqs(self) -> frozenset[int]:
+        """The log seqs of the tool results that are stubs in the context now
+        (their message records hold them whole)."""
+        return frozenset(self._state.cleared_seqs())
+
+    @property
+    def clearing_in_force(self) -> int | None:
+        """The number of the newest tool-result clearing whose stubs are still
+        in the context: the one ``restore_tool_results`` undoes."""
+        clearings = self._state.clearings
+        return clearings[-1].number if clearings else None
+
+    def restore_tool_results(self, reason: str = "", *, number: int | None = None) -> int:
+        """Undo the newest tool-result clearing in force: the results it
+        stubbed that are still in the context are whole again (those a later
+        compaction folded come back when that compaction is undone first).
+        ``number``, when given, must be that clearing. Logged as a
+        ``tool_results_restored`` record. Returns the number undone. Raises
+        ``CompactionError`` when no clearing is in force or ``number`` is another.
+        """
+        state = self._state
+        undone = state.restore_tool_results(number)
+        self._floor_warned = False
+        self._trace.add("tool_results_restored", reverts=undone)
+        self._recorder.record(
+            ToolResultsRestored(
+                ts=now_iso(),
+                reverts=undone,
+                through_seq=state.next_seq - 1,
+                reason=reason,
+                context_tokens=self.estimate_context_tokens(),
+            )
+        )
+        return undone
 
     # -- undo and correct ------------------------------------------------------
 

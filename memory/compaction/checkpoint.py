@@ -17,17 +17,21 @@ rest of the memory's state at that point::
      "tools": [{...}],                      # the tool schemas; absent: none
      "rewind_number": 2,                    # the last rewind numbered; absent: 0
      "memory_block": "<long_term_memory>...",  # BackgroundMemory's recalled block; absent: none
-     "extracted_through": 118}              # the last seq its extractor read; absent: -1
+     "extracted_through": 118,              # the last seq its extractor read; absent: -1
+     "clearing_number": 3}                  # the last tool-result clearing numbered; absent: 0
 
 (Version 1, written before tools and rewinds were logged, lacks the last two
 and still loads.) A ``rewind`` record is a start too: the state after it is
 the state of the log at its target, which the same backward read reaches by
 reading on past the records the rewind left behind.
 
-While no compaction is in force, a ``checkpoint`` record holds the same
-state every ``CHECKPOINT_EVERY`` messages (``periodic``), with the seqs of the
-context's messages instead of a compaction's kept ones, and the last
-compaction number given out.
+While no compaction and no tool-result clearing is in force, a ``checkpoint``
+record holds the same state every ``CHECKPOINT_EVERY`` messages
+(``periodic``), with the seqs of the context's messages instead of a
+compaction's kept ones, and the last compaction number given out. (A
+clearing's stubs are not in the message records, so a restore starts before
+it; a compaction's kept messages never hold a stub: see
+``memory.compaction.clearing``.)
 
 Where a restore starts (``read_tail``): reading the log backwards from its
 end, at the first of
@@ -108,6 +112,7 @@ class Checkpoint:
     rewind_number: int = 0
     memory_block: str = ""
     extracted_through: int = -1
+    clearing_number: int = 0
 
     @classmethod
     def capture(cls, state: CompactionState) -> Checkpoint:
@@ -127,6 +132,7 @@ class Checkpoint:
             rewind_number=state.rewind_number,
             memory_block=state.memory_block,
             extracted_through=state.extracted_through,
+            clearing_number=state.clearing_number,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,6 +159,8 @@ class Checkpoint:
             out["memory_block"] = self.memory_block
         if self.extracted_through >= 0:
             out["extracted_through"] = self.extracted_through
+        if self.clearing_number:
+            out["clearing_number"] = self.clearing_number
         return out
 
     @classmethod
@@ -175,6 +183,7 @@ class Checkpoint:
         tools = data.get("tools", [])
         rewinds = data.get("rewind_number", 0)
         block, extracted = data.get("memory_block", ""), data.get("extracted_through", -1)
+        clearings = data.get("clearing_number", 0)
         if not (
             _is_int(next_seq)
             and next_seq >= 0
@@ -191,6 +200,7 @@ class Checkpoint:
             and _is_int(rewinds)
             and isinstance(block, str)
             and _is_int(extracted)
+            and _is_int(clearings)
         ):
             return None
         return cls(
@@ -206,6 +216,7 @@ class Checkpoint:
             rewinds,
             block,
             extracted,
+            clearings,
         )
 
     def tracker(self) -> TurnTracker:
@@ -347,9 +358,10 @@ def _usable_periodic(
 
 def periodic(state: CompactionState) -> CheckpointRecord | None:
     """The ``checkpoint`` record of ``state`` now; ``None`` while a compaction is
-    in force (its record is the checkpoint) or the context holds a message
+    in force (its record is the checkpoint), while a tool-result clearing is
+    (its stubs are in no message record), or while the context holds a message
     without a seq (a placeholder result), which no record could give back."""
-    if state.head is not None:
+    if state.head is not None or state.clearings:
         return None
     runs: list[list[int]] = []
     for meta in state.meta:
@@ -489,3 +501,4 @@ def start_at_checkpoint(state: CompactionState, checkpoint: Checkpoint, kept: Co
     state.rewind_number = checkpoint.rewind_number
     state.set_memory_block(checkpoint.memory_block)
     state.extracted_through = checkpoint.extracted_through
+    state.clearing_number = checkpoint.clearing_number

@@ -195,6 +195,7 @@ class CompactionMemory(CompactionBase):
             unit_index=state.tracker.unit_index,
             compaction_number=state.compaction_number,
             reason=reason,
+            clearing_number=state.clearing_number or None,
         )
         state.rewind(prefix, record)
         record = dataclasses.replace(record, context_tokens=self.estimate_context_tokens())

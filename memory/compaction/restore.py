@@ -11,8 +11,10 @@ restored context is the one the memory had. ``RecordApplier`` does it:
 - a ``compaction`` keeps the messages its ``replayed_seqs`` lists; one written
   by the reference implementation (no ``through_seq``) keeps what its
   ``messages_compacted`` says it kept (``memory.compaction.reference``);
-- ``compaction_revert``, ``summary_correction``, ``unpin``, ``rewind``, ``system_prompt``,
-  ``tools`` and ``reset`` change the state as they did live (an undo or a
+- ``compaction_revert``, ``summary_correction``, ``unpin``, ``rewind``,
+  ``system_prompt``, ``tools``, ``tool_results_cleared``,
+  ``tool_results_restored`` and ``reset`` change the state as they did live
+  (an undo or a
   rewind reads the earlier context it needs from the same log:
   ``memory.log.prefix``); ``compaction_failed`` and ``compaction_warning`` only
   enter the trace; a record type this library does not know is skipped and
@@ -62,6 +64,8 @@ from ..log.records import (
     SessionMeta,
     SummaryCorrection,
     SystemPromptChange,
+    ToolResultsCleared,
+    ToolResultsRestored,
     ToolsChange,
     UnknownRecord,
     Unpin,
@@ -70,7 +74,7 @@ from ..log.records import (
 from ..log.store import LineLogStore, LogProblem, LogStore, ReversibleLogStore
 from ..trace import Trace
 from . import checkpoint
-from .base import compaction_trace_fields
+from .base import clearing_trace_fields, compaction_trace_fields
 from .ledger import Ledger
 from .meta import session_meta
 from .reference import reference_cut
@@ -133,8 +137,12 @@ class RecordApplier:
         if self.upgrade is not None and computed is not None:
             merged = {**computed.to_dict(), **record.to_dict()}
             self.upgrade(record_from_dict(merged))
-        stated = record.tokens_after if isinstance(record, Compaction) else None
-        if isinstance(record, MessageRecord | Reset | CompactionRevert | Rewind):
+        stated = (
+            record.tokens_after if isinstance(record, Compaction | ToolResultsCleared) else None
+        )
+        if isinstance(
+            record, MessageRecord | Reset | CompactionRevert | Rewind | ToolResultsRestored
+        ):
             stated = record.context_tokens
         if stated is not None:
             self._stated_tokens = stated
@@ -159,6 +167,23 @@ class RecordApplier:
                     reverts=record.reverts,
                     through_seq=through,
                     context_tokens=state.context_tokens(),
+                )
+            case ToolResultsCleared():
+                tokens_before = state.context_tokens()
+                number = state.clear_tool_results(record)
+                self.trace.add("tool_results_cleared", **clearing_trace_fields(record))
+                return dataclasses.replace(
+                    record,
+                    clearing_number=number,
+                    through_seq=through,
+                    tokens_before=tokens_before,
+                    tokens_after=state.context_tokens(),
+                )
+            case ToolResultsRestored():
+                undone = state.restore_tool_results(record.reverts)
+                self.trace.add("tool_results_restored", reverts=undone)
+                return ToolResultsRestored(
+                    reverts=undone, through_seq=through, context_tokens=state.context_tokens()
                 )
             case SummaryCorrection():
                 ledger = Ledger.from_record(record.ledger) if record.ledger is not None else None
@@ -322,7 +347,7 @@ def before_compaction(head: Head) -> LogPoint:
 
 def prior_of(state: CompactionState) -> Prior:
     """What undoing a compaction gives back, from the state just before it."""
-    return Prior(state.entries(), state.head)
+    return Prior(state.entries(), state.head, list(state.clearings))
 
 
 def _reference_compaction(state: CompactionState, record: Compaction) -> Compaction:

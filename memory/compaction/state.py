@@ -14,6 +14,11 @@ change below is applied the same way live and on restore:
 - ``correct_summary(record)``: the continuation carries a corrected summary,
   and the ledger follows the correction (``memory.compaction.pins``);
 - ``unpin(number, values)``: the ledger stops carrying those pins;
+- ``clear_tool_results(record)`` / ``restore_tool_results(number)``: old tool
+  results become stubs in place (``memory.compaction.clearing``), and whole
+  again; the clearings in force (``clearings``) hold the results they
+  replaced. A compaction folds every stub (none is in what it keeps), so it
+  ends the clearings in force; undoing it brings them back with its context;
 - ``rewind(prefix, record)``: the state becomes the one a restore of the log
   up to an earlier point gives, keeping the counters that only grow (seq,
   turn unit, compaction and rewind numbers);
@@ -33,11 +38,12 @@ from dataclasses import dataclass, field
 from typing import Self
 
 from ..errors import CompactionError
-from ..log.records import Compaction, Rewind
+from ..log.records import Compaction, Rewind, ToolResultsCleared
 from ..messages import ChatMessage
 from ..state import ContextState, Entry, EntryMeta
 from ..tokens.calibration import TokenCalibration
 from . import pins
+from .clearing import stub_message
 from .ledger import Ledger, LedgerEntry
 from .summarize import continuation_message
 
@@ -46,11 +52,22 @@ UNDO_SNAPSHOTS = 4
 
 
 @dataclass(slots=True)
+class Clearing:
+    """A tool-result clearing in force: its number and, by seq, each result it
+    replaced with a stub (the message and its tokens as they were in the context)."""
+
+    number: int
+    originals: dict[int, tuple[ChatMessage, int]]
+
+
+@dataclass(slots=True)
 class Prior:
-    """The context just before a compaction, and the compaction in force then."""
+    """The context just before a compaction, the compaction in force then, and
+    the tool-result clearings in force then."""
 
     entries: list[Entry]
     head: Head | None
+    clearings: list[Clearing] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -103,10 +120,13 @@ class CompactionState(ContextState):
         self.head: Head | None = None
         self.compaction_number = 0
         self.rewind_number = 0
+        self.clearings: list[Clearing] = []
+        self.clearing_number = 0
 
     def copy(self) -> Self:
         clone = super().copy()
         clone.head = copy.copy(self.head)
+        clone.clearings = list(self.clearings)
         return clone
 
     @property
@@ -139,7 +159,7 @@ class CompactionState(ContextState):
             summary=record.summary or "",
             continuation=record.continuation,
             kept=len(kept),
-            prior=Prior(entries, self.head),
+            prior=Prior(entries, self.head, list(self.clearings)),
             ledger=Ledger.from_record(record.ledger),
         )
         tokens = record.summary_tokens
@@ -150,6 +170,7 @@ class CompactionState(ContextState):
         self.compaction_number = number
         self._forget_old_priors()
         self.replace([(message, EntryMeta(None, None, None), tokens), *kept])
+        self._drop_folded_clearings()
 
     def _forget_old_priors(self) -> None:
         """Keep the previous contexts of the newest ``UNDO_SNAPSHOTS`` heads only."""
@@ -192,6 +213,9 @@ class CompactionState(ContextState):
         since = self.entries()[1 + head.kept :]
         self.head = prior.head
         self.replace([*prior.entries, *since])
+        numbers = {c.number for c in prior.clearings}
+        self.clearings = [*prior.clearings, *(c for c in self.clearings if c.number not in numbers)]
+        self._drop_folded_clearings()
         return head.number
 
     @property
@@ -248,6 +272,86 @@ class CompactionState(ContextState):
         head.ledger = ledger
         return head.number
 
+    # -- tool-result clearing ----------------------------------------------------
+
+    def cleared_seqs(self) -> set[int]:
+        """The seqs whose results are stubs in the context now."""
+        return {seq for clearing in self.clearings for seq in clearing.originals}
+
+    def clear_tool_results(self, record: ToolResultsCleared) -> int:
+        """Replace each result ``record.cleared`` names (by seq) with its stub
+        (``memory.compaction.clearing``); returns the clearing's number.
+
+        The stub is the item's ``stub`` text, its tokens the item's
+        ``stub_tokens`` (counted when absent). Raises ``CompactionError`` when
+        an item names no seq, a seq that is not a tool result in the context,
+        or one already cleared; the context is then unchanged.
+        """
+        index = {meta.seq: i for i, meta in enumerate(self.meta) if meta.seq is not None}
+        already = self.cleared_seqs()
+        changes: list[tuple[int, ChatMessage, int]] = []
+        for item in record.cleared or ():
+            seq, stub = item.get("seq"), item.get("stub")
+            i = index.get(seq) if isinstance(seq, int) else None
+            if i is None or self.messages[i].role != "tool" or not isinstance(stub, str):
+                raise CompactionError(f"clearing names seq {seq!r}, not a tool result in context")
+            if seq in already:
+                raise CompactionError(f"clearing names seq {seq}, already cleared")
+            message = stub_message(self.messages[i], stub)
+            tokens = item.get("stub_tokens")
+            if not isinstance(tokens, int) or isinstance(tokens, bool):
+                tokens = self.message_tokens(message)
+            changes.append((i, message, tokens))
+        self.sync()
+        originals: dict[int, tuple[ChatMessage, int]] = {}
+        messages, tokens_list = list(self.messages), list(self.tokens)
+        for i, message, tokens in changes:
+            seq = self.meta[i].seq
+            assert seq is not None
+            originals[seq] = (messages[i], tokens_list[i])
+            messages[i], tokens_list[i] = message, tokens
+        self.replace_columns(messages, list(self.meta), tokens_list)
+        number = record.clearing_number or self.clearing_number + 1
+        self.clearing_number = max(self.clearing_number, number)
+        self.clearings.append(Clearing(number, originals))
+        return number
+
+    def restore_tool_results(self, number: int | None = None) -> int:
+        """Undo the newest tool-result clearing in force (``number``, when
+        given, must be it): its results still in the context are whole again.
+        Returns its number. Raises ``CompactionError`` when none is in force
+        or ``number`` is another."""
+        if not self.clearings:
+            raise CompactionError(
+                "cannot restore tool results: no clearing is in force (none was made, "
+                "a compaction folded its stubs, or it was undone already)"
+            )
+        clearing = self.clearings[-1]
+        if number is not None and number != clearing.number:
+            raise CompactionError(
+                f"cannot restore the tool results of clearing {number}: "
+                f"clearing {clearing.number} is the newest in force"
+            )
+        self.sync()
+        messages, tokens = list(self.messages), list(self.tokens)
+        for i, meta in enumerate(self.meta):
+            if meta.seq is not None and meta.seq in clearing.originals:
+                messages[i], tokens[i] = clearing.originals[meta.seq]
+        self.replace_columns(messages, list(self.meta), tokens)
+        self.clearings.pop()
+        return clearing.number
+
+    def _drop_folded_clearings(self) -> None:
+        """Keep the clearings with a stub still in the context, and of each only
+        those stubs (a compaction folds them)."""
+        present = {meta.seq for meta in self.meta if meta.seq is not None}
+        kept: list[Clearing] = []
+        for clearing in self.clearings:
+            originals = {s: o for s, o in clearing.originals.items() if s in present}
+            if originals:
+                kept.append(Clearing(clearing.number, originals))
+        self.clearings = kept
+
     # -- rewind ----------------------------------------------------------------
 
     def rewind(self, prefix: CompactionState, record: Rewind) -> None:
@@ -261,6 +365,10 @@ class CompactionState(ContextState):
         self.set_memory_block(prefix.memory_block)
         self.replace(prefix.entries())
         self.head = copy.copy(prefix.head)
+        self.clearings = list(prefix.clearings)
+        self.clearing_number = max(
+            self.clearing_number, prefix.clearing_number, record.clearing_number or 0
+        )
         self.tracker = prefix.tracker.copy()
         # A new turn unit after the rewind gets a number the log has not used.
         self.tracker.unit_index = max(self.tracker.unit_index, unit_index)
@@ -274,10 +382,12 @@ class CompactionState(ContextState):
         """Empty the context; the summary goes with it, the numbering stays."""
         cleared = super().clear_messages()
         self.head = None
+        self.clearings = []
         return cleared
 
     def reset(self) -> int:
         """Start everything again, the compaction numbering included."""
         cleared = self.clear_messages()
         self.compaction_number = 0
+        self.clearing_number = 0
         return cleared

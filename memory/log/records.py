@@ -92,7 +92,8 @@ hold whatever the memory writes.
     3}`` or ``{"before_rewind": 2}``), ``reason``, ``context_tokens``, and
     what stays counted across it: ``through_seq`` (the last seq given out;
     the next message gets the one after), ``unit_index`` (the last turn unit
-    numbered), ``compaction_number`` (the last compaction numbered). The
+    numbered), ``compaction_number`` (the last compaction numbered), and
+    ``clearing_number`` (the last tool-result clearing numbered). The
     session continues in place from the target: the context becomes what a
     restore of the log up to the target gives (instructions and tools
     included). Nothing is deleted; the records between the target and the
@@ -113,6 +114,23 @@ hold whatever the memory writes.
     ``through_seq``, ``context_tokens``. The context does not change; later
     compactions no longer have to keep those values. A reader older than this
     type skips it (with a note) and keeps the pins.
+
+``tool_results_cleared`` (``ToolResultsCleared``)
+    Old tool results replaced by a short stub (``memory.compaction.clearing``):
+    ``clearing_number`` (1, 2, ... in the log), ``trigger`` (``auto`` /
+    ``manual``), ``through_seq``, ``keep`` (the newest tool results left
+    whole), ``cleared`` (one ``{"seq", "tool_call_id", "name", "tokens",
+    "bytes", "stub", "stub_tokens"}`` per result: the message's seq, the call
+    it answers, the tool's name, the result's size in the context in tokens
+    and UTF-8 bytes, the exact stub text that replaced it and its tokens),
+    ``tokens_before``, ``tokens_after``. The message records keep the full
+    results; only the context holds the stubs, until a compaction folds them
+    or a ``tool_results_restored`` puts them back. A reader older than this
+    type skips it (with a note) and shows the results whole.
+``tool_results_restored`` (``ToolResultsRestored``)
+    ``reverts`` (a ``clearing_number``), ``through_seq``, ``reason``,
+    ``context_tokens``: the results that clearing stubbed and that are still in
+    the context are whole again (its undo).
 
 ``memory_recall`` (``MemoryRecall``)
     ``BackgroundMemory`` only: the block of long-term memories placed in the
@@ -179,6 +197,8 @@ UNPIN = "unpin"
 MEMORY_RECALL = "memory_recall"
 MEMORY_EXTRACTION = "memory_extraction"
 CHECKPOINT = "checkpoint"
+TOOL_RESULTS_CLEARED = "tool_results_cleared"
+TOOL_RESULTS_RESTORED = "tool_results_restored"
 
 
 def now_iso() -> str:
@@ -484,6 +504,7 @@ class Rewind(LogRecord):
     compaction_number: int | None = None
     reason: str | None = None
     context_tokens: int | None = None
+    clearing_number: int | None = None
 
 
 @_record(SUMMARY_CORRECTION)
@@ -505,6 +526,27 @@ class Unpin(LogRecord):
     ledger: list[dict[str, Any]] | None = None
     reason: str | None = None
     through_seq: int | None = None
+    context_tokens: int | None = None
+
+
+@_record(TOOL_RESULTS_CLEARED)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultsCleared(LogRecord):
+    clearing_number: int | None = None
+    trigger: str | None = None
+    through_seq: int | None = None
+    keep: int | None = None
+    cleared: list[dict[str, Any]] | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+@_record(TOOL_RESULTS_RESTORED)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultsRestored(LogRecord):
+    reverts: int | None = None
+    through_seq: int | None = None
+    reason: str | None = None
     context_tokens: int | None = None
 
 

@@ -166,6 +166,20 @@ class ReplayForm(forms.Form):
         label="Summaries written by",
         help_text="The offline summariser needs no model; a configured model summarises for real.",
     )
+    clear_tool_results = forms.BooleanField(
+        required=False,
+        label="Clear old tool results first",
+        help_text="At the threshold, tool results older than the newest few become one-line stubs "
+        "(the log keeps them whole); a summary is written only if that is not enough.",
+    )
+    clear_keep_tool_results = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=1_000,
+        initial=3,
+        label="Tool results kept whole",
+        help_text="The newest tool results a clearing leaves as they are.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

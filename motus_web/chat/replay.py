@@ -52,6 +52,8 @@ class ReplaySettings:
     max_tool_result_tokens: int
     model_name: str
     compactor: str = OFFLINE  # or the name of a configured chat model
+    clear_tool_results: bool = False
+    clear_keep_tool_results: int = 3
 
 
 def create_replay(original: Session, settings: ReplaySettings, owner: AbstractBaseUser) -> Session:
@@ -65,6 +67,8 @@ def create_replay(original: Session, settings: ReplaySettings, owner: AbstractBa
         safety_ratio=settings.safety_ratio,
         max_tool_result_tokens=settings.max_tool_result_tokens,
         compact_model_name=None if settings.compactor == OFFLINE else settings.model_name,
+        clear_tool_results=settings.clear_tool_results,
+        clear_keep_tool_results=settings.clear_keep_tool_results,
     )
     return create_session(
         owner,

@@ -11,7 +11,7 @@ from django.shortcuts import redirect
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from memory import ConfigurationError
+from memory import CompactionMemoryConfig, ConfigurationError
 from motus_web.dashboard.access import visible_session
 from motus_web.dashboard.rendering import render
 from motus_web.sessions.long_term_store import owner_scope
@@ -127,6 +127,8 @@ def replay_new(request: HttpRequest, public_id: str) -> HttpResponse:
             max_tool_result_tokens=data["max_tool_result_tokens"],
             model_name=data["model_name"],
             compactor=data["compactor"],
+            clear_tool_results=data["clear_tool_results"],
+            clear_keep_tool_results=_or_default(data["clear_keep_tool_results"]),
         )
         try:
             session = create_replay(original, replay_settings, request.user)  # type: ignore[arg-type]
@@ -136,3 +138,8 @@ def replay_new(request: HttpRequest, public_id: str) -> HttpResponse:
             return redirect("chat:chat", public_id=session.public_id)
     context = {"form": form, "session": original, "curves": token_curves(original, None)}
     return render(request, "chat/replay_new.html", context, status=400 if form.errors else 200)
+
+
+def _or_default(keep: int | None) -> int:
+    """The replay form's tool results kept whole; empty: the library's default."""
+    return CompactionMemoryConfig().clear_keep_tool_results if keep is None else keep

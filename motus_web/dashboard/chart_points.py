@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from motus_web.sessions import aggregates
-from motus_web.sessions.models import CompactionEvent, Session
+from motus_web.sessions.models import CompactionEvent, ContextChange, Session
 
 from . import charts
 
@@ -73,6 +73,15 @@ def marked(session: Session) -> list[CompactionEvent]:
     picked = spread(range(session.chart_event_count))
     found = session.compaction_events.filter(chart_ordinal__in=picked)
     return sorted(found, key=lambda event: event.position)
+
+
+def cleared(session: Session) -> list[ContextChange]:
+    """At most ``MARKERS`` of the session's tool-result clearings, spread like ``marked``."""
+    if not session.clearing_count:
+        return []
+    rows = session.context_changes.filter(kind=ContextChange.Kind.TOOL_RESULTS_CLEARED)
+    fields = ("position", "through_seq", "tokens_before", "tokens_after", "session_id")
+    return spread(list(rows.order_by("position").only(*fields)))
 
 
 def spread(items: Sequence[T], limit: int = MARKERS) -> list[T]:

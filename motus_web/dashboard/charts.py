@@ -92,13 +92,17 @@ class Point:
     keep: bool = False  # a compaction's drop: bucketing never merges it away
 
 
+DROPS = frozenset({"ok", "cleared"})  # events drawn from the size before to the size after
+
+
 @dataclass(frozen=True, slots=True)
 class EventMark:
-    """A compaction event as the chart marks it; ``key`` names it in links."""
+    """A compaction event (or a tool-result clearing) as the chart marks it;
+    ``key`` (its log position) names it in links."""
 
     key: int
     seq: int  # the last message it covers; -1 before any message
-    kind: str  # "ok", "failed", "warning" or "revert"
+    kind: str  # "ok", "failed", "warning", "revert" or "cleared"
     tokens_before: int | None
     tokens_after: int | None
     label: str
@@ -180,14 +184,15 @@ class TokenChart:
 
 
 def series(messages: Sequence[tuple[int, int]], events: Sequence[EventMark]) -> list[Point]:
-    """Context size after each message, with each compaction's drop as two kept points.
+    """Context size after each message, with each compaction's (and clearing's)
+    drop as two kept points.
 
     ``messages`` are ``(seq, context_tokens)`` in seq order. A revert with a
     stated size (its ``tokens_after``) rises back to it.
     """
     drops: dict[int, list[EventMark]] = {}
     for event in events:
-        drop = event.kind == "ok" and event.tokens_before is not None
+        drop = event.kind in DROPS and event.tokens_before is not None
         # A revert that states the size it leaves: the context grows back to it.
         rise = event.kind == "revert"
         if (drop or rise) and event.tokens_after is not None:
@@ -312,7 +317,7 @@ def token_chart(
     for event in events:
         top = y(event.tokens_before) if event.tokens_before is not None else 0.0
         bottom = y(event.tokens_after) if event.tokens_after is not None else float(CHART_HEIGHT)
-        if event.kind != "ok":
+        if event.kind not in DROPS:
             top, bottom = 0.0, float(CHART_HEIGHT)
         markers.append(Marker(event.key, event.kind, event.label, x(event.seq), top, bottom))
     step = max(1, math.ceil(len(messages) / SAMPLES))

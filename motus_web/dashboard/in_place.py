@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from memory import CompactionError, LogPoint
 from motus_web.sessions import history, in_place, once
-from motus_web.sessions.models import CompactionEvent, Session
+from motus_web.sessions.models import CompactionEvent, ContextChange, Session
 
 from .access import visible_session
 from .actions import act_once, confirm_page, form_number, see_other, session_url
@@ -199,6 +199,54 @@ def undo_rewind(request: HttpRequest, public_id: str, number: int) -> HttpRespon
     )
 
 
+# -- undo a tool-result clearing ------------------------------------------------------
+
+
+@require_safe
+@login_required
+def restore_tool_results_confirm(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    return confirm_page(
+        request,
+        session,
+        title=f"Restore the tool results of clearing {number}?",
+        explain=(
+            f"The results clearing {number} replaced with stubs, and that are still in the live "
+            "context, become whole again (a later compaction that folded some must be undone "
+            "first). A new record says so; nothing is deleted."
+        ),
+        action=reverse("dashboard:restore_tool_results", args=[session.public_id, number]),
+        button="Restore the results",
+        reason=True,
+        target={"as_of": session.record_count},
+    )
+
+
+@require_POST
+@login_required
+def restore_tool_results(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    session = visible_session(request, public_id)
+    back = reverse("dashboard:restore_tool_results_confirm", args=[session.public_id, number])
+    reason = _reason(request, f"tool results of clearing {number} restored from the dashboard")
+    try:
+        as_of = form_number(request, "as_of")
+    except Refused as refused:
+        return refused.response(request)
+
+    def restore() -> str:
+        in_place.restore_tool_results(session, number, reason, as_of=as_of)
+        return f"The tool results of clearing {number} are whole again."
+
+    return act_once(
+        request,
+        action="restore-tool-results",
+        target=f"{session.public_id} clearing{number}",
+        back=back,
+        result=session_url(session),
+        do=restore,
+    )
+
+
 # -- correct a compaction's summary --------------------------------------------------
 
 
@@ -250,7 +298,16 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
         as_of = form_number(request, "as_of")
         target = f"{session.public_id} compact@{as_of}"
         with acting(request, "compact", target, back, instructions) as spent:
-            event = in_place.compact_now(session, instructions, as_of=as_of)
+            if request.POST.get("clear_first"):
+                outcome = in_place.clear_then_compact(session, instructions, as_of=as_of)
+            else:
+                outcome = in_place.compact_now(session, instructions, as_of=as_of)
+            if isinstance(outcome, ContextChange):
+                where, done = f"{back}#change-{outcome.position}", _cleared_text(outcome)
+                once.done(spent, where, done)
+                messages.success(request, done)
+                return see_other(where)
+            event = outcome
             where = reverse("dashboard:compaction_detail", args=[session.public_id, event.position])
             done = f"Compaction {event.number} done."
             if event.kind == CompactionEvent.Kind.OK:
@@ -304,6 +361,18 @@ def unpin(request: HttpRequest, public_id: str) -> HttpResponse:
         result=back,
         do=do,
         content=value,
+    )
+
+
+def _cleared_text(change: ContextChange) -> str:
+    cleared = change.record_extra.get("cleared")
+    count = len(cleared) if isinstance(cleared, list) else 0
+    sizes = ""
+    if change.tokens_before is not None and change.tokens_after is not None:
+        sizes = f" ({change.tokens_before:,} \u2192 {change.tokens_after:,} tokens)"
+    return (
+        f"{count} old tool result{'s' if count != 1 else ''} cleared{sizes}: "
+        "the context is under the threshold, so nothing was summarised."
     )
 
 

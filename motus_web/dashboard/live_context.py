@@ -141,7 +141,8 @@ def of(
     ``seqs`` are the logged seqs of the context after the instructions
     (``get_session_state().seqs``: None for the summary and derived
     placeholders) and ``logged_tokens`` the tokens the log states for them,
-    which is what the memory counted; anything else is estimated afresh. An
+    which is what the memory counted (except for a tool result the memory
+    holds as a stub: ``cleared_seqs``); anything else is estimated afresh. An
     assistant message that calls tools counts as "tool calls" whole, its text
     included. A session without a system prompt or recalled memories has no
     instructions' message: its context starts with the summary or a message.
@@ -150,6 +151,7 @@ def of(
     # get_context() is the instructions' message, when there is one, then memory.messages.
     instructed = len(context) > len(memory.messages)
     logged = logged_tokens or {}
+    stubs = memory.cleared_seqs
     parts = []
     for index, message in enumerate(context):
         if instructed and index == 0:
@@ -161,7 +163,7 @@ def of(
             continue
         after = index - instructed  # the position in memory.messages and in seqs
         seq = seqs[after] if after < len(seqs) else None
-        found = logged.get(seq) if seq is not None else None
+        found = logged.get(seq) if seq is not None and seq not in stubs else None
         tokens = memory.estimate_message_tokens(message) if found is None else found
         if after == 0 and memory.summary is not None:
             kind = "summary"

@@ -10,7 +10,8 @@ stored twice and the cost follows the context, not the session's length or
 the reply's place in it.
 
 ``between`` compares two such contexts: what entered, what left (folded by
-a compaction, cleared by a reset) and whether the summary was replaced.
+a compaction, cleared by a reset), which tool results became stubs (a
+tool-result clearing) and whether the summary was replaced.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class Change:
     summary_before: str | None
     summary_after: str | None
     events: tuple[CompactionEvent | ContextChange, ...] = field(default=())
+    stubbed: tuple[Run, ...] = ()  # results still in the context, as stubs now (tokens before)
 
     @property
     def summary_replaced(self) -> bool:
@@ -123,7 +125,7 @@ class Change:
 
     @property
     def nothing(self) -> bool:
-        return not (self.entered or self.left or self.summary_replaced)
+        return not (self.entered or self.left or self.stubbed or self.summary_replaced)
 
 
 def _tokens_by_seq(request: Request) -> dict[int, int]:
@@ -154,10 +156,12 @@ def between(
         *session.context_changes.filter(**window),
     ]
     events.sort(key=lambda row: row.position)
+    stubs = second.memory.cleared_seqs - first.memory.cleared_seqs
     return Change(
         entered=_runs([seq for seq in now if seq not in was], now),
         left=_runs([seq for seq in was if seq not in now], was),
         summary_before=first.memory.summary,
         summary_after=second.memory.summary,
         events=tuple(events),
+        stubbed=_runs([seq for seq in was if seq in now and seq in stubs], was),
     )

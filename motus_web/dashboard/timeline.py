@@ -4,7 +4,8 @@ Messages are grouped into their turn units (A: a user message, B: tool calls
 and their results, C: a final answer); a B unit pairs each call with its
 result by id. Events logged between messages sit where they happened. Each
 message knows whether it is still in the live context, and if not, which
-compaction (or reset) folded it. Pure functions of rows already loaded: the
+compaction (or reset) folded it; a tool result, whether a clearing left
+only its stub there. Pure functions of rows already loaded: the
 view decides the queries.
 """
 
@@ -69,12 +70,33 @@ def folded_by(seq: int, active: Sequence[Fold]) -> CompactionEvent | ContextChan
     return next((fold.event for fold in active if fold.covers(seq)), None)
 
 
+def stubbed(events: Iterable[CompactionEvent | ContextChange]) -> dict[int, ContextChange]:
+    """Seq -> the tool-result clearing whose stub stands for that result, for
+    the clearings no ``tool_results_restored`` undid (``events`` in any
+    order). A result a compaction folded since is the fold's to show."""
+    out: dict[int, ContextChange] = {}
+    for event in sorted(events, key=lambda row: row.position):
+        if not isinstance(event, ContextChange):
+            continue
+        extra = event.record_extra
+        if event.kind == ContextChange.Kind.TOOL_RESULTS_CLEARED:
+            items = extra.get("cleared")
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict) and isinstance(item.get("seq"), int):
+                    out[item["seq"]] = event
+        elif event.kind == ContextChange.Kind.TOOL_RESULTS_RESTORED:
+            undone = extra.get("reverts")
+            out = {s: c for s, c in out.items() if c.record_extra.get("clearing_number") != undone}
+    return out
+
+
 @dataclass(slots=True)
 class Entry:
     """One message with what the page shows beside it."""
 
     message: Message
     folded_by: CompactionEvent | ContextChange | None = None
+    stubbed_by: ContextChange | None = None  # the clearing whose stub is in the context
     results: dict[str, Entry] = field(default_factory=dict)  # call id -> its result, same page
 
 
@@ -135,6 +157,7 @@ def group(
     """
     if not messages:
         return Page([], [])
+    events = list(events)  # read twice
     low, high = messages[0].seq, messages[-1].seq
     leading: list[CompactionEvent | ContextChange] = []
     after: dict[int, list[CompactionEvent | ContextChange]] = {}
@@ -149,8 +172,10 @@ def group(
             after.setdefault(seq, []).append(event)
     units: list[Unit] = []
     open_calls: dict[str, Entry] = {}
+    stubs = stubbed(events)
     for message in messages:
-        entry = Entry(message, folded_by(message.seq, active))
+        fold = folded_by(message.seq, active)
+        entry = Entry(message, fold, stubs.get(message.seq) if fold is None else None)
         caller = _caller(message, open_calls)
         if caller is not None and units and units[-1].kind == message.unit:
             for call_id in message.answered_call_ids:

@@ -31,6 +31,7 @@ KINDS: dict[str, str] = {
     "compaction_failed": "Failed compactions",
     "compaction_warning": "Warnings",
     "compaction_revert": "Reverts",
+    "tool_results_cleared": "Old tool results cleared",
     "change": "Prompt changes and resets",
 }
 _EVENT_KINDS = {
@@ -66,6 +67,14 @@ def keys(
             messages.none(),
             events.filter(kind=_EVENT_KINDS[kind]),
             changes.none(),
+        )
+    elif kind == "tool_results_cleared":
+        messages, events = messages.none(), events.none()
+        changes = changes.filter(
+            kind__in=[
+                ContextChange.Kind.TOOL_RESULTS_CLEARED,
+                ContextChange.Kind.TOOL_RESULTS_RESTORED,
+            ]
         )
     elif kind == "change":
         messages, events = messages.none(), events.none()

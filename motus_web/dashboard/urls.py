@@ -45,6 +45,16 @@ urlpatterns = [
     ),
     path(f"{_session}rewinds/<int:number>/undo/do/", in_place.undo_rewind, name="undo_rewind"),
     path(
+        f"{_session}clearings/<int:number>/undo/",
+        in_place.restore_tool_results_confirm,
+        name="restore_tool_results_confirm",
+    ),
+    path(
+        f"{_session}clearings/<int:number>/undo/do/",
+        in_place.restore_tool_results,
+        name="restore_tool_results",
+    ),
+    path(
         f"{_session}compactions/<int:position>/rewind/",
         in_place.rewind_before_confirm,
         name="rewind_before_confirm",

@@ -258,6 +258,8 @@ def _context_change(event: CompactionEvent | ContextChange) -> str:
             history.REWIND: "a rewind",
             history.SUMMARY_CORRECTION: "a summary correction",
             pins.UNPIN: "",  # the context is as it was
+            ContextChange.Kind.TOOL_RESULTS_CLEARED: "a tool-result clearing",
+            ContextChange.Kind.TOOL_RESULTS_RESTORED: "an undo of a tool-result clearing",
         }.get(event.kind, f"a {event.kind} record")
     if event.kind == CompactionEvent.Kind.OK:
         return f"compaction {event.number}" if event.number is not None else "a compaction"
@@ -281,10 +283,30 @@ def _token_chart(session: Session) -> charts.TokenChart:
         )
         for event in chart_points.marked(session)
     ]
+    marks += [
+        charts.EventMark(
+            key=change.position,
+            seq=change.through_seq if change.through_seq is not None else -1,
+            kind="cleared",
+            tokens_before=change.tokens_before,
+            tokens_after=change.tokens_after,
+            label=_clearing_label(change),
+        )
+        for change in chart_points.cleared(session)
+    ]
+    marks.sort(key=lambda mark: mark.key)
     threshold = memories.threshold_of(session)
     line, sampled = chart_points.points(session)
     chart = charts.token_chart(line, marks, threshold, sampled=sampled)
-    return dataclasses.replace(chart, events_total=session.chart_event_count)
+    events_total = session.chart_event_count + session.clearing_count
+    return dataclasses.replace(chart, events_total=events_total)
+
+
+def _clearing_label(change: ContextChange) -> str:
+    figures = ""
+    if change.tokens_before is not None and change.tokens_after is not None:
+        figures = f": {change.tokens_before:,} \u2192 {change.tokens_after:,} tokens"
+    return f"Old tool results cleared after #{change.through_seq}{figures}"
 
 
 def _size_after(event: CompactionEvent) -> int | None:

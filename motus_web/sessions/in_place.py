@@ -21,7 +21,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from memory import ChatClient, CompactionMemory, LogPoint, PointNotFoundError
+from memory import ChatClient, CompactionError, CompactionMemory, LogPoint, PointNotFoundError
 
 from . import history, operations, pins
 from .memories import ContextSize, restore_view
@@ -142,6 +142,23 @@ def undo_rewind(session: Session, number: int, reason: str, *, as_of: int) -> in
 
     with writing(session, "rewind", as_of=as_of, check=check) as memory:
         return memory.rewind(LogPoint("before_rewind", number), reason=reason)
+
+
+# -- undoing a tool-result clearing ------------------------------------------------------
+
+
+def restore_tool_results(session: Session, number: int, reason: str, *, as_of: int) -> int:
+    """Undo tool-result clearing ``number`` through the library (a
+    ``tool_results_restored`` record): its results still in the context are
+    whole again. Returns its number. Raises ``StaleTargetError`` when it is
+    not the newest clearing in force (the library's word: a later clearing,
+    or a compaction that folded its stubs, came first) or the session logged
+    anything since ``as_of``; ``SessionBusyError`` while a turn writes it."""
+    with writing(session, "undo", as_of=as_of) as memory:
+        try:
+            return memory.restore_tool_results(reason, number=number)
+        except CompactionError as error:
+            raise StaleTargetError(f"{error}. Nothing was restored.") from error
 
 
 # -- correcting a summary ----------------------------------------------------------------
@@ -265,6 +282,46 @@ def compact_now(
     # A manual compaction with something to fold always logs its outcome.
     return session.compaction_events.filter(
         position__gte=as_of, kind__in=[CompactionEvent.Kind.OK, CompactionEvent.Kind.FAILED]
+    ).latest("position")
+
+
+def clear_then_compact(
+    session: Session, instructions: str, *, as_of: int, model: Any = None
+) -> CompactionEvent | ContextChange:
+    """Compact now's option "clear old tool results first": tool results older
+    than the newest ``clear_keep_tool_results`` of the session's config (3 by
+    default) become one-line stubs (``memory.compaction.clearing``), and a
+    summary is written, as ``compact_now`` writes it, only when the context is
+    still above the threshold. Returns the clearing's row when that was
+    enough (or nothing was left to fold), else the compaction event (or the
+    failed attempt). One transaction under the lease, as ``compact_now``: a
+    crash logs nothing. Raises ``NothingToFoldError`` when there is nothing to
+    clear and nothing to fold, ``StaleTargetError`` and ``SessionBusyError``
+    as ``compact_now``."""
+    model = model if model is not None else _configured(session)
+    client = model.client() if model is not None else None
+    summary_model = (model.compact_model or model.model) if model is not None else None
+    summarised = False
+    with writing(
+        session, "compact", as_of=as_of, client=client, compact_model=summary_model
+    ) as memory:
+        cleared = memory.clear_tool_results()
+        why = memory.nothing_to_fold()
+        enough = memory.estimate_context_tokens() <= memory.threshold_estimate
+        if cleared is None and why is not None:
+            async_to_sync(_close)(client)
+            raise NothingToFoldError(why)
+        if (cleared is not None and enough) or why is not None:
+            async_to_sync(_close)(client)
+        else:
+            async_to_sync(_compact)(memory, instructions.strip() or None, client)
+            summarised = True
+    if summarised:
+        return session.compaction_events.filter(
+            position__gte=as_of, kind__in=[CompactionEvent.Kind.OK, CompactionEvent.Kind.FAILED]
+        ).latest("position")
+    return session.context_changes.filter(
+        position__gte=as_of, kind=ContextChange.Kind.TOOL_RESULTS_CLEARED
     ).latest("position")
 
 

@@ -226,9 +226,19 @@ class _Writer:
         elif kind in rows.EVENT_KINDS:
             self._add_event(rows.event_row(session, position, record), record)
         else:
-            self._save_row(rows.change_row(session, position, record), record)
-            session.change_count += 1
+            self._add_change(rows.change_row(session, position, record), record)
         session.record_count += 1
+
+    def _add_change(self, change: ContextChange, record: Mapping[str, Any]) -> None:
+        session = change.session
+        self._save_row(change, record)
+        session.change_count += 1
+        if change.kind != ContextChange.Kind.TOOL_RESULTS_CLEARED:
+            return
+        session.clearing_count += 1
+        before, after = change.tokens_before, change.tokens_after
+        if change.through_seq is not None and before is not None and after is not None:
+            self.blocks.add(change.through_seq, before, after)
 
     def _add_event(self, event: CompactionEvent, record: Mapping[str, Any]) -> None:
         session = event.session
@@ -328,6 +338,7 @@ class _Writer:
                     "chart_event_count",
                     "revert_count",
                     "change_count",
+                    "clearing_count",
                     "folded_through",
                     "longest_fold",
                     "usage_totals",

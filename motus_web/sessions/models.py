@@ -104,6 +104,8 @@ class Session(models.Model):
     chart_event_count = models.PositiveIntegerField(default=0)
     revert_count = models.PositiveIntegerField(default=0)
     change_count = models.PositiveIntegerField(default=0)
+    # ``tool_results_cleared`` records (old tool results stubbed before summarising).
+    clearing_count = models.PositiveIntegerField(default=0)
     folded_through = models.BigIntegerField(null=True, blank=True)
     longest_fold = models.PositiveBigIntegerField(default=0)  # most seqs one compaction spans
     usage_totals = LosslessJSONField(default=dict, blank=True)
@@ -360,25 +362,33 @@ class CompactionEvent(LogRecord):
 class ContextChange(LogRecord):
     """A record that changes the context without a message or a compaction.
 
-    ``system_prompt`` (the prompt changed mid-session) and ``reset`` (the
-    context starts empty again) today; a record type added by a newer library
-    lands here too, its fields in ``record_extra``, so no write is refused.
+    ``system_prompt`` (the prompt changed mid-session), ``reset`` (the
+    context starts empty again), ``tool_results_cleared`` (old tool results
+    stubbed; ``tokens_before`` / ``tokens_after`` are its context sizes, for
+    the chart) and ``tool_results_restored`` (its undo), and the other record
+    types the library adds; a record type added by a newer library lands here
+    too, its fields in ``record_extra``, so no write is refused.
     """
 
     class Kind(models.TextChoices):
         SYSTEM_PROMPT = "system_prompt", "system prompt changed"
         RESET = "reset", "context reset"
+        TOOL_RESULTS_CLEARED = "tool_results_cleared", "old tool results cleared"
+        TOOL_RESULTS_RESTORED = "tool_results_restored", "cleared tool results restored"
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="context_changes")
     kind = models.CharField(max_length=64)  # the record type; Kind names the known ones
     system_prompt = models.TextField(blank=True)
     through_seq = models.BigIntegerField(null=True, blank=True)
+    tokens_before = models.BigIntegerField(null=True, blank=True)
+    tokens_after = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "position"]
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="change_unique_position"),
         ]
+        indexes = [models.Index(fields=["session", "kind", "position"], name="change_kind")]
 
     def __str__(self) -> str:
         return f"{self.session_id} {self.kind} at #{self.through_seq}"

@@ -320,6 +320,8 @@ def change_row(session: Session, position: int, record: Mapping[str, Any]) -> Co
         kind=_str(kind),
         system_prompt=_str(record.get("system_prompt")),
         through_seq=_int(record.get("through_seq")),
+        tokens_before=_int(record.get("tokens_before")),
+        tokens_after=_int(record.get("tokens_after")),
     )
     _keep_differences(row, record, _change_columns(row))
     return row
@@ -329,6 +331,8 @@ def _change_columns(row: ContextChange) -> Record:
     out: Record = {"type": row.kind, "ts": _ts(row.created_at)}
     _optional(out, "system_prompt", row.system_prompt)
     _optional(out, "through_seq", row.through_seq)
+    _optional(out, "tokens_before", row.tokens_before)
+    _optional(out, "tokens_after", row.tokens_after)
     return out
 
 

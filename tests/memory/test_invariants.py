@@ -7,9 +7,10 @@ and tools produce (issue 7): lone surrogates anywhere, developer instructions,
 custom (freeform) calls, reasoning, calls with empty ids, legacy function
 calls, and tool results made of parts (text and images); it drives a ``CompactionMemory``
 with a small threshold (so it compacts often, sometimes with a summariser that
-fails). After every message the context must satisfy the invariants below;
-at the end, the restored memory must equal the live one, and the log must
-hold every message ever added.
+fails), with tool-result clearing on or off (issue 28: old results become
+stubs before anything is summarised). After every message the context must
+satisfy the invariants below; at the end, the restored memory must equal the
+live one, and the log must hold every message ever added.
 """
 
 from __future__ import annotations
@@ -203,11 +204,19 @@ def check_context(
     if memory.at_boundary:
         assert not open_ids
 
-    # Messages kept after the cut are exactly what the log recorded for them.
+    # Messages kept after the cut are exactly what the log recorded for them,
+    # or, for a cleared tool result, that message with the stub its clearing
+    # record names (same role, call ids and name).
+    cleared = memory._state.cleared_seqs()
     for message, meta in zip(memory.messages, memory._state.meta, strict=True):
         if meta.seq is not None:
             record = logged[meta.seq]
-            assert message.to_dict() == record.get("context_message", record["message"])
+            expected = dict(record.get("context_message", record["message"]))
+            if meta.seq in cleared:
+                assert message.role == "tool"
+                assert message.text.startswith("[tool result cleared")
+                expected["content"] = message.content
+            assert message.to_dict() == expected
 
     # The newest user request survives verbatim until an answer closes it.
     last_user = max((i for i, m in enumerate(added) if m.role == "user"), default=None)
@@ -234,10 +243,12 @@ def run(
     threshold: int,
     session_id: str = "prop",
     system_role: str = "system",
+    clear_keep: int | None = None,
 ) -> tuple[CompactionMemory, InMemoryLogStore, CompactFn]:
     """Drive a logging memory through ``conversation``, checking the invariants
     after every message and that the log holds every message; returns the
-    memory, its log and the summariser it used."""
+    memory, its log and the summariser it used. ``clear_keep``: tool-result
+    clearing on, keeping that many newest results (``None``: off)."""
     store = InMemoryLogStore()
     plan = iter(failures)
 
@@ -249,7 +260,11 @@ def run(
 
     memory = CompactionMemory(
         config=CompactionMemoryConfig(
-            session_id=session_id, token_threshold=threshold, max_tool_result_tokens=60
+            session_id=session_id,
+            token_threshold=threshold,
+            max_tool_result_tokens=60,
+            clear_tool_results=clear_keep is not None,
+            clear_keep_tool_results=clear_keep or 0,
         ),
         compact_fn=summarise,
         log_store=store,
@@ -298,9 +313,16 @@ def assert_restores_exactly(
     failures=st.lists(st.booleans(), max_size=8),
     threshold=st.integers(150, 900),
     system_role=st.sampled_from(["system", "developer"]),
+    clear_keep=st.one_of(st.none(), st.integers(0, 3)),
 )
 def test_every_context_is_valid_and_restores_exactly(
-    conversation: list[dict[str, Any]], failures: list[bool], threshold: int, system_role: str
+    conversation: list[dict[str, Any]],
+    failures: list[bool],
+    threshold: int,
+    system_role: str,
+    clear_keep: int | None,
 ) -> None:
-    memory, store, summarise = run(conversation, failures, threshold, system_role=system_role)
+    memory, store, summarise = run(
+        conversation, failures, threshold, system_role=system_role, clear_keep=clear_keep
+    )
     assert_restores_exactly(memory, store, summarise)
