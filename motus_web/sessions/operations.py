@@ -76,9 +76,11 @@ def create_session(
     the schemas every turn will send (a chat's), so that its first turn logs
     no change of them. ``memory_type="background"`` with ``extra={"long_term":
     {"scope": ...}}`` makes a ``BackgroundMemory`` session (the chat's
-    "remember across chats")."""
+    "remember across chats"); whatever scope it names, the session's is its
+    owner's (``memories.owned_meta``)."""
     public_id = uuid.uuid4().hex
     stored = {k: v for k, v in config.to_dict().items() if k not in ("session_id", "log_base_path")}
+    extra, _ = owned_meta(extra or {}, owner.pk)  # its long-term memories are its owner's
     meta = records.SessionMeta(
         ts=records.now_iso(),
         session_id=public_id,

@@ -20,7 +20,7 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from memory import BackgroundMemory, ChatMessage, Scope
+from memory import BackgroundMemory, ChatMessage, CompactionMemoryConfig, Scope
 from memory.background import Provenance
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.sessions import memories, operations
@@ -289,3 +289,20 @@ def test_the_memories_page_names_only_the_sessions_the_viewer_may_see(
     assert "Staff&#x27;s secret chat" in seen_by_staff
     assert "Alice&#x27;s private chat" in seen_by_staff
     assert logged_in(teammate).get(url).status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_new_session_naming_anothers_scope_is_made_in_its_owners(
+    owner: User, outsider: User
+) -> None:
+    theirs = owner_scope(owner.pk, "trips")
+    session = operations.create_session(
+        outsider,
+        CompactionMemoryConfig(),
+        title="Mine",
+        model_name="gpt-4o",
+        memory_type="background",
+        extra={"long_term": {"scope": theirs.to_dict()}},
+    )
+    assert session.record_extra["long_term"]["scope"] == owner_scope(outsider.pk, "trips").to_dict()
+    assert memories.scope_of(session) == owner_scope(outsider.pk, "trips")
