@@ -114,6 +114,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After HtmxMiddleware (it reads request.htmx), so it sees the views' redirects.
+    "motus_web.dashboard.middleware.LoginRedirectForHtmxMiddleware",
     "csp.middleware.CSPMiddleware",
     "motus_web.dashboard.middleware.PrivateNoStoreMiddleware",
     "motus_web.dashboard.errors.MethodNotAllowedPageMiddleware",

@@ -67,7 +67,7 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 from django.db import IntegrityError
 
-from motus_web.sessions import lease
+from motus_web.sessions import lease, once
 from motus_web.sessions.models import Session
 from motus_web.sessions.signals import session_group
 
@@ -221,6 +221,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.session = session
+        self.user = user
         self.user_pk: int = user.pk
         self.session_key: str | None = getattr(self.scope.get("session"), "session_key", None)
         self.can_write = bool(user.is_staff or session.owner_id == user.pk)
@@ -244,6 +245,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 "can_send": self.can_write,
                 "models": [m.name for m in configured_models()],
                 "replay_of": replay_of(session),
+                # "Compact now"'s one-time token, issued to this user (``once``).
+                "compact_token": once.new_token(user) if self.can_write else None,
             }
         )
 
@@ -516,6 +519,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 # page's numbering stays whole.
                 frame = {"type": "seen", "run": run, "sn": sn}
             self.cursor = max(self.cursor, frame.get("pos", self.cursor))
+        if ends and own and frame.get("kind") == "compact":
+            frame["next_token"] = once.new_token(self.user)  # the spent one is done with
         if ends and own and self.work is not None:
             # The run gives its lease back right after its end: the browser,
             # told the turn is over, may send at once (a bounded wait: a run
@@ -590,6 +595,12 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         assert self.session is not None
         if replay_of(self.session) is not None:
             await self.refuse("replay_only", "this session is a replay: it only replays")
+            return
+        if not once.issued(frame.token, self.user):
+            await self.refuse(
+                "bad_token",
+                "this form has no one-time token issued to you; reload the page to compact",
+            )
             return
         model = await self.model_for(None)
         if model is None:

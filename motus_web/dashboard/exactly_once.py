@@ -35,7 +35,7 @@ def fields(request: HttpRequest, *, state: object = None, **target: object) -> d
     form with neither a target nor a state (an upload) gets a fresh token.
     """
     if not target and state is None:
-        return {once.TOKEN_FIELD: once.new_token()}
+        return {once.TOKEN_FIELD: once.new_token(request.user)}
     names = [request.path, state, *(f"{k}={v}" for k, v in sorted(target.items()))]
     return {once.TOKEN_FIELD: once.token_for(request.user, *names), **target}
 
@@ -106,11 +106,12 @@ def acting(
                 content=content,
             )
     except once.TokenError:
+        # A token the server did not issue to this user is refused as a missing one.
         raise Refused(
             400,
             "This form cannot be sent",
-            "It carries no one-time token (it may come from an older page). Nothing was done; "
-            "open the page again to see what the action would do now.",
+            "It carries no one-time token issued to you (it may come from an older page). "
+            "Nothing was done; open the page again to see what the action would do now.",
             back,
         ) from None
     except once.AlreadyDoneError as error:

@@ -131,9 +131,12 @@ def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Http
     except BadRequest as error:  # answered here: a typo in an address is not a server error
         return render(request, "errors/400.html", {"reason": str(error)}, status=400)
     found = store.memories(scope, filters, limit=PAGE)
+    # Provenance names only the sessions the viewer may see: a memory of this
+    # scope may come from a session they may not (staff's fork of the owner's
+    # chat, a session deleted since), shown as "another session".
     sessions = {
         s.public_id: s
-        for s in Session.objects.filter(
+        for s in Session.objects.visible_to(request.user).filter(
             public_id__in={p.session_id for m in found for p in m.provenance if p.session_id}
         )
     }

@@ -68,6 +68,7 @@ from .operations import (
     TooManyMessagesError,
     is_message_line,
     restore_from_file,
+    scope_dropped,
 )
 from .runners import elsewhere_alive, worker_id
 
@@ -381,6 +382,8 @@ def _restore(job: ImportJob, stream: BinaryIO, tracker: _Tracker) -> ImportRepor
         return ImportReport(problems=[Problem(job.file_name, "", str(error))])
     tracker.bytes_read = stream.tell()
     stream.seek(0)
+    dropped = scope_dropped(stream, job.owner)
+    stream.seek(0)
     tracker.messages_read = sum(1 for line in stream if is_message_line(line))
     # Lines the restore skipped refused nothing: warnings, worded as an import's.
     return ImportReport(
@@ -390,6 +393,7 @@ def _restore(job: ImportJob, stream: BinaryIO, tracker: _Tracker) -> ImportRepor
             for p in problems
         ],
         messages=session.message_count,
+        notes=[Problem(job.file_name, "line 1", dropped)] if dropped else [],
     )
 
 
@@ -535,6 +539,7 @@ def report_json(report: ImportReport) -> dict[str, Any]:
         "messages": report.messages,
         "outcomes": [[o.location, o.public_id, o.kind, o.added] for o in report.outcomes],
         "warnings": [[p.source, p.location, p.message] for p in report.warnings],
+        "notes": [[p.source, p.location, p.message] for p in report.notes],
     }
 
 
@@ -551,4 +556,5 @@ def report_of(job: ImportJob) -> ImportReport:
         cancelled=bool(data.get("cancelled")),
         outcomes=[Outcome(*outcome) for outcome in data.get("outcomes", [])],
         warnings=[Problem(s, where, what, True) for s, where, what in data.get("warnings", [])],
+        notes=[Problem(*note) for note in data.get("notes", [])],
     )

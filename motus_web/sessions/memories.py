@@ -6,6 +6,14 @@ threshold asks here, so the list, the session page, the context page, the
 chat and the confirmations all compute them the same way: through
 ``CompactionMemory`` itself, within the limits an imported file shows the
 agent ran with (``within_file_limits``).
+
+Whose long-term memories a "remember across chats" session reads and
+writes is said here too, once (``scope_of``): its owner's, under the memory
+name the owner chose, whatever its log, a file or a form names. Every
+restore of a session (the chat, undo, rewind, fork, restore, the step pages)
+goes through ``restore_from``, which passes that scope to the library; every
+new session's ``session_meta`` is rewritten to it (``owned_meta``) before it
+is stored, so that its log and its export say what is true.
 """
 
 from __future__ import annotations
@@ -24,12 +32,18 @@ from memory import (
     InMemoryLogStore,
     LogProblem,
     LogStore,
+    Scope,
 )
 from memory.log import LogRecord
 
 from .log_store import DatabaseLogStore
-from .long_term_store import DjangoLongTermStore
+from .long_term_store import DjangoLongTermStore, owner_scope
 from .models import Session
+
+# The user id of the scope of a session nobody owns (one that ``sync_sessions``
+# imported for staff): no dashboard user owns it, so only staff see its memories.
+UNOWNED = "unowned"
+LONG_TERM = "long_term"  # the session_meta field of a background memory's scope
 
 # Fields of a logged config that name where a memory ran, not how it compacts.
 _WHERE = ("session_id", "log_base_path")
@@ -113,6 +127,68 @@ def _within_session_limits(session: Session, options: dict[str, Any]) -> dict[st
     return {**options, "config": dataclasses.replace(config, token_threshold=bounded)}
 
 
+def memory_name(meta: Mapping[str, Any]) -> str:
+    """The memory name (the scope's agent id: "work", "trips") a session_meta
+    (a log record, or a ``Session.record_extra``) names, when it is one a
+    scope can hold; else ``""`` (the owner's unnamed memory). Only the name
+    is taken from it: whose memory it is never is."""
+    long_term = meta.get(LONG_TERM)
+    named = long_term.get("scope") if isinstance(long_term, Mapping) else None
+    name = named.get("agent_id") if isinstance(named, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return ""
+    try:
+        owner_scope(0, name)
+    except ConfigurationError:
+        return ""
+    return name
+
+
+def scope_for(owner_pk: int | None, name: str = "") -> Scope:
+    """The long-term scope of a session owned by user ``owner_pk`` (``None``:
+    nobody, ``UNOWNED``) under memory ``name``."""
+    if owner_pk is None:
+        return Scope(user_id=UNOWNED, agent_id=name or None)
+    return owner_scope(owner_pk, name)
+
+
+def scope_of(session: Session) -> Scope:
+    """The scope a session's long-term memory reads and writes: its owner's,
+    under the memory name its session_meta names (``memory_name``). The one
+    answer to that question: see the module docstring."""
+    return scope_for(session.owner_id, memory_name(session.record_extra or {}))
+
+
+def owned_meta(
+    meta: Mapping[str, Any], owner_pk: int | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A session_meta record as a session owned by ``owner_pk`` stores it:
+    its long-term scope (when it names one) replaced by ``scope_for`` the
+    owner and its memory name. Returns the record and the scope it named
+    that is not the owner's (``None`` when none was dropped), for the
+    import's note."""
+    long_term = meta.get(LONG_TERM)
+    if not isinstance(long_term, Mapping):
+        return dict(meta), None
+    named = long_term.get("scope")
+    own = scope_for(owner_pk, memory_name(meta)).to_dict()
+    if named == own:
+        return dict(meta), None
+    dropped = dict(named) if isinstance(named, Mapping) else {"scope": named}
+    return {**meta, LONG_TERM: {**long_term, "scope": own}}, dropped
+
+
+def dropped_scope_note(dropped: Mapping[str, Any], owner_pk: int | None) -> str:
+    """What an import or a restore says of a scope its file named that is not
+    the owner's (``owned_meta``)."""
+    named = ", ".join(f"{k}={v}" for k, v in dropped.items() if v is not None) or "none"
+    own = scope_for(owner_pk).user_id
+    return (
+        f"the file names the long-term memory scope {named}, which is not yours: it was "
+        f"dropped (a session here remembers only in its owner's memories: {own})"
+    )
+
+
 def restore(session: Session) -> CompactionMemory:
     """The session's memory as the library restores it from the database log."""
     return restore_from(session, DatabaseLogStore())
@@ -123,11 +199,16 @@ def restore_from(session: Session, log_store: LogStore, **options: Any) -> Compa
     the dashboard's long-term store for a session made with "remember across
     chats" (so a fork or a restore of it remembers too), else a
     ``CompactionMemory``; ``options`` go to it (config, client, model_name),
-    the config's threshold kept within the session's file limits."""
+    the config's threshold kept within the session's file limits. A
+    background memory's scope is ``scope_of`` the session, never its log's."""
     options = _within_session_limits(session, options)
     if session.memory_type == BackgroundMemory.memory_type:
         return BackgroundMemory.restore_from_log(
-            session.public_id, log_store=log_store, store=DjangoLongTermStore(), **options
+            session.public_id,
+            log_store=log_store,
+            store=DjangoLongTermStore(),
+            scope=scope_of(session),
+            **options,
         )
     return CompactionMemory.restore_from_log(session.public_id, log_store=log_store, **options)
 

@@ -3,7 +3,14 @@
 A confirmation page puts ``token_for(user, page, target, state)`` in its form
 (field ``TOKEN_FIELD``): every rendering of one confirmation in one state
 carries the same token (an upload's form, whose target is unknown until it
-is sent, a random ``new_token()``).
+is sent, and the chat's "Compact now", a random ``new_token(user)``).
+
+Every token is issued by the server to one user: its body (the confirmation's
+HMAC, or random) is followed by an HMAC of the user and the body, keyed with
+``SECRET_KEY`` (``issued``). ``spend`` refuses a token this server did not
+issue to the user who sends it (made up in the right shape, or another
+user's) with ``TokenError``, as a form without one: nothing is done, and no
+row records it.
 The POST that acts calls ``spend`` first, inside the transaction that does
 the action: it inserts an ``ActionToken`` row, whose unique ``token`` is the
 atomic step. A second submission of the same form (a double click, the back
@@ -30,7 +37,7 @@ import secrets
 from typing import TYPE_CHECKING, TypeGuard
 
 from django.db import IntegrityError, transaction
-from django.utils.crypto import salted_hmac
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from .models import ActionToken
 
@@ -40,6 +47,8 @@ if TYPE_CHECKING:
 TOKEN_FIELD = "once"
 TOKEN_RULE = "20 to 64 letters, digits, '-' or '_'"
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{20,64}")
+_BODY_CHARS = 32  # hexadecimal: the confirmation's HMAC, or 16 random bytes
+_SIGNATURE_CHARS = 24  # hexadecimal: 96 bits of the HMAC over the user and the body
 
 
 class TokenError(ValueError):
@@ -64,9 +73,10 @@ def is_token(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
 
 
-def new_token() -> str:
-    """A random token: for a form whose target is known only when it is sent (an upload)."""
-    return secrets.token_urlsafe(24)
+def new_token(user: AbstractBaseUser | AnonymousUser | None) -> str:
+    """A random token issued to ``user``: for a form whose target is known only
+    when it is sent (an upload, the chat's "Compact now")."""
+    return _issued_to(user, secrets.token_hex(_BODY_CHARS // 2))
 
 
 def token_for(user: AbstractBaseUser | AnonymousUser | None, *names: object) -> str:
@@ -75,10 +85,27 @@ def token_for(user: AbstractBaseUser | AnonymousUser | None, *names: object) -> 
     made in) are the same, so that Back and resubmit, a second tab and a
     double click all carry one token and only the first submission acts.
     Keyed with ``SECRET_KEY`` (``salted_hmac``): nobody can make another
-    user's token."""
-    who = user.pk if user is not None and user.is_authenticated else ""
-    value = "\x1f".join(str(name) for name in (who, *names))
-    return salted_hmac("motus.once", value).hexdigest()[:40]
+    user's token, nor one of their own that the server did not issue."""
+    value = "\x1f".join(str(name) for name in (_who(user), *names))
+    return _issued_to(user, salted_hmac("motus.once", value).hexdigest()[:_BODY_CHARS])
+
+
+def issued(token: object, user: AbstractBaseUser | AnonymousUser | None) -> TypeGuard[str]:
+    """Whether ``token`` is one this server issued to ``user`` (``new_token``,
+    ``token_for``): its signature is the HMAC of the user and its body,
+    compared in constant time."""
+    if not is_token(token) or len(token) != _BODY_CHARS + _SIGNATURE_CHARS:
+        return False
+    return constant_time_compare(token, _issued_to(user, token[:_BODY_CHARS]))
+
+
+def _issued_to(user: AbstractBaseUser | AnonymousUser | None, body: str) -> str:
+    value = f"{_who(user)}\x1f{body}"
+    return body + salted_hmac("motus.once.issued", value).hexdigest()[:_SIGNATURE_CHARS]
+
+
+def _who(user: AbstractBaseUser | AnonymousUser | None) -> object:
+    return user.pk if user is not None and user.is_authenticated else ""
 
 
 def spent_key(token: str, action: str, content: str = "") -> str:
@@ -98,13 +125,14 @@ def spend(
     content: str = "",
 ) -> ActionToken:
     """Spend ``token`` for ``action`` on ``target`` with ``content``, inside
-    the caller's transaction. Raises ``TokenError`` for a missing or malformed
-    token and ``AlreadyDoneError`` when this action with this content was done
-    with it before."""
+    the caller's transaction. Raises ``TokenError`` for a missing token or
+    one the server did not issue to ``user`` (``issued``), and
+    ``AlreadyDoneError`` when this action with this content was done with it
+    before."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("once.spend() belongs inside the action's transaction")
-    if not is_token(token):
-        raise TokenError("the form has no valid one-time token")
+    if not issued(token, user):
+        raise TokenError("the form has no one-time token this server issued to you")
     key = spent_key(token, action, content)
     who = user.pk if user is not None and user.is_authenticated else None
     try:

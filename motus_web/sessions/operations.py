@@ -43,7 +43,14 @@ from memory.log import InvalidSessionIdError, records, validate_session_id
 
 from . import history, lease
 from .log_store import DatabaseLogStore
-from .memories import ContextSize, config_of, restore_from, restore_view
+from .memories import (
+    ContextSize,
+    config_of,
+    dropped_scope_note,
+    owned_meta,
+    restore_from,
+    restore_view,
+)
 from .models import CompactionEvent, ContextChange, Message, Session
 from .once import StaleTargetError
 
@@ -69,9 +76,11 @@ def create_session(
     the schemas every turn will send (a chat's), so that its first turn logs
     no change of them. ``memory_type="background"`` with ``extra={"long_term":
     {"scope": ...}}`` makes a ``BackgroundMemory`` session (the chat's
-    "remember across chats")."""
+    "remember across chats"); whatever scope it names, the session's is its
+    owner's (``memories.owned_meta``)."""
     public_id = uuid.uuid4().hex
     stored = {k: v for k, v in config.to_dict().items() if k not in ("session_id", "log_base_path")}
+    extra, _ = owned_meta(extra or {}, owner.pk)  # its long-term memories are its owner's
     meta = records.SessionMeta(
         ts=records.now_iso(),
         session_id=public_id,
@@ -440,6 +449,20 @@ def restore_from_file(
         return session, list(memory.restore_problems)
 
 
+def scope_dropped(upload: IO[bytes], owner: AbstractBaseUser | None) -> str | None:
+    """What a restore of the log in ``upload`` (read from where it is) says of
+    a long-term memory scope its session_meta names that is not ``owner``'s
+    (the new session remembers in the owner's: ``owned_meta``); ``None``
+    when it names none, or the owner's."""
+    try:
+        meta = _session_meta(upload.readline(1 << 20))
+    except NotALogError:
+        return None
+    pk = owner.pk if owner is not None else None
+    _, dropped = owned_meta(meta, pk)
+    return dropped_scope_note(dropped, pk) if dropped is not None else None
+
+
 def is_message_line(line: bytes) -> bool:
     """Whether a log line is a ``message`` record (a line that is no JSON is not)."""
     if b'"message"' not in line:
@@ -516,7 +539,9 @@ def _save_fork(
     if not scratch.exists(new_id):
         raise NothingToForkError("there is no message to start a new session from")
     found = list(scratch.read(new_id))
-    found[0] = {**found[0], "title": title[:200], Session.LINEAGE: lineage}
+    # The fork's memories are its owner's, not those of the session or file it came from.
+    meta, _ = owned_meta(found[0], owner.pk if owner is not None else None)
+    found[0] = {**meta, "title": title[:200], Session.LINEAGE: lineage}
     DatabaseLogStore(parents=parents, owner=owner).extend(new_id, found)
     return Session.objects.select_related("parent").get(public_id=new_id)
 

@@ -35,14 +35,9 @@
   let run = null; // the run (turn, replay, compaction) whose numbered frames this tab follows
   let sn = 0;
   let lastFrameAt = Date.now();
-  let compactToken = newToken();
-
-  // A one-time token for the "Compact now" form: a double click sends the same one twice.
-  function newToken() {
-    const bytes = new Uint8Array(16);
-    crypto.getRandomValues(bytes);
-    return "c" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  }
+  // The "Compact now" form's one-time token, issued by the server (hello, then each
+  // compaction's end): a double click sends the same one twice, and it acts once.
+  let compactToken = null;
 
   const fmt = (n) => (n === null || n === undefined ? "?" : Number(n).toLocaleString("en-US"));
   const say = (message) => { status.textContent = message; };
@@ -137,7 +132,10 @@
   }
 
   const handlers = {
-    hello() { say("Connected"); },
+    hello(frame) {
+      if (frame.compact_token) compactToken = frame.compact_token;
+      say("Connected");
+    },
     // The store's word after a resume or a lost frame: what the live frames said may be incomplete.
     sync(frame) {
       if (frame.last_pos < lastPos) { location.reload(); return; } // this page shows another log
@@ -218,7 +216,7 @@
       answer.textContent = "";
       thinking.hidden = true;
       if (frame.kind === "compact") {
-        compactToken = newToken();
+        if (frame.next_token) compactToken = frame.next_token;
         if (frame.reason === "compacted" && $("compact-instructions")) $("compact-instructions").value = "";
       }
       if (frame.reason === "compacted") say("Compacted.");

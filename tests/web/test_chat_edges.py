@@ -20,6 +20,7 @@ from motus_web.asgi import application
 from motus_web.chat import consumers, limits
 from motus_web.chat.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from motus_web.chat.render import last_position
+from motus_web.sessions import once
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import ActionToken, Message, Session
 
@@ -300,7 +301,7 @@ async def test_compact_now_compacts_once_however_often_the_frame_is_sent(
         await socket.send_json_to({"type": "send", "text": f"Booking B{n} flies to Oslo."})
         await frames_until(socket, "finished")
     server.add("openai", ScriptedReply(text="Bookings B0 to B2 fly to Oslo."))
-    frame = {"type": "compact", "token": "tok-" + "a" * 30, "instructions": "keep bookings"}
+    frame = {"type": "compact", "token": once.new_token(owner), "instructions": "keep bookings"}
     await socket.send_json_to(frame)
     await socket.send_json_to(frame)  # a double click
 
@@ -326,14 +327,14 @@ async def test_compact_now_with_nothing_to_fold_says_why_and_a_longer_summary_st
 ) -> None:
     session = await database_sync_to_async(chat_session)(owner, 600)
     socket = await opened(owner, session)
-    frame = {"type": "compact", "token": "tok-" + "b" * 30, "instructions": "keep bookings"}
+    frame = {"type": "compact", "token": once.new_token(owner), "instructions": "keep bookings"}
     await socket.send_json_to(frame)
     empty = await frames_until(socket, "finished")
     server.add("openai", ScriptedReply(text="Noted."))
     await socket.send_json_to({"type": "send", "text": "Booking B1 flies to Oslo."})
     await frames_until(socket, "finished")
     server.add("openai", ScriptedReply(text="A summary far longer than the turn. " * 30))
-    await socket.send_json_to({**frame, "token": "tok-" + "c" * 30})
+    await socket.send_json_to({**frame, "token": once.new_token(owner)})
     longer = await frames_until(socket, "finished")
     await socket.disconnect()
 

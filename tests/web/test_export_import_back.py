@@ -25,11 +25,11 @@ from memory import (
     CompactionMemoryConfig,
     InMemoryLogStore,
     LogPoint,
-    Scope,
     SQLiteLongTermStore,
 )
 from motus_web.sessions import in_place, operations
 from motus_web.sessions.log_store import DatabaseLogStore
+from motus_web.sessions.long_term_store import owner_scope
 from motus_web.sessions.models import Session
 
 from .helpers import make_session
@@ -94,7 +94,12 @@ def background(owner: User) -> Session:
     config = CompactionMemoryConfig(token_threshold=600)
     log = InMemoryLogStore()
     memory = BackgroundMemory(
-        store=SQLiteLongTermStore(), scope=Scope(user_id="ann"), log_store=log, config=config
+        # The scope its owner's, as every dashboard session's is (an imported file's
+        # other scope is dropped: test_memory_ownership).
+        store=SQLiteLongTermStore(),
+        scope=owner_scope(owner.pk),
+        log_store=log,
+        config=config,
     )
 
     async def talk() -> None:

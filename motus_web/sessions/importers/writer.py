@@ -47,6 +47,7 @@ from memory.log import InvalidSessionIdError, LogRecord, records, validate_sessi
 from memory.tokens import TokenCounter
 
 from ..log_store import DatabaseLogStore
+from ..memories import dropped_scope_note, owned_meta
 from ..models import Session
 from ..runners import elsewhere_alive, worker_id
 from ..signals import announce
@@ -145,6 +146,8 @@ class ImportReport:
     cancelled: bool = False  # a checkpoint stopped the import: the rest was not read
     outcomes: list[Outcome] = field(default_factory=list)  # per conversation, in file order
     warnings: list[Problem] = field(default_factory=list)  # damaged lines skipped
+    # What was imported otherwise than the file says (a memory scope not the owner's).
+    notes: list[Problem] = field(default_factory=list)
 
     @property
     def updated(self) -> list[Outcome]:
@@ -682,6 +685,13 @@ class Writer:
             self._problem(f"line {_line_of(log, problem.line)}", problem.error)
         if problems:
             return
+        # A long-term memory scope is the owner's, whatever the file names.
+        owner = self.options.owner.pk if self.options.owner is not None else None
+        upgraded[0], dropped = owned_meta(upgraded[0], owner)
+        if dropped is not None:
+            self.report.notes.append(
+                Problem(self.source, location, dropped_scope_note(dropped, owner))
+            )
         try:
             for number, record in enumerate(upgraded, start=1):
                 if record.get("type") == records.MESSAGE:
