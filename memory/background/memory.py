@@ -37,6 +37,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Self
 
@@ -62,14 +63,18 @@ RELATED = 10  # existing memories shown to an extractor
 STORE_FILE = "long_term_memory.sqlite3"
 ERROR_CHARS = 200  # of an extractor's error message kept in its record
 DEFAULT_SCOPE = Scope(agent_id="default")
+# The store ``restore_from_log`` was given, for the constructor it calls.
+_RESTORING_INTO: ContextVar[LongTermStore | None] = ContextVar("restoring_into", default=None)
 
 
 class BackgroundMemory(CompactionMemory):
     """A ``CompactionMemory`` (so a ``CompactionBase``) with cross-session memory.
 
-    ``store``: the ``LongTermStore`` (default: ``SQLiteLongTermStore`` in
-    ``config.log_base_path/long_term_memory.sqlite3``, or in memory without a
-    log folder). ``scope`` (or ``user_id``/``agent_id``): whose memories
+    ``store``: the ``LongTermStore`` (default: ``default_store``: a
+    ``SQLiteLongTermStore`` beside the conversation logs, in
+    ``config.log_base_path/long_term_memory.sqlite3``; without a log folder one
+    in memory, with a warning at construction that its memories end with the
+    process). ``scope`` (or ``user_id``/``agent_id``): whose memories
     (default ``Scope(agent_id="default")``). ``extractor``: who decides what
     to remember (default: ``ModelExtractor`` over the memory's client and
     ``extract_model_name``, else the compaction model, once a client is set;
@@ -79,7 +84,8 @@ class BackgroundMemory(CompactionMemory):
     for an import or a replay (default: the UTC day each excerpt is read); a
     memory's time is that day unless its sentence names an absolute date.
     Other arguments are ``CompactionMemory``'s. Raises ``ConfigurationError``
-    for a bad scope or budget.
+    for a scope that is not a ``Scope`` (or bad ids), a store that is not a
+    ``LongTermStore``, or a bad budget.
     """
 
     memory_type = "background"
@@ -101,13 +107,19 @@ class BackgroundMemory(CompactionMemory):
         super().__init__(**kwargs)
         if scope is None:
             scope = Scope(user_id, agent_id) if user_id or agent_id else DEFAULT_SCOPE
+        elif not isinstance(scope, Scope):
+            raise ConfigurationError(
+                f"scope must be a memory.Scope (Scope(user_id=..., agent_id=...)), "
+                f"not {type(scope).__name__} {scope!r}"
+            )
+        if store is not None and not isinstance(store, LongTermStore):
+            raise ConfigurationError(f"store must be a LongTermStore, not {type(store).__name__}")
         if isinstance(recall_budget_tokens, bool) or not isinstance(recall_budget_tokens, int):
             raise ConfigurationError("recall_budget_tokens must be an integer >= 0")
         if recall_budget_tokens < 0:
             raise ConfigurationError("recall_budget_tokens must be an integer >= 0")
         if store is None:
-            base = self.config.log_base_path
-            store = SQLiteLongTermStore(Path(base) / STORE_FILE if base else ":memory:")
+            store = _RESTORING_INTO.get() or default_store(self.config.log_base_path, scope)
         self.store = store
         self.scope = scope
         self._extractor = extractor
@@ -415,10 +427,13 @@ class BackgroundMemory(CompactionMemory):
         given), the block the log last placed, and the extractor's position
         (messages after it are extracted at the next turn). ``store`` must be
         the store the session used (default: the same default as a new memory)."""
-        memory = super().restore_from_log(session_id, **kwargs)
+        # The store given is the one constructed with (no default made, no warning).
+        token = _RESTORING_INTO.set(store)
+        try:
+            memory = super().restore_from_log(session_id, **kwargs)
+        finally:
+            _RESTORING_INTO.reset(token)
         long_term = _long_term_meta(memory)
-        if store is not None:
-            memory.store = store
         memory.scope = scope or (
             Scope.from_dict(long_term["scope"])
             if isinstance(long_term.get("scope"), dict)
@@ -463,6 +478,24 @@ class BackgroundMemory(CompactionMemory):
                     )
                 )
         return child
+
+
+def default_store(log_base_path: str | Path | None, scope: Scope) -> LongTermStore:
+    """The store of a ``BackgroundMemory`` given none: SQLite beside the logs
+    (``log_base_path/long_term_memory.sqlite3``), so a later session or process
+    with the same log folder recalls what this one remembered. Without a log
+    folder, an in-memory store that no other instance shares, said once per
+    construction as a warning of the ``memory.background`` logger: silently
+    forgetting everything at exit is the surprise this default must not hide."""
+    if log_base_path:
+        return SQLiteLongTermStore(Path(log_base_path) / STORE_FILE)
+    logger.warning(
+        "BackgroundMemory has no store and no log_base_path: the memories of scope %s are "
+        "kept in this process only and are lost when it ends (no other instance recalls "
+        "them); pass store=SQLiteLongTermStore(path) or configure log_base_path",
+        scope.key,
+    )
+    return SQLiteLongTermStore(":memory:")
 
 
 def bounded_error(exc: Exception) -> str:
