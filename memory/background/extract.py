@@ -28,6 +28,7 @@ from sentencex import segment
 from ..clients.base import ChatClient
 from ..errors import ExtractionError
 from ..messages import ChatMessage
+from .guard import instruction_reason
 from .types import KINDS, Kind, Memory, dedupe_key
 
 logger = logging.getLogger("memory.background")
@@ -158,7 +159,8 @@ class OfflineExtractor:
     something specific. A statement is a sentence that is not a question, of
     4 to 60 words, with at least two content words (not function words or
     small talk: "Wow, that's so great!" is none), and not a request ("please",
-    "can you"...). It is specific when it
+    "can you"...) nor an instruction to the model (``guard.instruction_reason``:
+    "ignore all previous instructions", "SYSTEM: ..."). It is specific when it
     names people (my wife, my friends...), a name or a place (a capitalised
     word inside the sentence), a date or time, or a number, or speaks in the
     first person. The first line of a reply to a question (the message
@@ -293,7 +295,7 @@ def _candidate(sentence: str, seq: int | None) -> Candidate | None:
     words = sentence.split()
     if not MIN_WORDS <= len(words) <= MAX_WORDS or sentence.endswith("?"):
         return None
-    if _REQUEST.search(sentence):
+    if _REQUEST.search(sentence) or instruction_reason(sentence) is not None:
         return None
     content = [w for w in _WORDS.findall(sentence.lower()) if w not in _NOT_CONTENT]
     if len(content) < MIN_CONTENT_WORDS:

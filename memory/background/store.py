@@ -12,9 +12,20 @@ dashboard's Django store in ``motus_web``):
 - **History**: nothing is changed in place. ``update``, ``supersede``,
   ``forget`` and ``restore`` append a ``Version`` and move the memory's current
   row to it; ``history`` lists every version.
+- **Forgetting sticks**: ``add`` of a statement a forgotten or flagged memory
+  of the scope holds (what re-reading the same messages does: an extraction
+  after a crash, an import again, a restore, a fork) links it there and keeps
+  it as it is; only an operator's add (``extractor`` ``"operator:..."``)
+  makes it active again, as a new memory.
 - **Purge** is the one real deletion (a person's request to be forgotten): it
-  deletes the memories, their versions and their links, and says what it
-  removed (``Purged``).
+  deletes the memories, their versions and their links, leaves a tombstone
+  per statement (``tombstone_key``: a hash, not the words), and says what it
+  removed (``Purged``). ``add`` of a purged statement by anyone but an
+  operator raises ``LongTermMemoryError``.
+- **Data, never instructions** (``memory.background.guard``): text is stored
+  ``neutralise``-d (no tag, template token or role label can form in it);
+  text that reads as an instruction to the model is kept ``flagged``, with
+  the reason in its first version: never searched, so never recalled.
 
 Each operation is one transaction of the store: a crash mid-write leaves
 either all of it or none.
@@ -33,6 +44,7 @@ from typing import Protocol, runtime_checkable
 from ..errors import LongTermMemoryError
 from ..log.records import now_iso
 from . import scoring
+from .guard import instruction_reason, neutralise
 from .types import (
     STATUSES,
     Hit,
@@ -46,8 +58,10 @@ from .types import (
     check_importance,
     check_kind,
     dedupe_key,
+    tombstone_key,
 )
 
+OPERATOR = "operator:"  # the actor prefix of a person's own edits
 SEARCH_CANDIDATES = 5  # full-text candidates per result asked for, rescored with importance/recency
 
 
@@ -183,7 +197,15 @@ class VersionedStore(ABC):
         """One transaction: everything inside is written, or nothing."""
 
     @abstractmethod
-    def _find_active(self, scope_key: str, key: str) -> Row | None: ...
+    def _find(self, scope_key: str, key: str) -> list[Row]:
+        """The rows of ``scope_key`` with this ``dedupe_key``, any status, oldest first."""
+
+    @abstractmethod
+    def _bury(self, scope_key: str, tombstones: Sequence[str]) -> None:
+        """Keep ``tombstone_key``s (the same one twice is kept once)."""
+
+    @abstractmethod
+    def _buried(self, scope_key: str, tombstone: str) -> bool: ...
 
     @abstractmethod
     def _row(self, scope_key: str, memory_id: str) -> Row | None: ...
@@ -236,19 +258,34 @@ class VersionedStore(ABC):
         importance: float = 0.5,
         when: str | None = None,
     ) -> tuple[Memory, bool]:
-        text = _text(text)
+        said, text = text, _text(text)
         kind, importance = check_kind(kind), check_importance(importance)
+        flag = instruction_reason(said)
+        operator = provenance.extractor.startswith(OPERATOR)
+        key = dedupe_key(text)
         with self._atomic():
-            existing = self._find_active(scope.key, dedupe_key(text))
+            rows = self._find(scope.key, key)
+            existing = next((r for r in rows if r.status == "active"), None)
+            if existing is None and not operator:
+                # Forgotten or flagged stays so, whatever says it again.
+                existing = next((r for r in rows if r.status in ("forgotten", "flagged")), None)
+                if existing is None and self._buried(scope.key, tombstone_key(scope.key, key)):
+                    raise LongTermMemoryError(
+                        "this statement was purged from the scope: it is not remembered again"
+                    )
             if existing is not None:
                 self._link(existing.id, provenance)
-                if importance > existing.importance:
+                if existing.status == "active" and importance > existing.importance:
                     existing.importance = importance
                     self._save(existing)
                 return self._memory(scope, existing), False
             row = self._new_row(scope, text, kind, importance, when)
+            if flag is not None:
+                row.status = "flagged"
             self._insert(row)
-            self._append_version(row.id, _version(row, "add", provenance.extractor, ""))
+            reason = f"reads as an instruction to the model: {flag}" if flag else ""
+            action = "flag" if flag else "add"
+            self._append_version(row.id, _version(row, action, provenance.extractor, reason))
             self._link(row.id, provenance)
         return self._memory(scope, row), True
 
@@ -264,15 +301,21 @@ class VersionedStore(ABC):
         reason: str = "",
         provenance: Provenance | None = None,
     ) -> Memory:
+        action = "update"
         with self._atomic():
             row = self._current(scope, memory_id, "active")
             if text is not None:
-                row.text, row.key = _text(text), dedupe_key(text)
+                row.text = _text(text)
+                row.key = dedupe_key(row.text)
+                flag = instruction_reason(text)
+                if flag is not None:
+                    row.status, action = "flagged", "flag"
+                    reason = f"reads as an instruction to the model: {flag}"
             if kind is not None:
                 row.kind = check_kind(kind)
             if importance is not None:
                 row.importance = check_importance(importance)
-            self._advance(row, "update", actor, reason)
+            self._advance(row, action, actor, reason)
             if provenance is not None:
                 self._link(row.id, provenance)
         return self._memory(scope, row)
@@ -289,6 +332,11 @@ class VersionedStore(ABC):
         when: str | None = None,
         reason: str = "",
     ) -> Memory:
+        flag = instruction_reason(text) if isinstance(text, str) else None
+        if flag is not None:
+            raise LongTermMemoryError(
+                f"a memory is not superseded by text that reads as an instruction ({flag})"
+            )
         text = _text(text)
         kind, importance = check_kind(kind), check_importance(importance)
         with self._atomic():
@@ -316,7 +364,7 @@ class VersionedStore(ABC):
     def restore(self, scope: Scope, memory_id: str, *, actor: str, reason: str = "") -> Memory:
         with self._atomic():
             row = self._current(scope, memory_id, "forgotten")
-            clash = self._find_active(scope.key, row.key)
+            clash = next((r for r in self._find(scope.key, row.key) if r.status == "active"), None)
             if clash is not None:
                 raise LongTermMemoryError(
                     f"memory {memory_id} says what active memory {clash.id} says: not restored"
@@ -365,9 +413,15 @@ class VersionedStore(ABC):
 
     def purge(self, scope: Scope, memory_ids: Sequence[str] | None = None) -> Purged:
         with self._atomic():
-            if memory_ids is not None:
-                for memory_id in memory_ids:
-                    self._current(scope, memory_id, None)
+            if memory_ids is None:
+                rows = self._rows(scope.key, Filters(), 2**62, 0)
+            else:
+                rows = [self._current(scope, memory_id, None) for memory_id in memory_ids]
+            # Every wording it ever had: an edited memory's older text is purged too.
+            keys = {row.key for row in rows} | {
+                dedupe_key(v.text) for row in rows for v in self._versions(row.id)
+            }
+            self._bury(scope.key, sorted(tombstone_key(scope.key, k) for k in keys))
             return self._delete(scope.key, memory_ids)
 
     # -- helpers -----------------------------------------------------------------
@@ -426,7 +480,7 @@ class VersionedStore(ABC):
 def _text(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise LongTermMemoryError("a memory's text must be a non-empty string")
-    return " ".join(text.split())
+    return neutralise(text)
 
 
 def _version(row: Row, action: str, actor: str, reason: str) -> Version:

@@ -2,7 +2,8 @@
 
 The rules (scope, dedupe, versions, purge) are ``memory.background.store.
 VersionedStore``'s; this module only maps its storage primitives onto
-``LongTermMemory``, ``LongTermMemoryVersion`` and ``LongTermMemoryLink``.
+``LongTermMemory``, ``LongTermMemoryVersion``, ``LongTermMemoryLink`` and
+``LongTermMemoryTombstone``.
 Full-text search is the database's own: on PostgreSQL ``to_tsvector('english',
 text)`` matched by the query's words (``plainto_tsquery`` each, OR-ed) and
 ranked with ``ts_rank_cd``; on SQLite FTS5 ranked with ``bm25()`` (migration
@@ -39,7 +40,12 @@ from memory.background import (
     query_terms,
 )
 
-from .models import LongTermMemory, LongTermMemoryLink, LongTermMemoryVersion
+from .models import (
+    LongTermMemory,
+    LongTermMemoryLink,
+    LongTermMemoryTombstone,
+    LongTermMemoryVersion,
+)
 
 _DB_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="long-term-store")
 T = TypeVar("T")
@@ -75,9 +81,20 @@ class DjangoLongTermStore(VersionedStore):
         with transaction.atomic():
             yield
 
-    def _find_active(self, scope_key: str, key: str) -> Row | None:
-        found = LongTermMemory.objects.filter(scope_key=scope_key, key=key, status="active")
-        return _row(found.first())
+    def _find(self, scope_key: str, key: str) -> list[Row]:
+        found = LongTermMemory.objects.filter(scope_key=scope_key, key=key).order_by("id")
+        return [r for r in (_row(m) for m in found) if r is not None]
+
+    def _bury(self, scope_key: str, tombstones: Sequence[str]) -> None:
+        LongTermMemoryTombstone.objects.bulk_create(
+            [LongTermMemoryTombstone(scope_key=scope_key, tombstone=t) for t in tombstones],
+            ignore_conflicts=True,
+        )
+
+    def _buried(self, scope_key: str, tombstone: str) -> bool:
+        return LongTermMemoryTombstone.objects.filter(
+            scope_key=scope_key, tombstone=tombstone
+        ).exists()
 
     def _row(self, scope_key: str, memory_id: str) -> Row | None:
         found = LongTermMemory.objects.filter(scope_key=scope_key, public_id=memory_id)
