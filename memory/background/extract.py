@@ -16,6 +16,7 @@ link is added). Two are built:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from ..clients.base import ChatClient
 from ..errors import ExtractionError
 from ..messages import ChatMessage
 from .guard import instruction_reason
+from .payload import MAX_PER_MESSAGE, is_payload, list_item, payload_lines, without_marker
 from .types import KINDS, Kind, Memory, dedupe_key
 
 logger = logging.getLogger("memory.background")
@@ -141,6 +143,17 @@ _SMALL_TALK = """a about after again all also am an and any are as at back be be
 _NOT_CONTENT = frozenset(_SMALL_TALK.split())
 MIN_WORDS, MAX_WORDS = 4, 60
 MIN_CONTENT_WORDS = 2
+MAX_PER_TURN = 10  # statements one message gives at most, whatever its shape
+# Where a sentence joins statements of its own subject: ", I ...", " and my ...".
+_JOIN = re.compile(
+    r"(?:,\s*(?:and\s+|but\s+|so\s+)?|;\s*|\s+(?:and|but)\s+)"
+    r"(?=(?:I|I'm|I've|I'd|I'll|my|My|our|Our|we|We|we're|We're)\b)"
+)
+_CLAUSE_SUBJECT = re.compile(
+    r"(?:I|I'm|I've|I'd|I'll|we|we're|we've)\b|(?:my|our)\s+(?:[\w'-]+\s+){0,2}"
+    r"(?:is|are|was|were|has|have|had|lives|lived|works|worked|likes|loves|just|got|turned)\b",
+    re.I,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +189,13 @@ class OfflineExtractor:
     statement; its time (``when``) is the date a statement names when it is
     absolute, else the excerpt's ``said_on`` (after the relative date named).
     A transcript's leading ``"[stamp] "`` is dropped and its ``"Speaker: "``
-    kept (who said it). Needs no model and no network; the same line twice
+    kept (who said it). A sentence that joins statements of their own subject
+    ("My name is Ann, I live in Porto and I work at Acme.") gives each as its
+    own memory (``clauses``). Facts, not payloads (``memory.background.payload``):
+    the lines of a fenced block, code, logs, traces, table rows and prompts
+    give nothing, and a message gives at most ``MAX_PER_TURN`` memories
+    (``MAX_PER_MESSAGE`` when it is mostly pasted material or a long list),
+    its most important. Needs no model and no network; the same line twice
     in an excerpt is one candidate.
     """
 
@@ -245,37 +264,85 @@ def sentence_candidates(
 ) -> list[Candidate]:
     """What the offline extractor keeps of one message (see ``OfflineExtractor``);
     ``asked``: the question the message answers (the one before it ended with)."""
-    out = []
-    for index, line in enumerate(text.splitlines()):
-        line = _STAMP.sub("", line.strip())
-        speaker = _SPEAKER.match(line)
-        label = f"{speaker.group(1)}: " if speaker else ""
-        line = line[speaker.end() :] if speaker else line
-        if not line:
+    out: list[Candidate] = []
+    listed: set[int] = set()  # of ``out``: said as a list item (kept last when bounded)
+    lines = text.splitlines()
+    material = payload_lines(lines)
+    for index, line in enumerate(lines):
+        if index in material:
             continue
-        sentences = dict.fromkeys(s.strip() for s in segment("en", line))
-        kept = [c for c in (_candidate(s, seq) for s in sentences) if c]
-        signalled = [c for c in kept if c.importance > 0]
-        answers = asked if index == 0 and kept else None
-        if not signalled and answers is None:
-            continue
-        best = max(signalled or kept, key=lambda c: c.importance)
-        dated = next((c.when for c in kept if c.when is not None), None)
-        kinds = {c.kind for c in signalled}
-        kind: Kind = "preference" if "preference" in kinds else "event" if dated else "fact"
-        out.append(
-            Candidate(
-                kind=kind,
-                text=label
-                + " ".join(c.text for c in kept)
-                + (f' (answering "{answers}")' if answers else ""),
-                when=when_said(dated, said_on),
-                importance=max(best.importance, 0.35),
-                first_seq=seq,
-                last_seq=seq,
-            )
+        found = _line_candidates(line, seq, said_on, asked if index == 0 else None)
+        if list_item(line):
+            listed.update(range(len(out), len(out) + len(found)))
+        out.extend(found)
+    return bounded(out, MAX_PER_MESSAGE if is_payload(lines) else MAX_PER_TURN, listed)
+
+
+def _line_candidates(
+    line: str, seq: int | None, said_on: str | None, asked: str | None
+) -> list[Candidate]:
+    out: list[Candidate] = []
+    line = _STAMP.sub("", without_marker(line.strip()))
+    speaker = _SPEAKER.match(line)
+    label = f"{speaker.group(1)}: " if speaker else ""
+    line = line[speaker.end() :] if speaker else line
+    if not line:
+        return out
+    sentences = dict.fromkeys(s.strip() for s in segment("en", line))
+    joined = {s: parts for s in sentences if len(parts := clauses(s)) > 1}
+    for parts in joined.values():
+        for part in parts:
+            alone = _candidate(part, seq)
+            if alone is not None and alone.importance > 0:
+                when = when_said(alone.when, said_on)
+                out.append(dataclasses.replace(alone, text=label + part, when=when))
+    kept = [c for c in (_candidate(s, seq) for s in sentences if s not in joined) if c]
+    signalled = [c for c in kept if c.importance > 0]
+    answers = asked if kept else None
+    if not signalled and answers is None:
+        return out
+    best = max(signalled or kept, key=lambda c: c.importance)
+    dated = next((c.when for c in kept if c.when is not None), None)
+    kinds = {c.kind for c in signalled}
+    kind: Kind = "preference" if "preference" in kinds else "event" if dated else "fact"
+    out.append(
+        Candidate(
+            kind=kind,
+            text=label
+            + " ".join(c.text for c in kept)
+            + (f' (answering "{answers}")' if answers else ""),
+            when=when_said(dated, said_on),
+            importance=max(best.importance, 0.35),
+            first_seq=seq,
+            last_seq=seq,
         )
+    )
     return out
+
+
+def bounded(candidates: list[Candidate], most: int, listed: set[int]) -> list[Candidate]:
+    """The ``most`` most important of ``candidates``, in their order; those
+    said in prose before those said as ``listed`` items (the prose around a
+    pasted list says what it is)."""
+    if len(candidates) <= most:
+        return candidates
+    order = sorted(range(len(candidates)), key=lambda i: (i in listed, -candidates[i].importance))
+    return [candidates[i] for i in sorted(order[:most])]
+
+
+def clauses(sentence: str) -> list[str]:
+    """The statements a sentence joins, each its own sentence ("My name is Ann,
+    I live in Porto and I have two cats." gives three), or ``[sentence]`` when
+    it joins none: a part after a comma, "and" or "but" counts when it opens
+    with its own subject (I, we, "my sister is..."), and every part has three
+    words or more."""
+    parts = [p.strip(" ,;") for p in _JOIN.split(sentence)]
+    if len(parts) < 2 or any(len(p.split()) < 3 for p in parts):
+        return [sentence]
+    if not all(_CLAUSE_SUBJECT.match(p) for p in parts[1:]):
+        return [sentence]
+    end = sentence[-1] if sentence[-1] in ".!" else "."
+    return [p[0].upper() + p[1:].rstrip(".!") + end for p in parts]
 
 
 def when_said(named: str | None, said_on: str | None) -> str | None:

@@ -53,13 +53,14 @@ from .recall import render_block
 from .sqlite import SQLiteLongTermStore
 from .store import Filters, LongTermStore
 from .tools import build_long_term_tools
-from .types import Hit, Memory, Provenance, Scope
+from .types import Hit, Memory, Provenance, Scope, dedupe_key
 
 logger = logging.getLogger("memory.background")
 
 DEFAULT_RECALL_BUDGET = 2_000
 RECALL_CANDIDATES = 200  # memories searched per request; the budget decides how many are placed
 RELATED = 10  # existing memories shown to an extractor
+MAX_PER_SESSION = 100  # new memories one session may give (facts, not payloads)
 STORE_FILE = "long_term_memory.sqlite3"
 ERROR_CHARS = 200  # of an extractor's error message kept in its record
 DEFAULT_SCOPE = Scope(agent_id="default")
@@ -344,19 +345,46 @@ class BackgroundMemory(CompactionMemory):
     def write(self, candidates: Sequence[Candidate], *, actor: str) -> list[dict[str, Any]]:
         """Apply ``candidates`` to the store for this session; returns what was
         written (``memory_extraction``'s ``written``). A candidate whose target
-        is no longer active is refused and listed with its ``error``."""
-        out = []
+        is no longer active is refused and listed with its ``error``, and so is
+        a new memory once this session has given ``MAX_PER_SESSION`` (facts,
+        not payloads: a session that pastes material turn after turn still
+        adds a bounded handful; what it says again of known memories is linked)."""
+        out: list[dict[str, Any]] = []
+        given: int | None = None
         for c in candidates:
             provenance = Provenance(self.session_id, c.first_seq, c.last_seq, actor, now_iso())
+            new = c.action in ("add", "supersede")
+            if new and given is None:
+                mine = Filters(session_id=self.session_id)
+                given = len(self.store.memories(self.scope, mine, limit=MAX_PER_SESSION))
             try:
-                memory, action = self._apply(c, provenance, actor)
+                full = new and given is not None and given >= MAX_PER_SESSION
+                known = self._said_before(c) if full and c.action == "add" else None
+                if full and known is None:
+                    raise LongTermMemoryError(
+                        f"this session has given {MAX_PER_SESSION} memories, the most one may"
+                    )
+                if known is not None:
+                    self.store.link(self.scope, known.id, provenance)
+                    memory, action = known, "linked"
+                else:
+                    memory, action = self._apply(c, provenance, actor)
             except LongTermMemoryError as exc:
                 out.append({"action": "refused", "kind": c.kind, "text": c.text, "error": str(exc)})
                 continue
+            if given is not None and action in ("add", "supersede"):
+                given += 1
             out.append(
                 {"memory_id": memory.id, "action": action, "kind": c.kind, "text": memory.text}
             )
         return out
+
+    def _said_before(self, c: Candidate) -> Memory | None:
+        """The active memory that already says what ``c`` says, if one does."""
+        for hit in self.store.search(self.scope, c.text, limit=3):
+            if dedupe_key(hit.memory.text) == dedupe_key(c.text):
+                return hit.memory
+        return None
 
     def _apply(self, c: Candidate, provenance: Provenance, actor: str) -> tuple[Memory, str]:
         store, scope = self.store, self.scope

@@ -7,8 +7,9 @@ dashboard's Django store in ``motus_web``):
 - **Scope**: every call names a ``Scope``; a memory of another scope is
   "not found" (``LongTermMemoryError``), never read or changed.
 - **Dedupe**: ``add`` of a statement an active memory of the scope already
-  holds (same ``dedupe_key``) adds a provenance link to that memory instead
-  of a second memory; the same link twice is kept once.
+  holds (same ``dedupe_key``, or a ``near_duplicate`` of it among the
+  ``NEAR_CANDIDATES`` best full-text matches) adds a provenance link to that
+  memory instead of a second memory; the same link twice is kept once.
 - **History**: nothing is changed in place. ``update``, ``supersede``,
   ``forget`` and ``restore`` append a ``Version`` and move the memory's current
   row to it; ``history`` lists every version.
@@ -58,10 +59,12 @@ from .types import (
     check_importance,
     check_kind,
     dedupe_key,
+    near_duplicate,
     tombstone_key,
 )
 
 OPERATOR = "operator:"  # the actor prefix of a person's own edits
+NEAR_CANDIDATES = 5  # full-text matches compared word by word for a near-duplicate
 SEARCH_CANDIDATES = 5  # full-text candidates per result asked for, rescored with importance/recency
 
 
@@ -266,6 +269,8 @@ class VersionedStore(ABC):
         with self._atomic():
             rows = self._find(scope.key, key)
             existing = next((r for r in rows if r.status == "active"), None)
+            if existing is None and flag is None:
+                existing = self._near(scope.key, key)
             if existing is None and not operator:
                 # Forgotten or flagged stays so, whatever says it again.
                 existing = next((r for r in rows if r.status in ("forgotten", "flagged")), None)
@@ -443,6 +448,16 @@ class VersionedStore(ABC):
             version=1,
             when=when,
         )
+
+    def _near(self, scope_key: str, key: str) -> Row | None:
+        """An active memory that says nearly what ``key`` says (``near_duplicate``)."""
+        terms = scoring.query_terms(key)
+        if not terms:
+            return None
+        for row, _ in self._match(scope_key, terms, NEAR_CANDIDATES, None):
+            if near_duplicate(key, row.key):
+                return row
+        return None
 
     def _current(self, scope: Scope, memory_id: str, status: Status | None) -> Row:
         row = self._row(scope.key, memory_id) if isinstance(memory_id, str) else None

@@ -182,6 +182,27 @@ def dedupe_key(text: str) -> str:
     return " ".join(text.lower().translate(_PUNCTUATION).split())
 
 
+NEAR_DUPLICATE = 0.8  # word-set Jaccard from which two statements are one memory
+_NEGATION_WORDS = """not no never dont doesnt didnt isnt arent wasnt werent cant cannot wont
+    longer anymore neither nor"""
+_NEGATIONS = frozenset(_NEGATION_WORDS.split())
+
+
+def near_duplicate(key: str, other: str) -> bool:
+    """Whether two ``dedupe_key``s say the same thing in nearly the same words:
+    their word sets overlap by ``NEAR_DUPLICATE`` (Jaccard) or more, with the
+    same numbers and the same negations ("I have 2 cats" and "I have 3 cats",
+    "I like tea" and "I don't like tea" are different statements)."""
+    a, b = set(key.split()), set(other.split())
+    if len(a) < 3 or len(b) < 3:
+        return False
+    if {w for w in a if w.isdigit()} != {w for w in b if w.isdigit()}:
+        return False
+    if a & _NEGATIONS != b & _NEGATIONS:
+        return False
+    return len(a & b) / len(a | b) >= NEAR_DUPLICATE
+
+
 def tombstone_key(scope_key: str, key: str) -> str:
     """What a purge leaves of a statement: a SHA-256 of its scope and
     ``dedupe_key``, enough to refuse it when it is read again, never its words."""
