@@ -29,6 +29,7 @@ from sentencex import segment
 from ..clients.base import ChatClient
 from ..errors import ExtractionError
 from ..messages import ChatMessage
+from .changes import replaces
 from .guard import instruction_reason
 from .payload import MAX_PER_MESSAGE, is_payload, list_item, payload_lines, without_marker
 from .types import KINDS, Kind, Memory, dedupe_key
@@ -195,8 +196,11 @@ class OfflineExtractor:
     the lines of a fenced block, code, logs, traces, table rows and prompts
     give nothing, and a message gives at most ``MAX_PER_TURN`` memories
     (``MAX_PER_MESSAGE`` when it is mostly pasted material or a long list),
-    its most important. Needs no model and no network; the same line twice
-    in an excerpt is one candidate.
+    its most important. A statement that updates or contradicts one of the
+    ``existing`` memories (``memory.background.changes``: moved, changed
+    job, no longer likes, a new number for the same thing) supersedes it.
+    Needs no model and no network; the same line twice in an excerpt is one
+    candidate.
     """
 
     roles: tuple[str, ...] | None = None
@@ -213,6 +217,7 @@ class OfflineExtractor:
         """``extract`` without a thread (for batch use)."""
         seen: set[str] = set()
         out: list[Candidate] = []
+        replaced: set[str] = set()
         previous = excerpt.before
         heard = [m for m in (excerpt.before,) if m is not None] + [m for _, m in excerpt.messages]
         everyone = self.roles is None and between_people(heard)
@@ -225,8 +230,22 @@ class OfflineExtractor:
                 key = dedupe_key(candidate.text)
                 if key not in seen:
                     seen.add(key)
-                    out.append(candidate)
+                    out.append(_newer(candidate, excerpt.existing, replaced))
         return out
+
+
+def _newer(candidate: Candidate, existing: Sequence[Memory], replaced: set[str]) -> Candidate:
+    """``candidate`` as the supersession of the first active memory shown that
+    it updates or contradicts (``changes.replaces``), once each."""
+    for memory in existing:
+        if memory.status != "active" or memory.id in replaced:
+            continue
+        if dedupe_key(memory.text) != dedupe_key(candidate.text) and replaces(
+            candidate.text, memory.text
+        ):
+            replaced.add(memory.id)
+            return dataclasses.replace(candidate, action="supersede", target=memory.id)
+    return candidate
 
 
 def between_people(messages: Sequence[ChatMessage]) -> bool:

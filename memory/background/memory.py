@@ -48,6 +48,7 @@ from ..errors import ConfigurationError, LongTermMemoryError
 from ..log.records import MemoryExtraction, MemoryRecall, SessionMeta, now_iso
 from ..messages import ChatMessage
 from ..state import Ingested
+from .changes import related_terms
 from .extract import Candidate, Excerpt, Extractor, ModelExtractor, OfflineExtractor
 from .recall import render_block
 from .sqlite import SQLiteLongTermStore
@@ -323,11 +324,20 @@ class BackgroundMemory(CompactionMemory):
         replaces another need not share a word with it: Porto, then Lisbon)."""
         said = " ".join(m.text for _, m in excerpt.messages)[:4000]
         related = [hit.memory for hit in self.store.search(self.scope, said, limit=RELATED)]
+        # What a statement may replace need not share its words (Porto, then
+        # Lisbon): its attribute's words find it ("live", "moved").
+        attributes = related_terms(said)
+        if attributes:
+            shown = {m.id for m in related}
+            for hit in self.store.search(self.scope, attributes, limit=RELATED):
+                if hit.memory.id not in shown:
+                    related.append(hit.memory)
+                    shown.add(hit.memory.id)
         if len(related) < RELATED:
             shown = {m.id for m in related}
             newest = self.store.memories(self.scope, Filters(status="active"), limit=RELATED)
             related.extend(m for m in newest if m.id not in shown)
-        return related[:RELATED]
+        return related[: 2 * RELATED]
 
     def _note_extraction(self, record: MemoryExtraction) -> None:
         if record.error is None and record.through_seq is not None:

@@ -238,7 +238,13 @@ class SQLiteLongTermStore(VersionedStore):
         return links
 
     def _match(
-        self, scope_key: str, terms: Sequence[str], limit: int, kinds: Sequence[Kind] | None
+        self,
+        scope_key: str,
+        terms: Sequence[str],
+        limit: int,
+        kinds: Sequence[Kind] | None,
+        *,
+        superseded: bool = False,
     ) -> list[tuple[Row, float]]:
         # Each term quoted, so FTS5 reads words, never its query syntax.
         match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
@@ -249,10 +255,12 @@ class SQLiteLongTermStore(VersionedStore):
             params.extend(kinds)
         params.append(limit)
         columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        statuses = "'active', 'superseded'" if superseded else "'active'"
         rows = self._query(
             f"SELECT {columns}, bm25(memories_fts) FROM memories_fts "
             "JOIN memories m ON m.rowid = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND m.scope_key = ? AND m.status = 'active'{kind_sql} "
+            "WHERE memories_fts MATCH ? AND m.scope_key = ? "
+            f"AND m.status IN ({statuses}){kind_sql} "
             "ORDER BY bm25(memories_fts) LIMIT ?",
             params,
         )

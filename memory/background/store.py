@@ -10,11 +10,16 @@ dashboard's Django store in ``motus_web``):
   holds (same ``dedupe_key``, or a ``near_duplicate`` of it among the
   ``NEAR_CANDIDATES`` best full-text matches) adds a provenance link to that
   memory instead of a second memory; the same link twice is kept once.
+- **Newer wins**: ``supersede`` marks the old memory ``superseded`` and names
+  its successor; a supersession by the words of a memory that the target
+  already replaced (directly or down its chain) only links them there, so
+  re-reading a conversation never brings an older statement back over a
+  newer one.
 - **History**: nothing is changed in place. ``update``, ``supersede``,
   ``forget`` and ``restore`` append a ``Version`` and move the memory's current
   row to it; ``history`` lists every version.
-- **Forgetting sticks**: ``add`` of a statement a forgotten or flagged memory
-  of the scope holds (what re-reading the same messages does: an extraction
+- **Forgetting sticks**: ``add`` of a statement a forgotten, flagged or
+  superseded memory of the scope holds (what re-reading the same messages does: an extraction
   after a crash, an import again, a restore, a fork) links it there and keeps
   it as it is; only an operator's add (``extractor`` ``"operator:..."``)
   makes it active again, as a new memory.
@@ -64,6 +69,7 @@ from .types import (
 )
 
 OPERATOR = "operator:"  # the actor prefix of a person's own edits
+MAX_CHAIN = 50  # successors followed to tell a statement already replaced
 NEAR_CANDIDATES = 5  # full-text matches compared word by word for a near-duplicate
 SEARCH_CANDIDATES = 5  # full-text candidates per result asked for, rescored with importance/recency
 
@@ -235,10 +241,17 @@ class VersionedStore(ABC):
 
     @abstractmethod
     def _match(
-        self, scope_key: str, terms: Sequence[str], limit: int, kinds: Sequence[Kind] | None
+        self,
+        scope_key: str,
+        terms: Sequence[str],
+        limit: int,
+        kinds: Sequence[Kind] | None,
+        *,
+        superseded: bool = False,
     ) -> list[tuple[Row, float]]:
-        """Active rows whose text matches any of ``terms``, with a positive
-        full-text relevance, best first, at most ``limit``."""
+        """Active rows (and superseded ones with ``superseded``) whose text
+        matches any of ``terms``, with a positive full-text relevance, best
+        first, at most ``limit``."""
 
     @abstractmethod
     def _rows(self, scope_key: str, filters: Filters, limit: int, offset: int) -> list[Row]: ...
@@ -272,8 +285,10 @@ class VersionedStore(ABC):
             if existing is None and flag is None:
                 existing = self._near(scope.key, key)
             if existing is None and not operator:
-                # Forgotten or flagged stays so, whatever says it again.
-                existing = next((r for r in rows if r.status in ("forgotten", "flagged")), None)
+                # Forgotten or flagged stays so, and superseded stays replaced,
+                # whatever says it again.
+                kept = ("forgotten", "flagged", "superseded")
+                existing = next((r for r in rows if r.status in kept), None)
                 if existing is None and self._buried(scope.key, tombstone_key(scope.key, key)):
                     raise LongTermMemoryError(
                         "this statement was purged from the scope: it is not remembered again"
@@ -346,6 +361,10 @@ class VersionedStore(ABC):
         kind, importance = check_kind(kind), check_importance(importance)
         with self._atomic():
             old = self._current(scope, memory_id, "active")
+            stale = self._replaced_by(scope.key, dedupe_key(text), old.id)
+            if stale is not None:  # an older statement read again: linked, not brought back
+                self._link(stale.id, provenance)
+                return self._memory(scope, stale)
             new = self._new_row(scope, text, kind, importance, when)
             self._insert(new)
             self._append_version(new.id, _version(new, "add", provenance.extractor, reason))
@@ -388,7 +407,10 @@ class VersionedStore(ABC):
         if not terms or limit <= 0:
             return []
         now = datetime.now(UTC)
-        matched = self._match(scope.key, terms, limit * SEARCH_CANDIDATES, kinds)
+        matched = self._newest(
+            scope.key,
+            self._match(scope.key, terms, limit * SEARCH_CANDIDATES, kinds, superseded=True),
+        )
         ranked = sorted(
             matched,
             key=lambda pair: -scoring.score(pair[1], pair[0].importance, pair[0].updated_at, now),
@@ -449,12 +471,45 @@ class VersionedStore(ABC):
             when=when,
         )
 
+    def _newest(self, scope_key: str, matched: list[tuple[Row, float]]) -> list[tuple[Row, float]]:
+        """``matched`` with each superseded row replaced by the active memory at
+        the end of its chain (dropped when there is none), each memory once
+        with its best relevance: a question in the words of an older statement
+        is answered by the newer one, never by the older alone."""
+        best: dict[str, tuple[Row, float]] = {}
+        for row, relevance in matched:
+            steps = 0
+            while row.status == "superseded" and row.superseded_by and steps < MAX_CHAIN:
+                successor = self._row(scope_key, row.superseded_by)
+                if successor is None:
+                    break
+                row, steps = successor, steps + 1
+            if row.status != "active":
+                continue
+            if row.id not in best or best[row.id][1] < relevance:
+                best[row.id] = (row, relevance)
+        return list(best.values())
+
+    def _replaced_by(self, scope_key: str, key: str, memory_id: str) -> Row | None:
+        """A superseded memory of ``key`` whose chain of successors leads to
+        ``memory_id``: what ``memory_id`` already replaced."""
+        for row in self._find(scope_key, key):
+            current, steps = row, 0
+            while current.superseded_by and steps < MAX_CHAIN:
+                if current.superseded_by == memory_id:
+                    return row
+                successor = self._row(scope_key, current.superseded_by)
+                if successor is None:
+                    break
+                current, steps = successor, steps + 1
+        return None
+
     def _near(self, scope_key: str, key: str) -> Row | None:
         """An active memory that says nearly what ``key`` says (``near_duplicate``)."""
         terms = scoring.query_terms(key)
         if not terms:
             return None
-        for row, _ in self._match(scope_key, terms, NEAR_CANDIDATES, None):
+        for row, _ in self._match(scope_key, terms, NEAR_CANDIDATES, None):  # active only
             if near_duplicate(key, row.key):
                 return row
         return None
