@@ -96,6 +96,16 @@ class Extractor(Protocol):
 # The speaker as subject or owner ("book me a table" is a request, not about "me").
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|mine|we|we're|we've|our)\b", re.I)
 _REQUEST = re.compile(r"^(?:please|let's|can you|could you|would you)\b|\bplease\b", re.I)
+# What holds for this conversation only (an intent, a thank-you, a doubt) or
+# speaks about the listener: nothing a later conversation needs.
+_CHATTER = re.compile(
+    r"^(?:\w+,\s+)?(?:I'll|I will|I'd like|I would like|I'd love to|I need (?:help|to|the|a|an)\b|"
+    r"I want to|I'm hoping|I am hoping|I'm not (?:sure|certain|entirely)|I don't (?:remember|know)"
+    r"|I can't (?:seem to )?(?:find|remember)|I (?:really )?appreciate|thanks|thank you|"
+    r"I understand|I confirm|I see\b|let me|yes\b|no worries|sure\b|okay\b|ok\b|"
+    r"you\b|you're|you've|you'll|your\b)",
+    re.I,
+)
 _PREFERENCE = re.compile(
     r"\b(?:like|likes|liked|love|loves|loved|prefer|prefers|preferred|hate|hates|enjoy|enjoys|"
     r"enjoyed|favou?rite|fond of|can't stand|cannot stand|passionate|into|allergic|vegan|"
@@ -173,7 +183,9 @@ class OfflineExtractor:
     something specific. A statement is a sentence that is not a question, of
     4 to 60 words, with at least two content words (not function words or
     small talk: "Wow, that's so great!" is none), and not a request ("please",
-    "can you"...) nor an instruction to the model (``guard.instruction_reason``:
+    "can you"...), nor chatter that holds for this conversation only or
+    speaks of the listener (an intent, "I'll...", "I'd like to...", a
+    thank-you, a doubt, "You're...") nor an instruction to the model (``guard.instruction_reason``:
     "ignore all previous instructions", "SYSTEM: ..."). It is specific when it
     names people (my wife, my friends...), a name or a place (a capitalised
     word inside the sentence), a date or time, or a number, or speaks in the
@@ -382,6 +394,8 @@ def _candidate(sentence: str, seq: int | None) -> Candidate | None:
     if not MIN_WORDS <= len(words) <= MAX_WORDS or sentence.endswith("?"):
         return None
     if _REQUEST.search(sentence) or instruction_reason(sentence) is not None:
+        return None
+    if _CHATTER.match(sentence):
         return None
     content = [w for w in _WORDS.findall(sentence.lower()) if w not in _NOT_CONTENT]
     if len(content) < MIN_CONTENT_WORDS:

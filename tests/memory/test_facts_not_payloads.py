@@ -94,3 +94,26 @@ async def test_a_session_that_pastes_turn_after_turn_gives_a_bounded_number() ->
     await memory.add_message(ChatMessage.assistant("Noted."))
     await memory.drain()
     assert store.count(ANN) == MAX_PER_SESSION
+
+
+@pytest.mark.parametrize(
+    "chatter",
+    [
+        "I'll reach out if needed.",
+        "I'd like to go with Option 2, the cheaper option.",
+        "I need help with canceling a reservation.",
+        "I'm not entirely certain.",
+        "I appreciate the help. Have a wonderful day too!",
+        "Thanks a ton, Gina! Your help and encouragement mean a lot.",
+        "You're really doing our community a service by speaking out.",
+        "Yes, I confirm I would like to proceed with this change.",
+    ],
+)
+def test_chatter_that_holds_for_one_conversation_is_not_remembered(chatter: str) -> None:
+    assert extracted(chatter) == []
+
+
+def test_statements_beside_chatter_are_kept() -> None:
+    assert extracted("Thanks! My user ID is omar_rossi_1241. I lost my job as a banker.") == [
+        "My user ID is omar_rossi_1241. I lost my job as a banker."
+    ]
