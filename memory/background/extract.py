@@ -16,6 +16,7 @@ link is added). Two are built:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from collections.abc import Sequence
@@ -28,6 +29,9 @@ from sentencex import segment
 from ..clients.base import ChatClient
 from ..errors import ExtractionError
 from ..messages import ChatMessage
+from .changes import replaces
+from .guard import instruction_reason
+from .payload import MAX_PER_MESSAGE, is_payload, list_item, payload_lines, without_marker
 from .types import KINDS, Kind, Memory, dedupe_key
 
 logger = logging.getLogger("memory.background")
@@ -92,6 +96,16 @@ class Extractor(Protocol):
 # The speaker as subject or owner ("book me a table" is a request, not about "me").
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|mine|we|we're|we've|our)\b", re.I)
 _REQUEST = re.compile(r"^(?:please|let's|can you|could you|would you)\b|\bplease\b", re.I)
+# What holds for this conversation only (an intent, a thank-you, a doubt) or
+# speaks about the listener: nothing a later conversation needs.
+_CHATTER = re.compile(
+    r"^(?:\w+,\s+)?(?:I'll|I will|I'd like|I would like|I'd love to|I need (?:help|to|the|a|an)\b|"
+    r"I want to|I'm hoping|I am hoping|I'm not (?:sure|certain|entirely)|I don't (?:remember|know)"
+    r"|I can't (?:seem to )?(?:find|remember)|I (?:really )?appreciate|thanks|thank you|"
+    r"I understand|I confirm|I see\b|let me|yes\b|no worries|sure\b|okay\b|ok\b|"
+    r"you\b|you're|you've|you'll|your\b)",
+    re.I,
+)
 _PREFERENCE = re.compile(
     r"\b(?:like|likes|liked|love|loves|loved|prefer|prefers|preferred|hate|hates|enjoy|enjoys|"
     r"enjoyed|favou?rite|fond of|can't stand|cannot stand|passionate|into|allergic|vegan|"
@@ -140,6 +154,17 @@ _SMALL_TALK = """a about after again all also am an and any are as at back be be
 _NOT_CONTENT = frozenset(_SMALL_TALK.split())
 MIN_WORDS, MAX_WORDS = 4, 60
 MIN_CONTENT_WORDS = 2
+MAX_PER_TURN = 10  # statements one message gives at most, whatever its shape
+# Where a sentence joins statements of its own subject: ", I ...", " and my ...".
+_JOIN = re.compile(
+    r"(?:,\s*(?:and\s+|but\s+|so\s+)?|;\s*|\s+(?:and|but)\s+)"
+    r"(?=(?:I|I'm|I've|I'd|I'll|my|My|our|Our|we|We|we're|We're)\b)"
+)
+_CLAUSE_SUBJECT = re.compile(
+    r"(?:I|I'm|I've|I'd|I'll|we|we're|we've)\b|(?:my|our)\s+(?:[\w'-]+\s+){0,2}"
+    r"(?:is|are|was|were|has|have|had|lives|lived|works|worked|likes|loves|just|got|turned)\b",
+    re.I,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +183,10 @@ class OfflineExtractor:
     something specific. A statement is a sentence that is not a question, of
     4 to 60 words, with at least two content words (not function words or
     small talk: "Wow, that's so great!" is none), and not a request ("please",
-    "can you"...). It is specific when it
+    "can you"...), nor chatter that holds for this conversation only or
+    speaks of the listener (an intent, "I'll...", "I'd like to...", a
+    thank-you, a doubt, "You're...") nor an instruction to the model (``guard.instruction_reason``:
+    "ignore all previous instructions", "SYSTEM: ..."). It is specific when it
     names people (my wife, my friends...), a name or a place (a capitalised
     word inside the sentence), a date or time, or a number, or speaks in the
     first person. The first line of a reply to a question (the message
@@ -174,8 +202,17 @@ class OfflineExtractor:
     statement; its time (``when``) is the date a statement names when it is
     absolute, else the excerpt's ``said_on`` (after the relative date named).
     A transcript's leading ``"[stamp] "`` is dropped and its ``"Speaker: "``
-    kept (who said it). Needs no model and no network; the same line twice
-    in an excerpt is one candidate.
+    kept (who said it). A sentence that joins statements of their own subject
+    ("My name is Ann, I live in Porto and I work at Acme.") gives each as its
+    own memory (``clauses``). Facts, not payloads (``memory.background.payload``):
+    the lines of a fenced block, code, logs, traces, table rows and prompts
+    give nothing, and a message gives at most ``MAX_PER_TURN`` memories
+    (``MAX_PER_MESSAGE`` when it is mostly pasted material or a long list),
+    its most important. A statement that updates or contradicts one of the
+    ``existing`` memories (``memory.background.changes``: moved, changed
+    job, no longer likes, a new number for the same thing) supersedes it.
+    Needs no model and no network; the same line twice in an excerpt is one
+    candidate.
     """
 
     roles: tuple[str, ...] | None = None
@@ -192,6 +229,7 @@ class OfflineExtractor:
         """``extract`` without a thread (for batch use)."""
         seen: set[str] = set()
         out: list[Candidate] = []
+        replaced: set[str] = set()
         previous = excerpt.before
         heard = [m for m in (excerpt.before,) if m is not None] + [m for _, m in excerpt.messages]
         everyone = self.roles is None and between_people(heard)
@@ -204,8 +242,22 @@ class OfflineExtractor:
                 key = dedupe_key(candidate.text)
                 if key not in seen:
                     seen.add(key)
-                    out.append(candidate)
+                    out.append(_newer(candidate, excerpt.existing, replaced))
         return out
+
+
+def _newer(candidate: Candidate, existing: Sequence[Memory], replaced: set[str]) -> Candidate:
+    """``candidate`` as the supersession of the first active memory shown that
+    it updates or contradicts (``changes.replaces``), once each."""
+    for memory in existing:
+        if memory.status != "active" or memory.id in replaced:
+            continue
+        if dedupe_key(memory.text) != dedupe_key(candidate.text) and replaces(
+            candidate.text, memory.text
+        ):
+            replaced.add(memory.id)
+            return dataclasses.replace(candidate, action="supersede", target=memory.id)
+    return candidate
 
 
 def between_people(messages: Sequence[ChatMessage]) -> bool:
@@ -243,37 +295,85 @@ def sentence_candidates(
 ) -> list[Candidate]:
     """What the offline extractor keeps of one message (see ``OfflineExtractor``);
     ``asked``: the question the message answers (the one before it ended with)."""
-    out = []
-    for index, line in enumerate(text.splitlines()):
-        line = _STAMP.sub("", line.strip())
-        speaker = _SPEAKER.match(line)
-        label = f"{speaker.group(1)}: " if speaker else ""
-        line = line[speaker.end() :] if speaker else line
-        if not line:
+    out: list[Candidate] = []
+    listed: set[int] = set()  # of ``out``: said as a list item (kept last when bounded)
+    lines = text.splitlines()
+    material = payload_lines(lines)
+    for index, line in enumerate(lines):
+        if index in material:
             continue
-        sentences = dict.fromkeys(s.strip() for s in segment("en", line))
-        kept = [c for c in (_candidate(s, seq) for s in sentences) if c]
-        signalled = [c for c in kept if c.importance > 0]
-        answers = asked if index == 0 and kept else None
-        if not signalled and answers is None:
-            continue
-        best = max(signalled or kept, key=lambda c: c.importance)
-        dated = next((c.when for c in kept if c.when is not None), None)
-        kinds = {c.kind for c in signalled}
-        kind: Kind = "preference" if "preference" in kinds else "event" if dated else "fact"
-        out.append(
-            Candidate(
-                kind=kind,
-                text=label
-                + " ".join(c.text for c in kept)
-                + (f' (answering "{answers}")' if answers else ""),
-                when=when_said(dated, said_on),
-                importance=max(best.importance, 0.35),
-                first_seq=seq,
-                last_seq=seq,
-            )
+        found = _line_candidates(line, seq, said_on, asked if index == 0 else None)
+        if list_item(line):
+            listed.update(range(len(out), len(out) + len(found)))
+        out.extend(found)
+    return bounded(out, MAX_PER_MESSAGE if is_payload(lines) else MAX_PER_TURN, listed)
+
+
+def _line_candidates(
+    line: str, seq: int | None, said_on: str | None, asked: str | None
+) -> list[Candidate]:
+    out: list[Candidate] = []
+    line = _STAMP.sub("", without_marker(line.strip()))
+    speaker = _SPEAKER.match(line)
+    label = f"{speaker.group(1)}: " if speaker else ""
+    line = line[speaker.end() :] if speaker else line
+    if not line:
+        return out
+    sentences = dict.fromkeys(s.strip() for s in segment("en", line))
+    joined = {s: parts for s in sentences if len(parts := clauses(s)) > 1}
+    for parts in joined.values():
+        for part in parts:
+            alone = _candidate(part, seq)
+            if alone is not None and alone.importance > 0:
+                when = when_said(alone.when, said_on)
+                out.append(dataclasses.replace(alone, text=label + part, when=when))
+    kept = [c for c in (_candidate(s, seq) for s in sentences if s not in joined) if c]
+    signalled = [c for c in kept if c.importance > 0]
+    answers = asked if kept else None
+    if not signalled and answers is None:
+        return out
+    best = max(signalled or kept, key=lambda c: c.importance)
+    dated = next((c.when for c in kept if c.when is not None), None)
+    kinds = {c.kind for c in signalled}
+    kind: Kind = "preference" if "preference" in kinds else "event" if dated else "fact"
+    out.append(
+        Candidate(
+            kind=kind,
+            text=label
+            + " ".join(c.text for c in kept)
+            + (f' (answering "{answers}")' if answers else ""),
+            when=when_said(dated, said_on),
+            importance=max(best.importance, 0.35),
+            first_seq=seq,
+            last_seq=seq,
         )
+    )
     return out
+
+
+def bounded(candidates: list[Candidate], most: int, listed: set[int]) -> list[Candidate]:
+    """The ``most`` most important of ``candidates``, in their order; those
+    said in prose before those said as ``listed`` items (the prose around a
+    pasted list says what it is)."""
+    if len(candidates) <= most:
+        return candidates
+    order = sorted(range(len(candidates)), key=lambda i: (i in listed, -candidates[i].importance))
+    return [candidates[i] for i in sorted(order[:most])]
+
+
+def clauses(sentence: str) -> list[str]:
+    """The statements a sentence joins, each its own sentence ("My name is Ann,
+    I live in Porto and I have two cats." gives three), or ``[sentence]`` when
+    it joins none: a part after a comma, "and" or "but" counts when it opens
+    with its own subject (I, we, "my sister is..."), and every part has three
+    words or more."""
+    parts = [p.strip(" ,;") for p in _JOIN.split(sentence)]
+    if len(parts) < 2 or any(len(p.split()) < 3 for p in parts):
+        return [sentence]
+    if not all(_CLAUSE_SUBJECT.match(p) for p in parts[1:]):
+        return [sentence]
+    end = sentence[-1] if sentence[-1] in ".!" else "."
+    return [p[0].upper() + p[1:].rstrip(".!") + end for p in parts]
 
 
 def when_said(named: str | None, said_on: str | None) -> str | None:
@@ -293,7 +393,9 @@ def _candidate(sentence: str, seq: int | None) -> Candidate | None:
     words = sentence.split()
     if not MIN_WORDS <= len(words) <= MAX_WORDS or sentence.endswith("?"):
         return None
-    if _REQUEST.search(sentence):
+    if _REQUEST.search(sentence) or instruction_reason(sentence) is not None:
+        return None
+    if _CHATTER.match(sentence):
         return None
     content = [w for w in _WORDS.findall(sentence.lower()) if w not in _NOT_CONTENT]
     if len(content) < MIN_CONTENT_WORDS:

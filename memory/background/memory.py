@@ -37,6 +37,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Self
 
@@ -47,29 +48,35 @@ from ..errors import ConfigurationError, LongTermMemoryError
 from ..log.records import MemoryExtraction, MemoryRecall, SessionMeta, now_iso
 from ..messages import ChatMessage
 from ..state import Ingested
+from .changes import related_terms
 from .extract import Candidate, Excerpt, Extractor, ModelExtractor, OfflineExtractor
 from .recall import render_block
 from .sqlite import SQLiteLongTermStore
 from .store import Filters, LongTermStore
 from .tools import build_long_term_tools
-from .types import Hit, Memory, Provenance, Scope
+from .types import Hit, Memory, Provenance, Scope, dedupe_key
 
 logger = logging.getLogger("memory.background")
 
 DEFAULT_RECALL_BUDGET = 2_000
 RECALL_CANDIDATES = 200  # memories searched per request; the budget decides how many are placed
 RELATED = 10  # existing memories shown to an extractor
+MAX_PER_SESSION = 100  # new memories one session may give (facts, not payloads)
 STORE_FILE = "long_term_memory.sqlite3"
 ERROR_CHARS = 200  # of an extractor's error message kept in its record
 DEFAULT_SCOPE = Scope(agent_id="default")
+# The store ``restore_from_log`` was given, for the constructor it calls.
+_RESTORING_INTO: ContextVar[LongTermStore | None] = ContextVar("restoring_into", default=None)
 
 
 class BackgroundMemory(CompactionMemory):
     """A ``CompactionMemory`` (so a ``CompactionBase``) with cross-session memory.
 
-    ``store``: the ``LongTermStore`` (default: ``SQLiteLongTermStore`` in
-    ``config.log_base_path/long_term_memory.sqlite3``, or in memory without a
-    log folder). ``scope`` (or ``user_id``/``agent_id``): whose memories
+    ``store``: the ``LongTermStore`` (default: ``default_store``: a
+    ``SQLiteLongTermStore`` beside the conversation logs, in
+    ``config.log_base_path/long_term_memory.sqlite3``; without a log folder one
+    in memory, with a warning at construction that its memories end with the
+    process). ``scope`` (or ``user_id``/``agent_id``): whose memories
     (default ``Scope(agent_id="default")``). ``extractor``: who decides what
     to remember (default: ``ModelExtractor`` over the memory's client and
     ``extract_model_name``, else the compaction model, once a client is set;
@@ -79,7 +86,8 @@ class BackgroundMemory(CompactionMemory):
     for an import or a replay (default: the UTC day each excerpt is read); a
     memory's time is that day unless its sentence names an absolute date.
     Other arguments are ``CompactionMemory``'s. Raises ``ConfigurationError``
-    for a bad scope or budget.
+    for a scope that is not a ``Scope`` (or bad ids), a store that is not a
+    ``LongTermStore``, or a bad budget.
     """
 
     memory_type = "background"
@@ -101,13 +109,19 @@ class BackgroundMemory(CompactionMemory):
         super().__init__(**kwargs)
         if scope is None:
             scope = Scope(user_id, agent_id) if user_id or agent_id else DEFAULT_SCOPE
+        elif not isinstance(scope, Scope):
+            raise ConfigurationError(
+                f"scope must be a memory.Scope (Scope(user_id=..., agent_id=...)), "
+                f"not {type(scope).__name__} {scope!r}"
+            )
+        if store is not None and not isinstance(store, LongTermStore):
+            raise ConfigurationError(f"store must be a LongTermStore, not {type(store).__name__}")
         if isinstance(recall_budget_tokens, bool) or not isinstance(recall_budget_tokens, int):
             raise ConfigurationError("recall_budget_tokens must be an integer >= 0")
         if recall_budget_tokens < 0:
             raise ConfigurationError("recall_budget_tokens must be an integer >= 0")
         if store is None:
-            base = self.config.log_base_path
-            store = SQLiteLongTermStore(Path(base) / STORE_FILE if base else ":memory:")
+            store = _RESTORING_INTO.get() or default_store(self.config.log_base_path, scope)
         self.store = store
         self.scope = scope
         self._extractor = extractor
@@ -312,11 +326,20 @@ class BackgroundMemory(CompactionMemory):
         replaces another need not share a word with it: Porto, then Lisbon)."""
         said = " ".join(m.text for _, m in excerpt.messages)[:4000]
         related = [hit.memory for hit in self.store.search(self.scope, said, limit=RELATED)]
+        # What a statement may replace need not share its words (Porto, then
+        # Lisbon): its attribute's words find it ("live", "moved").
+        attributes = related_terms(said)
+        if attributes:
+            shown = {m.id for m in related}
+            for hit in self.store.search(self.scope, attributes, limit=RELATED):
+                if hit.memory.id not in shown:
+                    related.append(hit.memory)
+                    shown.add(hit.memory.id)
         if len(related) < RELATED:
             shown = {m.id for m in related}
             newest = self.store.memories(self.scope, Filters(status="active"), limit=RELATED)
             related.extend(m for m in newest if m.id not in shown)
-        return related[:RELATED]
+        return related[: 2 * RELATED]
 
     def _note_extraction(self, record: MemoryExtraction) -> None:
         if record.error is None and record.through_seq is not None:
@@ -334,19 +357,46 @@ class BackgroundMemory(CompactionMemory):
     def write(self, candidates: Sequence[Candidate], *, actor: str) -> list[dict[str, Any]]:
         """Apply ``candidates`` to the store for this session; returns what was
         written (``memory_extraction``'s ``written``). A candidate whose target
-        is no longer active is refused and listed with its ``error``."""
-        out = []
+        is no longer active is refused and listed with its ``error``, and so is
+        a new memory once this session has given ``MAX_PER_SESSION`` (facts,
+        not payloads: a session that pastes material turn after turn still
+        adds a bounded handful; what it says again of known memories is linked)."""
+        out: list[dict[str, Any]] = []
+        given: int | None = None
         for c in candidates:
             provenance = Provenance(self.session_id, c.first_seq, c.last_seq, actor, now_iso())
+            new = c.action in ("add", "supersede")
+            if new and given is None:
+                mine = Filters(session_id=self.session_id)
+                given = len(self.store.memories(self.scope, mine, limit=MAX_PER_SESSION))
             try:
-                memory, action = self._apply(c, provenance, actor)
+                full = new and given is not None and given >= MAX_PER_SESSION
+                known = self._said_before(c) if full and c.action == "add" else None
+                if full and known is None:
+                    raise LongTermMemoryError(
+                        f"this session has given {MAX_PER_SESSION} memories, the most one may"
+                    )
+                if known is not None:
+                    self.store.link(self.scope, known.id, provenance)
+                    memory, action = known, "linked"
+                else:
+                    memory, action = self._apply(c, provenance, actor)
             except LongTermMemoryError as exc:
                 out.append({"action": "refused", "kind": c.kind, "text": c.text, "error": str(exc)})
                 continue
+            if given is not None and action in ("add", "supersede"):
+                given += 1
             out.append(
                 {"memory_id": memory.id, "action": action, "kind": c.kind, "text": memory.text}
             )
         return out
+
+    def _said_before(self, c: Candidate) -> Memory | None:
+        """The active memory that already says what ``c`` says, if one does."""
+        for hit in self.store.search(self.scope, c.text, limit=3):
+            if dedupe_key(hit.memory.text) == dedupe_key(c.text):
+                return hit.memory
+        return None
 
     def _apply(self, c: Candidate, provenance: Provenance, actor: str) -> tuple[Memory, str]:
         store, scope = self.store, self.scope
@@ -417,10 +467,13 @@ class BackgroundMemory(CompactionMemory):
         given), the block the log last placed, and the extractor's position
         (messages after it are extracted at the next turn). ``store`` must be
         the store the session used (default: the same default as a new memory)."""
-        memory = super().restore_from_log(session_id, **kwargs)
+        # The store given is the one constructed with (no default made, no warning).
+        token = _RESTORING_INTO.set(store)
+        try:
+            memory = super().restore_from_log(session_id, **kwargs)
+        finally:
+            _RESTORING_INTO.reset(token)
         long_term = _long_term_meta(memory)
-        if store is not None:
-            memory.store = store
         memory.scope = scope or (
             Scope.from_dict(long_term["scope"])
             if isinstance(long_term.get("scope"), dict)
@@ -465,6 +518,24 @@ class BackgroundMemory(CompactionMemory):
                     )
                 )
         return child
+
+
+def default_store(log_base_path: str | Path | None, scope: Scope) -> LongTermStore:
+    """The store of a ``BackgroundMemory`` given none: SQLite beside the logs
+    (``log_base_path/long_term_memory.sqlite3``), so a later session or process
+    with the same log folder recalls what this one remembered. Without a log
+    folder, an in-memory store that no other instance shares, said once per
+    construction as a warning of the ``memory.background`` logger: silently
+    forgetting everything at exit is the surprise this default must not hide."""
+    if log_base_path:
+        return SQLiteLongTermStore(Path(log_base_path) / STORE_FILE)
+    logger.warning(
+        "BackgroundMemory has no store and no log_base_path: the memories of scope %s are "
+        "kept in this process only and are lost when it ends (no other instance recalls "
+        "them); pass store=SQLiteLongTermStore(path) or configure log_base_path",
+        scope.key,
+    )
+    return SQLiteLongTermStore(":memory:")
 
 
 def bounded_error(exc: Exception) -> str:

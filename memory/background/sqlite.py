@@ -2,6 +2,7 @@
 
 Tables: ``memories`` (the current row of each memory), ``memory_versions``
 (every version, appended), ``memory_provenance`` (links to what was said) and
+``memory_tombstones`` (what purges leave: hashes, never text) and
 ``memories_fts``, an FTS5 index of the current text kept in step by triggers.
 Search ranks with FTS5's ``bm25()`` (https://www.sqlite.org/fts5.html#the_bm25_function)
 and the shared rescoring of ``memory.background.scoring``.
@@ -65,6 +66,11 @@ CREATE TABLE IF NOT EXISTS memory_provenance (
     UNIQUE (memory_id, session_id, first_seq, last_seq)
 );
 CREATE INDEX IF NOT EXISTS memory_provenance_session ON memory_provenance (session_id);
+CREATE TABLE IF NOT EXISTS memory_tombstones (
+    scope_key TEXT NOT NULL,
+    tombstone TEXT NOT NULL,
+    PRIMARY KEY (scope_key, tombstone)
+);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
     text, content='memories', content_rowid='rowid', tokenize='porter unicode61'
 );
@@ -129,13 +135,27 @@ class SQLiteLongTermStore(VersionedStore):
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
-    def _find_active(self, scope_key: str, key: str) -> Row | None:
+    def _find(self, scope_key: str, key: str) -> list[Row]:
         rows = self._query(
-            f"SELECT {_COLUMNS} FROM memories "
-            "WHERE scope_key = ? AND key = ? AND status = 'active'",
+            f"SELECT {_COLUMNS} FROM memories WHERE scope_key = ? AND key = ? ORDER BY rowid",
             (scope_key, key),
         )
-        return _row(rows[0]) if rows else None
+        return [_row(row) for row in rows]
+
+    def _bury(self, scope_key: str, tombstones: Sequence[str]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO memory_tombstones VALUES (?, ?)",
+                [(scope_key, t) for t in tombstones],
+            )
+
+    def _buried(self, scope_key: str, tombstone: str) -> bool:
+        return bool(
+            self._query(
+                "SELECT 1 FROM memory_tombstones WHERE scope_key = ? AND tombstone = ?",
+                (scope_key, tombstone),
+            )
+        )
 
     def _row(self, scope_key: str, memory_id: str) -> Row | None:
         rows = self._query(
@@ -218,7 +238,13 @@ class SQLiteLongTermStore(VersionedStore):
         return links
 
     def _match(
-        self, scope_key: str, terms: Sequence[str], limit: int, kinds: Sequence[Kind] | None
+        self,
+        scope_key: str,
+        terms: Sequence[str],
+        limit: int,
+        kinds: Sequence[Kind] | None,
+        *,
+        superseded: bool = False,
     ) -> list[tuple[Row, float]]:
         # Each term quoted, so FTS5 reads words, never its query syntax.
         match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
@@ -229,10 +255,12 @@ class SQLiteLongTermStore(VersionedStore):
             params.extend(kinds)
         params.append(limit)
         columns = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        statuses = "'active', 'superseded'" if superseded else "'active'"
         rows = self._query(
             f"SELECT {columns}, bm25(memories_fts) FROM memories_fts "
             "JOIN memories m ON m.rowid = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND m.scope_key = ? AND m.status = 'active'{kind_sql} "
+            "WHERE memories_fts MATCH ? AND m.scope_key = ? "
+            f"AND m.status IN ({statuses}){kind_sql} "
             "ORDER BY bm25(memories_fts) LIMIT ?",
             params,
         )

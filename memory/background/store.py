@@ -7,14 +7,31 @@ dashboard's Django store in ``motus_web``):
 - **Scope**: every call names a ``Scope``; a memory of another scope is
   "not found" (``LongTermMemoryError``), never read or changed.
 - **Dedupe**: ``add`` of a statement an active memory of the scope already
-  holds (same ``dedupe_key``) adds a provenance link to that memory instead
-  of a second memory; the same link twice is kept once.
+  holds (same ``dedupe_key``, or a ``near_duplicate`` of it among the
+  ``NEAR_CANDIDATES`` best full-text matches) adds a provenance link to that
+  memory instead of a second memory; the same link twice is kept once.
+- **Newer wins**: ``supersede`` marks the old memory ``superseded`` and names
+  its successor; a supersession by the words of a memory that the target
+  already replaced (directly or down its chain) only links them there, so
+  re-reading a conversation never brings an older statement back over a
+  newer one.
 - **History**: nothing is changed in place. ``update``, ``supersede``,
   ``forget`` and ``restore`` append a ``Version`` and move the memory's current
   row to it; ``history`` lists every version.
+- **Forgetting sticks**: ``add`` of a statement a forgotten, flagged or
+  superseded memory of the scope holds (what re-reading the same messages does: an extraction
+  after a crash, an import again, a restore, a fork) links it there and keeps
+  it as it is; only an operator's add (``extractor`` ``"operator:..."``)
+  makes it active again, as a new memory.
 - **Purge** is the one real deletion (a person's request to be forgotten): it
-  deletes the memories, their versions and their links, and says what it
-  removed (``Purged``).
+  deletes the memories, their versions and their links, leaves a tombstone
+  per statement (``tombstone_key``: a hash, not the words), and says what it
+  removed (``Purged``). ``add`` of a purged statement by anyone but an
+  operator raises ``LongTermMemoryError``.
+- **Data, never instructions** (``memory.background.guard``): text is stored
+  ``neutralise``-d (no tag, template token or role label can form in it);
+  text that reads as an instruction to the model is kept ``flagged``, with
+  the reason in its first version: never searched, so never recalled.
 
 Each operation is one transaction of the store: a crash mid-write leaves
 either all of it or none.
@@ -33,6 +50,7 @@ from typing import Protocol, runtime_checkable
 from ..errors import LongTermMemoryError
 from ..log.records import now_iso
 from . import scoring
+from .guard import instruction_reason, neutralise
 from .types import (
     STATUSES,
     Hit,
@@ -46,8 +64,13 @@ from .types import (
     check_importance,
     check_kind,
     dedupe_key,
+    near_duplicate,
+    tombstone_key,
 )
 
+OPERATOR = "operator:"  # the actor prefix of a person's own edits
+MAX_CHAIN = 50  # successors followed to tell a statement already replaced
+NEAR_CANDIDATES = 5  # full-text matches compared word by word for a near-duplicate
 SEARCH_CANDIDATES = 5  # full-text candidates per result asked for, rescored with importance/recency
 
 
@@ -183,7 +206,15 @@ class VersionedStore(ABC):
         """One transaction: everything inside is written, or nothing."""
 
     @abstractmethod
-    def _find_active(self, scope_key: str, key: str) -> Row | None: ...
+    def _find(self, scope_key: str, key: str) -> list[Row]:
+        """The rows of ``scope_key`` with this ``dedupe_key``, any status, oldest first."""
+
+    @abstractmethod
+    def _bury(self, scope_key: str, tombstones: Sequence[str]) -> None:
+        """Keep ``tombstone_key``s (the same one twice is kept once)."""
+
+    @abstractmethod
+    def _buried(self, scope_key: str, tombstone: str) -> bool: ...
 
     @abstractmethod
     def _row(self, scope_key: str, memory_id: str) -> Row | None: ...
@@ -210,10 +241,17 @@ class VersionedStore(ABC):
 
     @abstractmethod
     def _match(
-        self, scope_key: str, terms: Sequence[str], limit: int, kinds: Sequence[Kind] | None
+        self,
+        scope_key: str,
+        terms: Sequence[str],
+        limit: int,
+        kinds: Sequence[Kind] | None,
+        *,
+        superseded: bool = False,
     ) -> list[tuple[Row, float]]:
-        """Active rows whose text matches any of ``terms``, with a positive
-        full-text relevance, best first, at most ``limit``."""
+        """Active rows (and superseded ones with ``superseded``) whose text
+        matches any of ``terms``, with a positive full-text relevance, best
+        first, at most ``limit``."""
 
     @abstractmethod
     def _rows(self, scope_key: str, filters: Filters, limit: int, offset: int) -> list[Row]: ...
@@ -236,19 +274,38 @@ class VersionedStore(ABC):
         importance: float = 0.5,
         when: str | None = None,
     ) -> tuple[Memory, bool]:
-        text = _text(text)
+        said, text = text, _text(text)
         kind, importance = check_kind(kind), check_importance(importance)
+        flag = instruction_reason(said)
+        operator = provenance.extractor.startswith(OPERATOR)
+        key = dedupe_key(text)
         with self._atomic():
-            existing = self._find_active(scope.key, dedupe_key(text))
+            rows = self._find(scope.key, key)
+            existing = next((r for r in rows if r.status == "active"), None)
+            if existing is None and flag is None:
+                existing = self._near(scope.key, key)
+            if existing is None and not operator:
+                # Forgotten or flagged stays so, and superseded stays replaced,
+                # whatever says it again.
+                kept = ("forgotten", "flagged", "superseded")
+                existing = next((r for r in rows if r.status in kept), None)
+                if existing is None and self._buried(scope.key, tombstone_key(scope.key, key)):
+                    raise LongTermMemoryError(
+                        "this statement was purged from the scope: it is not remembered again"
+                    )
             if existing is not None:
                 self._link(existing.id, provenance)
-                if importance > existing.importance:
+                if existing.status == "active" and importance > existing.importance:
                     existing.importance = importance
                     self._save(existing)
                 return self._memory(scope, existing), False
             row = self._new_row(scope, text, kind, importance, when)
+            if flag is not None:
+                row.status = "flagged"
             self._insert(row)
-            self._append_version(row.id, _version(row, "add", provenance.extractor, ""))
+            reason = f"reads as an instruction to the model: {flag}" if flag else ""
+            action = "flag" if flag else "add"
+            self._append_version(row.id, _version(row, action, provenance.extractor, reason))
             self._link(row.id, provenance)
         return self._memory(scope, row), True
 
@@ -264,15 +321,21 @@ class VersionedStore(ABC):
         reason: str = "",
         provenance: Provenance | None = None,
     ) -> Memory:
+        action = "update"
         with self._atomic():
             row = self._current(scope, memory_id, "active")
             if text is not None:
-                row.text, row.key = _text(text), dedupe_key(text)
+                row.text = _text(text)
+                row.key = dedupe_key(row.text)
+                flag = instruction_reason(text)
+                if flag is not None:
+                    row.status, action = "flagged", "flag"
+                    reason = f"reads as an instruction to the model: {flag}"
             if kind is not None:
                 row.kind = check_kind(kind)
             if importance is not None:
                 row.importance = check_importance(importance)
-            self._advance(row, "update", actor, reason)
+            self._advance(row, action, actor, reason)
             if provenance is not None:
                 self._link(row.id, provenance)
         return self._memory(scope, row)
@@ -289,10 +352,19 @@ class VersionedStore(ABC):
         when: str | None = None,
         reason: str = "",
     ) -> Memory:
+        flag = instruction_reason(text) if isinstance(text, str) else None
+        if flag is not None:
+            raise LongTermMemoryError(
+                f"a memory is not superseded by text that reads as an instruction ({flag})"
+            )
         text = _text(text)
         kind, importance = check_kind(kind), check_importance(importance)
         with self._atomic():
             old = self._current(scope, memory_id, "active")
+            stale = self._replaced_by(scope.key, dedupe_key(text), old.id)
+            if stale is not None:  # an older statement read again: linked, not brought back
+                self._link(stale.id, provenance)
+                return self._memory(scope, stale)
             new = self._new_row(scope, text, kind, importance, when)
             self._insert(new)
             self._append_version(new.id, _version(new, "add", provenance.extractor, reason))
@@ -316,7 +388,7 @@ class VersionedStore(ABC):
     def restore(self, scope: Scope, memory_id: str, *, actor: str, reason: str = "") -> Memory:
         with self._atomic():
             row = self._current(scope, memory_id, "forgotten")
-            clash = self._find_active(scope.key, row.key)
+            clash = next((r for r in self._find(scope.key, row.key) if r.status == "active"), None)
             if clash is not None:
                 raise LongTermMemoryError(
                     f"memory {memory_id} says what active memory {clash.id} says: not restored"
@@ -335,7 +407,10 @@ class VersionedStore(ABC):
         if not terms or limit <= 0:
             return []
         now = datetime.now(UTC)
-        matched = self._match(scope.key, terms, limit * SEARCH_CANDIDATES, kinds)
+        matched = self._newest(
+            scope.key,
+            self._match(scope.key, terms, limit * SEARCH_CANDIDATES, kinds, superseded=True),
+        )
         ranked = sorted(
             matched,
             key=lambda pair: -scoring.score(pair[1], pair[0].importance, pair[0].updated_at, now),
@@ -365,9 +440,15 @@ class VersionedStore(ABC):
 
     def purge(self, scope: Scope, memory_ids: Sequence[str] | None = None) -> Purged:
         with self._atomic():
-            if memory_ids is not None:
-                for memory_id in memory_ids:
-                    self._current(scope, memory_id, None)
+            if memory_ids is None:
+                rows = self._rows(scope.key, Filters(), 2**62, 0)
+            else:
+                rows = [self._current(scope, memory_id, None) for memory_id in memory_ids]
+            # Every wording it ever had: an edited memory's older text is purged too.
+            keys = {row.key for row in rows} | {
+                dedupe_key(v.text) for row in rows for v in self._versions(row.id)
+            }
+            self._bury(scope.key, sorted(tombstone_key(scope.key, k) for k in keys))
             return self._delete(scope.key, memory_ids)
 
     # -- helpers -----------------------------------------------------------------
@@ -389,6 +470,49 @@ class VersionedStore(ABC):
             version=1,
             when=when,
         )
+
+    def _newest(self, scope_key: str, matched: list[tuple[Row, float]]) -> list[tuple[Row, float]]:
+        """``matched`` with each superseded row replaced by the active memory at
+        the end of its chain (dropped when there is none), each memory once
+        with its best relevance: a question in the words of an older statement
+        is answered by the newer one, never by the older alone."""
+        best: dict[str, tuple[Row, float]] = {}
+        for row, relevance in matched:
+            steps = 0
+            while row.status == "superseded" and row.superseded_by and steps < MAX_CHAIN:
+                successor = self._row(scope_key, row.superseded_by)
+                if successor is None:
+                    break
+                row, steps = successor, steps + 1
+            if row.status != "active":
+                continue
+            if row.id not in best or best[row.id][1] < relevance:
+                best[row.id] = (row, relevance)
+        return list(best.values())
+
+    def _replaced_by(self, scope_key: str, key: str, memory_id: str) -> Row | None:
+        """A superseded memory of ``key`` whose chain of successors leads to
+        ``memory_id``: what ``memory_id`` already replaced."""
+        for row in self._find(scope_key, key):
+            current, steps = row, 0
+            while current.superseded_by and steps < MAX_CHAIN:
+                if current.superseded_by == memory_id:
+                    return row
+                successor = self._row(scope_key, current.superseded_by)
+                if successor is None:
+                    break
+                current, steps = successor, steps + 1
+        return None
+
+    def _near(self, scope_key: str, key: str) -> Row | None:
+        """An active memory that says nearly what ``key`` says (``near_duplicate``)."""
+        terms = scoring.query_terms(key)
+        if not terms:
+            return None
+        for row, _ in self._match(scope_key, terms, NEAR_CANDIDATES, None):  # active only
+            if near_duplicate(key, row.key):
+                return row
+        return None
 
     def _current(self, scope: Scope, memory_id: str, status: Status | None) -> Row:
         row = self._row(scope.key, memory_id) if isinstance(memory_id, str) else None
@@ -426,7 +550,7 @@ class VersionedStore(ABC):
 def _text(text: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise LongTermMemoryError("a memory's text must be a non-empty string")
-    return " ".join(text.split())
+    return neutralise(text)
 
 
 def _version(row: Row, action: str, actor: str, reason: str) -> Version:

@@ -9,6 +9,7 @@ remembered" and "what did it say before" always have an answer.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
 from collections.abc import Mapping
@@ -19,8 +20,8 @@ from ..errors import ConfigurationError
 
 Kind = Literal["fact", "preference", "event"]
 KINDS: tuple[Kind, ...] = ("fact", "preference", "event")
-Status = Literal["active", "forgotten", "superseded"]
-STATUSES: tuple[Status, ...] = ("active", "forgotten", "superseded")
+Status = Literal["active", "forgotten", "superseded", "flagged"]
+STATUSES: tuple[Status, ...] = ("active", "forgotten", "superseded", "flagged")
 _PUNCTUATION = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d")
 _ID_PART = re.compile(r"[A-Za-z0-9_.@:-]{1,128}")
 
@@ -179,6 +180,33 @@ def dedupe_key(text: str) -> str:
     """The form two statements share when they say the same thing in the same
     words: lower case, punctuation removed, whitespace collapsed."""
     return " ".join(text.lower().translate(_PUNCTUATION).split())
+
+
+NEAR_DUPLICATE = 0.8  # word-set Jaccard from which two statements are one memory
+_NEGATION_WORDS = """not no never dont doesnt didnt isnt arent wasnt werent cant cannot wont
+    longer anymore neither nor"""
+_NEGATIONS = frozenset(_NEGATION_WORDS.split())
+
+
+def near_duplicate(key: str, other: str) -> bool:
+    """Whether two ``dedupe_key``s say the same thing in nearly the same words:
+    their word sets overlap by ``NEAR_DUPLICATE`` (Jaccard) or more, with the
+    same numbers and the same negations ("I have 2 cats" and "I have 3 cats",
+    "I like tea" and "I don't like tea" are different statements)."""
+    a, b = set(key.split()), set(other.split())
+    if len(a) < 3 or len(b) < 3:
+        return False
+    if {w for w in a if w.isdigit()} != {w for w in b if w.isdigit()}:
+        return False
+    if a & _NEGATIONS != b & _NEGATIONS:
+        return False
+    return len(a & b) / len(a | b) >= NEAR_DUPLICATE
+
+
+def tombstone_key(scope_key: str, key: str) -> str:
+    """What a purge leaves of a statement: a SHA-256 of its scope and
+    ``dedupe_key``, enough to refuse it when it is read again, never its words."""
+    return hashlib.sha256(f"{scope_key}\0{key}".encode()).hexdigest()
 
 
 def check_kind(kind: str) -> Kind:

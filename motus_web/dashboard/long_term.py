@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from memory import ConfigurationError, LongTermMemoryError, Scope
-from memory.background import KINDS, STATUSES, Filters
+from memory.background import KINDS, STATUSES, Filters, Memory
 from motus_web.sessions import once
 from motus_web.sessions.long_term_store import DjangoLongTermStore, owner_of
 from motus_web.sessions.models import LongTermMemory, Session
@@ -37,6 +37,7 @@ from .rendering import render
 PAGE = 100
 ACTIONS = ("edit", "forget", "restore")
 EDIT_MAX_CHARS = 2_000
+CHAIN_SCAN = 1_000  # superseded memories read to draw the chains of one page
 
 
 def _scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Scope:
@@ -140,9 +141,11 @@ def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Http
             public_id__in={p.session_id for m in found for p in m.provenance if p.session_id}
         )
     }
+    earlier = _supersession_chains(store, scope, found)
     rows = [
         {
             "memory": memory,
+            "earlier": earlier.get(memory.id, []),
             "history": store.history(scope, memory.id),
             "links": [
                 {"link": p, "session": sessions.get(p.session_id or "")} for p in memory.provenance
@@ -163,6 +166,26 @@ def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Http
         "page": PAGE,
     }
     return render(request, "dashboard/memory_scope.html", context)
+
+
+def _supersession_chains(
+    store: DjangoLongTermStore, scope: Scope, shown: list[Memory]
+) -> dict[str, list[Memory]]:
+    """For each memory shown, the memories it replaced, newest first (the chain
+    of supersessions back to the first statement), from the scope's newest
+    ``CHAIN_SCAN`` superseded memories."""
+    superseded = store.memories(scope, Filters(status="superseded"), limit=CHAIN_SCAN)
+    replaced = {m.superseded_by: m for m in superseded if m.superseded_by}
+    chains: dict[str, list[Memory]] = {}
+    for memory in shown:
+        chain, current, seen = [], memory.id, {memory.id}
+        while (older := replaced.get(current)) is not None and older.id not in seen:
+            chain.append(older)
+            seen.add(older.id)
+            current = older.id
+        if chain:
+            chains[memory.id] = chain
+    return chains
 
 
 @require_POST

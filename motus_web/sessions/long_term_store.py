@@ -2,7 +2,8 @@
 
 The rules (scope, dedupe, versions, purge) are ``memory.background.store.
 VersionedStore``'s; this module only maps its storage primitives onto
-``LongTermMemory``, ``LongTermMemoryVersion`` and ``LongTermMemoryLink``.
+``LongTermMemory``, ``LongTermMemoryVersion``, ``LongTermMemoryLink`` and
+``LongTermMemoryTombstone``.
 Full-text search is the database's own: on PostgreSQL ``to_tsvector('english',
 text)`` matched by the query's words (``plainto_tsquery`` each, OR-ed) and
 ranked with ``ts_rank_cd``; on SQLite FTS5 ranked with ``bm25()`` (migration
@@ -39,7 +40,12 @@ from memory.background import (
     query_terms,
 )
 
-from .models import LongTermMemory, LongTermMemoryLink, LongTermMemoryVersion
+from .models import (
+    LongTermMemory,
+    LongTermMemoryLink,
+    LongTermMemoryTombstone,
+    LongTermMemoryVersion,
+)
 
 _DB_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="long-term-store")
 T = TypeVar("T")
@@ -75,9 +81,20 @@ class DjangoLongTermStore(VersionedStore):
         with transaction.atomic():
             yield
 
-    def _find_active(self, scope_key: str, key: str) -> Row | None:
-        found = LongTermMemory.objects.filter(scope_key=scope_key, key=key, status="active")
-        return _row(found.first())
+    def _find(self, scope_key: str, key: str) -> list[Row]:
+        found = LongTermMemory.objects.filter(scope_key=scope_key, key=key).order_by("id")
+        return [r for r in (_row(m) for m in found) if r is not None]
+
+    def _bury(self, scope_key: str, tombstones: Sequence[str]) -> None:
+        LongTermMemoryTombstone.objects.bulk_create(
+            [LongTermMemoryTombstone(scope_key=scope_key, tombstone=t) for t in tombstones],
+            ignore_conflicts=True,
+        )
+
+    def _buried(self, scope_key: str, tombstone: str) -> bool:
+        return LongTermMemoryTombstone.objects.filter(
+            scope_key=scope_key, tombstone=tombstone
+        ).exists()
 
     def _row(self, scope_key: str, memory_id: str) -> Row | None:
         found = LongTermMemory.objects.filter(scope_key=scope_key, public_id=memory_id)
@@ -137,9 +154,16 @@ class DjangoLongTermStore(VersionedStore):
         return links
 
     def _match(
-        self, scope_key: str, terms: Sequence[str], limit: int, kinds: Sequence[Kind] | None
+        self,
+        scope_key: str,
+        terms: Sequence[str],
+        limit: int,
+        kinds: Sequence[Kind] | None,
+        *,
+        superseded: bool = False,
     ) -> list[tuple[Row, float]]:
-        ranked = self._ranked(scope_key, terms, limit, kinds, active_only=True)
+        statuses = ("active", "superseded") if superseded else ("active",)
+        ranked = self._ranked(scope_key, terms, limit, kinds, statuses=statuses)
         by_pk = LongTermMemory.objects.in_bulk([pk for pk, _ in ranked])
         out = []
         for pk, relevance in ranked:
@@ -155,10 +179,11 @@ class DjangoLongTermStore(VersionedStore):
         limit: int,
         kinds: Sequence[Kind] | None,
         *,
-        active_only: bool,
+        statuses: Sequence[str] | None,
     ) -> list[tuple[int, float]]:
-        """``(pk, relevance > 0)`` of the rows whose text has any of ``terms``, best first."""
-        where = " AND m.status = 'active'" if active_only else ""
+        """``(pk, relevance > 0)`` of the rows whose text has any of ``terms``
+        and whose status is one of ``statuses`` (``None``: any), best first."""
+        where = f" AND m.status IN ({', '.join(['%s'] * len(statuses))})" if statuses else ""
         if kinds:
             where += f" AND m.kind IN ({', '.join(['%s'] * len(kinds))})"
         if connection.vendor == "postgresql":
@@ -170,7 +195,7 @@ class DjangoLongTermStore(VersionedStore):
                 f"WHERE to_tsvector('english', m.text) @@ t.q AND m.scope_key = %s{where} "
                 "ORDER BY 2 DESC, m.id LIMIT %s"
             )
-            params: list[Any] = [*terms, scope_key, *(kinds or ()), limit]
+            params: list[Any] = [*terms, scope_key, *(statuses or ()), *(kinds or ()), limit]
         else:
             sql = (
                 "SELECT m.id, -bm25(dashboard_longtermmemory_fts) "
@@ -180,7 +205,7 @@ class DjangoLongTermStore(VersionedStore):
                 "ORDER BY bm25(dashboard_longtermmemory_fts) LIMIT %s"
             )
             match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-            params = [match, scope_key, *(kinds or ()), limit]
+            params = [match, scope_key, *(statuses or ()), *(kinds or ()), limit]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return [(pk, float(rank)) for pk, rank in cursor.fetchall()]
@@ -201,7 +226,7 @@ class DjangoLongTermStore(VersionedStore):
             terms = query_terms(filters.query)
             if not terms:
                 return []
-            ranked = self._ranked(scope_key, terms, 100_000, None, active_only=False)
+            ranked = self._ranked(scope_key, terms, 100_000, None, statuses=None)
             rows = rows.filter(id__in=[pk for pk, _ in ranked])
         rows = rows.order_by("-updated_at", "public_id")[offset : offset + limit]
         return [r for r in (_row(m) for m in rows) if r is not None]

@@ -636,3 +636,19 @@ class LongTermMemoryLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id} <- {self.session_id or '-'}#{self.first_seq}"
+
+
+class LongTermMemoryTombstone(models.Model):
+    """What a purge leaves of a statement: ``memory.background.types.tombstone_key``
+    (a hash of scope and words, never the words), so it is not remembered again."""
+
+    scope_key = models.CharField(max_length=300)
+    tombstone = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope_key", "tombstone"], name="ltm_tombstone_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope_key} {self.tombstone[:12]}"

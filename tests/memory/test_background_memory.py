@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memory import (
     BackgroundMemory,
     ChatMessage,
     CompactionMemoryConfig,
+    ConfigurationError,
     InMemoryLogStore,
     LogPoint,
     ReActAgent,
@@ -324,3 +329,38 @@ async def test_a_failing_extractors_message_is_bounded_in_its_record() -> None:
     assert failed["error"].startswith("ValueError: could not read: ")
     assert len(failed["error"]) < 300
     assert failed["error"].endswith("characters)")
+
+
+def test_a_wrong_typed_scope_is_refused_at_construction() -> None:
+    for scope in ("some-string", {"user_id": "ann"}, 42):
+        with pytest.raises(ConfigurationError, match=r"scope must be a memory\.Scope"):
+            BackgroundMemory(scope=scope, store=SQLiteLongTermStore())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="store must be a LongTermStore"):
+        BackgroundMemory(scope=ANN, store="memories.sqlite3")  # type: ignore[arg-type]
+
+
+async def test_without_a_store_memories_persist_beside_the_logs(tmp_path: Path) -> None:
+    config = CompactionMemoryConfig(log_base_path=str(tmp_path))
+    first = BackgroundMemory(scope=ANN, config=config)
+    await one_turn(first, "I moved to Lisbon in 2019.")
+    await first.drain()
+    # Another instance (another process would do the same) recalls it.
+    second = BackgroundMemory(scope=ANN, config=config)
+    assert [h.memory.text for h in second.search("Lisbon")] == ["I moved to Lisbon in 2019."]
+    assert (tmp_path / "long_term_memory.sqlite3").exists()
+
+
+def test_without_a_store_or_a_log_folder_it_warns_once_at_construction(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="memory.background"):
+        memory = BackgroundMemory(user_id="ann")
+        memory.recall("Lisbon")
+        memory.recall("Porto")
+    warned = [r for r in caplog.records if "lost when it ends" in r.getMessage()]
+    assert len(warned) == 1
+    assert "user=ann" in warned[0].getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="memory.background"):
+        BackgroundMemory(user_id="ann", store=SQLiteLongTermStore())
+    assert not caplog.records
