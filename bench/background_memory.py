@@ -446,7 +446,8 @@ async def bench_latency(samples: list[dict[str, Any]]) -> None:
 
 
 def bench_recall(samples: list[dict[str, Any]], count: int, budget: int) -> None:
-    """Recall (search + block) at ``count`` memories of one scope, on SQLite."""
+    """Recall (``BackgroundMemory.ranked``: search, newest, ranking; then the
+    block) at ``count`` memories of one scope, on SQLite."""
     found: dict[str, None] = {}
     for sample in samples:
         for message in locomo_conversation(sample).messages:
@@ -465,17 +466,19 @@ def bench_recall(samples: list[dict[str, Any]], count: int, budget: int) -> None
         store.add(scope, text=text, kind="fact", provenance=link)
     filled = time.perf_counter() - started
     counter = TokenCounter.for_model(MODEL)
+    probe = BackgroundMemory(store=store, scope=scope, model_name=MODEL)
     times = []
     for question in questions:
         started = time.perf_counter()
-        hits = store.search(scope, question, limit=40)
-        render_block(hits, budget, counter)
+        # The recall path: the matches and the newest memories, ranked, then the block.
+        ranked = probe.ranked(question)
+        render_block([hit for hit, _ in ranked], budget, counter)
         times.append(time.perf_counter() - started)
     ordered = sorted(times)
     p95 = ordered[int(0.95 * (len(ordered) - 1))]
     print(
         f"Recall at {store.count(scope):,} memories in one scope (SQLite FTS5, a file): "
-        f"{len(times)} questions, search + block of {budget:,} tokens: "
+        f"{len(times)} questions, ranking + block of {budget:,} tokens: "
         f"p50 {1000 * statistics.median(ordered):.1f} ms, p95 {1000 * p95:.1f} ms, "
         f"max {1000 * ordered[-1]:.1f} ms (filling took {filled:.1f} s)"
     )
