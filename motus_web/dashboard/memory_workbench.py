@@ -18,6 +18,8 @@ leaves neither: no half-split memory, and the form may be sent again.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -26,7 +28,6 @@ from django.views.decorators.http import require_POST
 
 from memory import ConfigurationError, LongTermMemoryError, Scope
 from memory.background import KINDS, Provenance
-from memory.log.records import now_iso
 from motus_web.sessions import once
 from motus_web.sessions.long_term_store import DjangoLongTermStore, owner_of
 
@@ -34,6 +35,11 @@ from .exactly_once import Refused, acting, fields
 from .long_term import EDIT_MAX_CHARS, _current, _scope, _version, scope_url
 
 SPLIT_MAX = 10  # parts one split may make: a memory is one statement, not a list
+
+
+def _now() -> str:
+    """ISO-8601 UTC, as a provenance link's ``ts``."""
+    return datetime.now(UTC).isoformat()
 
 
 def owns(request: HttpRequest, scope: Scope) -> bool:
@@ -102,7 +108,7 @@ def memory_add(request: HttpRequest, user_id: str, agent_id: str = "") -> HttpRe
         actor = f"operator:{request.user.get_username()}"
         store = DjangoLongTermStore()
         with acting(request, "memory_add", scope.key, back, f"{kind} {text}") as spent:
-            link = Provenance(None, None, None, actor, now_iso())
+            link = Provenance(None, None, None, actor, _now())
             memory, new = store.add(scope, text=text, kind=kind, provenance=link)
             done = (
                 f"Memory {memory.id} added."
@@ -153,7 +159,7 @@ def memory_split(
             current = _current(store, scope, memory_id, version)
             if current.status != "active":
                 raise Refused(409, "Not split", f"Memory {memory_id} is not active.", back)
-            links = current.provenance or (Provenance(None, None, None, actor, now_iso()),)
+            links = current.provenance or (Provenance(None, None, None, actor, _now()),)
             made = [
                 store.supersede(
                     scope,
