@@ -3,28 +3,34 @@
     .venv/bin/python bench/background_memory.py [--locomo PATH] [--limit N]
         [--budget 2000] [--memories 10000] [--skip-locomo] [--skip-latency]
 
-LoCoMo, cross-session (conversations 1-5, the messages as
+LoCoMo, cross-session (the conversations of the file, the messages as
 ``bench/compaction_quality.py`` builds them: speaker A's turns are user
 messages, B's assistant ones). For each conversation, one scope; its sessions
 1..N are fed one by one, each as a separate session (a new
 ``BackgroundMemory`` in the scope, every message through ``add_message``,
-extraction in the background as in a chat, drained at the session's end). A
-question (categories 1-4) is asked at the start of the session after the
-latest session its evidence is in, so all of it lies in earlier sessions.
-For each question it checks whether the normalised answer occurs in what
-each contender places in the context within ``--budget`` tokens:
+the offline extractor over every speaker's lines, extraction in the
+background as in a chat, drained at the session's end). Each question
+(categories 1-4) is asked twice, in one run: right after the session its
+evidence ends in (at the start of the next, so all of it lies in earlier
+sessions), and after all sessions. For each, it checks whether the
+normalised answer occurs in what each contender places within ``--budget``
+tokens, and whether every evidence turn is placed (verbatim, or through a
+placed memory whose provenance names its message):
 
 * no memory: nothing (the floor: an answer the question itself contains);
-* raw-turn BM25: the earlier sessions' turns ranked by SQLite FTS5's
-  ``bm25()`` against the question, the best that fit the budget;
-* background, offline extractor: the recalled block of a new session
-  (``BackgroundMemory.recall``), with the offline extractor as it is by
-  default (in a conversation between people such as LoCoMo's, every
-  speaker's lines) and restricted to the user's lines;
-* the whole history of the earlier sessions, without a budget (the upper bound).
+* raw-turn BM25: the earlier turns ranked by SQLite FTS5's ``bm25()`` against
+  the question (porter stemming), the best that fit the budget;
+* newest turns: the newest earlier turns that fit (what a drop-oldest
+  context would hold);
+* background recall: the block a new session of the scope places for the
+  question (``BackgroundMemory.recall``: ``scoring.recall_ranking``);
+* the whole history of the earlier sessions, without a budget.
 
 The answer check is ``compaction_quality``'s (``normalise``; an answer counts
-when it occurs in the normalised text), per owner of the evidence (A, B, both).
+when it occurs in the normalised text). Conversations 1, 3, 5 are the ones the
+recall weights were set on; 2, 4 are held out and reported apart, and so are
+the questions that do not ask for a time (LoCoMo's category 2 asks one, and a
+memory's resolved date, ``dates.plain_when``, answers many of those).
 
 Also: duplicates (one session fed three times as three sessions: memories
 after one and after three, and the provenance links per memory); the time
@@ -62,6 +68,7 @@ from compaction_quality import (
     locomo_path,
     normalise,
     percent,
+    ratio,
     table,
 )
 
@@ -80,7 +87,7 @@ from memory.background.scoring import query_terms
 
 MODEL = "gpt-4o"
 _DIA = re.compile(r"D(\d+):\d+")
-SIDES = ("all", "A", "B", "both")
+SPLITS = ("all", "tuned on", "held out", "not temporal")
 
 
 @dataclass(slots=True)
@@ -89,6 +96,8 @@ class Question:
     answer: str  # normalised
     owner: str | None  # "A", "B", "both"
     asked_in: int  # the session it is asked at the start of (evidence in earlier ones)
+    evidence: frozenset[str]  # the dia_ids of its evidence turns ("D1:3")
+    temporal: bool  # LoCoMo's category 2: the answer is a time
 
 
 @dataclass(slots=True)
@@ -96,21 +105,28 @@ class Sessions:
     """One LoCoMo conversation as sessions of messages, and its questions."""
 
     sessions: list[list[ChatMessage]]
+    turn_ids: list[list[str]]  # each message's dia_id, session by session
     dates: list[str]  # each session's date and time, as LoCoMo writes it
     questions: list[Question]
 
 
 @dataclass(slots=True)
 class Tally:
-    hits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
+    """Per split: answers found in what is placed, questions whose evidence is placed."""
+
+    hits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    evidence: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
     tokens: list[int] = field(default_factory=list)
 
-    def count(self, question: Question, placed: str, tokens: int) -> None:
+    def count(
+        self, question: Question, split: str, placed: str, tokens: int, turns: set[str] | None
+    ) -> None:
         self.tokens.append(tokens)
-        if question.answer and question.answer in normalise(placed):
-            self.hits["all"] += 1
-            if question.owner is not None:
-                self.hits[question.owner] += 1
+        for name in ("all", split, *(() if question.temporal else ("not temporal",))):
+            if question.answer and question.answer in normalise(placed):
+                self.hits[name] += 1
+            if turns is not None and question.evidence <= turns:
+                self.evidence[name] += 1
 
 
 def locomo_sessions(sample: dict[str, Any]) -> Sessions:
@@ -119,10 +135,11 @@ def locomo_sessions(sample: dict[str, Any]) -> Sessions:
     conversation = locomo_conversation(sample)
     conv = sample["conversation"]
     numbers = sorted(int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k))
-    sessions, at = [], 0
+    sessions, turn_ids, at = [], [], 0
     for n in numbers:
         size = len(conv[f"session_{n}"])
         sessions.append(conversation.messages[at : at + size])
+        turn_ids.append([turn["dia_id"] for turn in conv[f"session_{n}"]])
         at += size
     position = {n: i for i, n in enumerate(numbers)}
     asked = [qa for qa in sample["qa"] if qa.get("category") in QA_CATEGORIES and "answer" in qa]
@@ -130,10 +147,32 @@ def locomo_sessions(sample: dict[str, Any]) -> Sessions:
     for qa, (answer, owner) in zip(asked, conversation.answers, strict=True):
         evidence = [int(d) for e in qa.get("evidence", []) for d in _DIA.findall(e)]
         known = [position[d] for d in evidence if d in position]
+        ids = frozenset(m.group(0) for e in qa.get("evidence", []) for m in _DIA.finditer(e))
         if known:
-            questions.append(Question(qa["question"], answer, owner, max(known) + 1))
+            temporal = qa["category"] == 2
+            questions.append(Question(qa["question"], answer, owner, max(known) + 1, ids, temporal))
     dates = [conv.get(f"session_{n}_date_time", "") for n in numbers]
-    return Sessions(sessions, dates, questions)
+    return Sessions(sessions, turn_ids, dates, questions)
+
+
+def fit(turns: Sequence[tuple[str, str]], budget: int, counter: TokenCounter) -> Placed:
+    """The turns (``(dia_id, text)``, in order of preference) that fit ``budget``
+    tokens, one a line, passing over one too large for the room left."""
+    lines, ids, used = [], set(), 0
+    for dia_id, text in turns:
+        cost = counter.count(text) + 1
+        if used + cost <= budget:
+            lines.append(text)
+            ids.add(dia_id)
+            used += cost
+    return Placed("\n".join(lines), used, ids)
+
+
+@dataclass(slots=True)
+class Placed:
+    text: str
+    tokens: int
+    turns: set[str]
 
 
 class RawTurns:
@@ -141,26 +180,43 @@ class RawTurns:
 
     def __init__(self) -> None:
         self.db = sqlite3.connect(":memory:")
-        self.db.execute("CREATE VIRTUAL TABLE turns USING fts5(text, tokenize='porter unicode61')")
+        self.db.execute(
+            "CREATE VIRTUAL TABLE turns USING fts5(text, dia_id UNINDEXED, "
+            "tokenize='porter unicode61')"
+        )
+        self.turns: list[tuple[str, str]] = []
 
-    def add(self, messages: Sequence[ChatMessage]) -> None:
-        self.db.executemany("INSERT INTO turns (text) VALUES (?)", [(m.text,) for m in messages])
+    def add(self, messages: Sequence[ChatMessage], ids: Sequence[str]) -> None:
+        pairs = [(m.text, i) for m, i in zip(messages, ids, strict=True)]
+        self.db.executemany("INSERT INTO turns (text, dia_id) VALUES (?, ?)", pairs)
+        self.turns.extend((i, t) for t, i in pairs)
 
-    def placed(self, question: str, budget: int, counter: TokenCounter) -> tuple[str, int]:
+    def bm25(self, question: str, budget: int, counter: TokenCounter) -> Placed:
         terms = query_terms(question)
         if not terms:
-            return "", 0
+            return Placed("", 0, set())
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         rows = self.db.execute(
-            "SELECT text FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT 200", (match,)
+            "SELECT dia_id, text FROM turns WHERE turns MATCH ? ORDER BY bm25(turns) LIMIT 200",
+            (match,),
         ).fetchall()
-        lines, used = [], 0
-        for (text,) in rows:
+        return fit(rows, budget, counter)
+
+    def newest(self, budget: int, counter: TokenCounter) -> Placed:
+        """The newest turns that fit, as a drop-oldest context keeps them."""
+        placed, used, ids = [], 0, set()
+        for dia_id, text in reversed(self.turns):
             cost = counter.count(text) + 1
-            if used + cost <= budget:
-                lines.append(text)
-                used += cost
-        return "\n".join(lines), used
+            if used + cost > budget:
+                break
+            placed.append(text)
+            ids.add(dia_id)
+            used += cost
+        return Placed("\n".join(reversed(placed)), used, ids)
+
+    def whole(self, counter: TokenCounter) -> Placed:
+        text = "\n".join(t for _, t in self.turns)
+        return Placed(text, counter.count(text), {i for i, _ in self.turns})
 
 
 async def feed_session(
@@ -169,7 +225,11 @@ async def feed_session(
     messages: Sequence[ChatMessage],
     roles: tuple[str, ...] | None,
     said_on: str | None = None,
+    turn_ids: Sequence[str] = (),
+    turn_of: dict[tuple[str, int], str] | None = None,
 ) -> BackgroundMemory:
+    """One session of ``messages`` through a new ``BackgroundMemory`` of ``scope``;
+    ``turn_of`` gets each message's ``(session_id, seq)`` -> its ``turn_ids`` entry."""
     memory = BackgroundMemory(
         store=store,
         scope=scope,
@@ -178,87 +238,139 @@ async def feed_session(
         extractor=OfflineExtractor(roles=roles),
         enable_memory_tools=False,
     )
-    for message in messages:
+    for index, message in enumerate(messages):
+        if turn_of is not None:
+            turn_of[(memory.session_id, memory.next_seq)] = turn_ids[index]
         await memory.add_message(message)
     await memory.drain()
     return memory
 
 
-def recalled(store: SQLiteLongTermStore, scope: Scope, question: str, budget: int) -> str:
-    """The block a new session of ``scope`` places for ``question`` (its recall path)."""
+def recalled(
+    store: SQLiteLongTermStore,
+    scope: Scope,
+    question: str,
+    budget: int,
+    turn_of: dict[tuple[str, int], str],
+) -> Placed:
+    """The block a new session of ``scope`` places for ``question`` (its recall
+    path), with the turns its memories' provenance names."""
     probe = BackgroundMemory(
         store=store, scope=scope, model_name=MODEL, recall_budget_tokens=budget
     )
-    probe.recall(question)
-    return probe.memory_block
+    record = probe.recall(question)
+    turns: set[str] = set()
+    for memory_id in (record.memory_ids or []) if record else []:
+        for link in store.get(scope, memory_id).provenance:
+            if link.session_id is None or link.first_seq is None:
+                continue
+            for seq in range(link.first_seq, (link.last_seq or link.first_seq) + 1):
+                if (link.session_id, seq) in turn_of:
+                    turns.add(turn_of[(link.session_id, seq)])
+    block = probe.memory_block
+    return Placed(block, probe.token_counter.count(block) if block else 0, turns)
+
+
+TIMINGS = ("after all sessions", "right after the evidence session")
+CONTENDERS = (
+    "no memory",
+    "raw-turn BM25",
+    "newest turns",
+    "background recall",
+    "whole history (no budget)",
+)
+
+
+def split_of(index: int) -> str:
+    """Conversations 1, 3, 5... tuned the recall weights; 2, 4... are held out."""
+    return "tuned on" if index % 2 == 0 else "held out"
 
 
 async def bench_locomo(samples: list[dict[str, Any]], budget: int) -> None:
     counter = TokenCounter.for_model(MODEL)
-    names = [
-        "no memory",
-        "raw-turn BM25",
-        "background (offline, default)",
-        "background (offline, user's lines only)",
-        "whole history (no budget)",
-    ]
-    tallies = {name: Tally() for name in names}
-    totals = dict.fromkeys(SIDES, 0)
-    memories = {"background (offline, default)": 0, "background (offline, user's lines only)": 0}
-    roles: dict[str, tuple[str, ...] | None] = {
-        "background (offline, default)": None,  # a conversation between people: everyone's
-        "background (offline, user's lines only)": ("user",),
-    }
+    tallies = {(t, name): Tally() for t in TIMINGS for name in CONTENDERS}
+    totals = dict.fromkeys(SPLITS, 0)
+    kept = 0
+
+    def ask(timing: str, question: Question, split: str, store: Any, raw: RawTurns) -> None:
+        placed = {
+            "no memory": Placed("", 0, set()),
+            "raw-turn BM25": raw.bm25(question.text, budget, counter),
+            "newest turns": raw.newest(budget, counter),
+            "background recall": recalled(store, scope, question.text, budget, turn_of),
+            "whole history (no budget)": raw.whole(counter),
+        }
+        for name, p in placed.items():
+            turns = None if name == "no memory" else p.turns
+            tallies[(timing, name)].count(question, split, p.text, p.tokens, turns)
+
     for index, sample in enumerate(samples):
         conversation = locomo_sessions(sample)
+        split = split_of(index)
         raw = RawTurns()
-        stores = {name: SQLiteLongTermStore() for name in memories}
+        store = SQLiteLongTermStore()
         scope = Scope(user_id=f"locomo-{index + 1}")
-        history: list[ChatMessage] = []
+        turn_of: dict[tuple[str, int], str] = {}
         sessions = conversation.sessions
-        for k in range(len(sessions) + 1):
-            # Asked at the start of session k (k = N: after the last): evidence before k.
+        for k in range(len(sessions)):
+            # Asked at the start of session k, right after the evidence's last session.
             for question in (q for q in conversation.questions if q.asked_in == k):
-                totals["all"] += 1
-                if question.owner is not None:
-                    totals[question.owner] += 1
-                tallies["no memory"].count(question, "", 0)
-                placed, used = raw.placed(question.text, budget, counter)
-                tallies["raw-turn BM25"].count(question, placed, used)
-                for name, store in stores.items():
-                    block = recalled(store, scope, question.text, budget)
-                    tallies[name].count(question, block, counter.count(block) if block else 0)
-                whole = "\n".join(m.text for m in history)
-                tallies["whole history (no budget)"].count(question, whole, counter.count(whole))
-            if k == len(sessions):
-                break
-            for name, store in stores.items():
-                await feed_session(store, scope, sessions[k], roles[name], conversation.dates[k])
-            raw.add(sessions[k])
-            history.extend(sessions[k])
-        for name, store in stores.items():
-            memories[name] += store.count(scope)
+                ask(TIMINGS[1], question, split, store, raw)
+            await feed_session(
+                store,
+                scope,
+                sessions[k],
+                None,  # a conversation between people: everyone's lines
+                conversation.dates[k],
+                conversation.turn_ids[k],
+                turn_of,
+            )
+            raw.add(sessions[k], conversation.turn_ids[k])
+        for question in conversation.questions:
+            totals["all"] += 1
+            totals[split] += 1
+            totals["not temporal"] += 0 if question.temporal else 1
+            if question.asked_in == len(sessions):
+                ask(TIMINGS[1], question, split, store, raw)
+            ask(TIMINGS[0], question, split, store, raw)
+        kept += store.count(scope)
     print(
         f"LoCoMo cross-session, {len(samples)} conversations, {totals['all']} questions "
-        f"(evidence owner A {totals['A']}, B {totals['B']}, both {totals['both']}), "
-        f"budget {budget:,} tokens"
+        f"(tuned on {totals['tuned on']}, held out {totals['held out']}), "
+        f"budget {budget:,} tokens; {kept:,} memories kept"
     )
-    rows = []
-    for name in names:
-        tally = tallies[name]
-        rows.append(
+    for timing in TIMINGS:
+        print(f"\nAsked {timing}:")
+        rows = []
+        for name in CONTENDERS:
+            tally = tallies[(timing, name)]
+            rows.append(
+                [
+                    name,
+                    *(percent(tally.hits[s], totals[s]) for s in SPLITS),
+                    "n/a" if name == "no memory" else percent(tally.evidence["all"], totals["all"]),
+                    f"{statistics.mean(tally.tokens):,.0f}" if tally.tokens else "0",
+                ]
+            )
+        table(
             [
-                name,
-                percent(tally.hits["all"], totals["all"]),
-                percent(tally.hits["A"], totals["A"]),
-                percent(tally.hits["B"], totals["B"]),
-                percent(tally.hits["both"], totals["both"]),
-                f"{statistics.mean(tally.tokens):,.0f}" if tally.tokens else "0",
-            ]
+                "contender",
+                "answers placed",
+                "tuned on (1, 3, 5)",
+                "held out (2, 4)",
+                "not temporal",
+                "evidence placed",
+                "mean tokens placed",
+            ],
+            rows,
         )
-    table(["contender", "answers placed", "A's", "B's", "both", "mean tokens placed"], rows)
-    for name, count in memories.items():
-        print(f"memories kept, {name}: {count:,}")
+        ours = tallies[(timing, "background recall")].hits
+        for baseline in ("raw-turn BM25", "newest turns"):
+            theirs = tallies[(timing, baseline)].hits
+            print(
+                f"background recall / {baseline}: "
+                + ", ".join(f"{s} {ratio(ours[s], theirs[s])}" for s in SPLITS)
+            )
     print()
 
 
@@ -334,7 +446,8 @@ async def bench_latency(samples: list[dict[str, Any]]) -> None:
 
 
 def bench_recall(samples: list[dict[str, Any]], count: int, budget: int) -> None:
-    """Recall (search + block) at ``count`` memories of one scope, on SQLite."""
+    """Recall (``BackgroundMemory.ranked``: search, newest, ranking; then the
+    block) at ``count`` memories of one scope, on SQLite."""
     found: dict[str, None] = {}
     for sample in samples:
         for message in locomo_conversation(sample).messages:
@@ -353,17 +466,19 @@ def bench_recall(samples: list[dict[str, Any]], count: int, budget: int) -> None
         store.add(scope, text=text, kind="fact", provenance=link)
     filled = time.perf_counter() - started
     counter = TokenCounter.for_model(MODEL)
+    probe = BackgroundMemory(store=store, scope=scope, model_name=MODEL)
     times = []
     for question in questions:
         started = time.perf_counter()
-        hits = store.search(scope, question, limit=40)
-        render_block(hits, budget, counter)
+        # The recall path: the matches and the newest memories, ranked, then the block.
+        ranked = probe.ranked(question)
+        render_block([hit for hit, _ in ranked], budget, counter)
         times.append(time.perf_counter() - started)
     ordered = sorted(times)
     p95 = ordered[int(0.95 * (len(ordered) - 1))]
     print(
         f"Recall at {store.count(scope):,} memories in one scope (SQLite FTS5, a file): "
-        f"{len(times)} questions, search + block of {budget:,} tokens: "
+        f"{len(times)} questions, ranking + block of {budget:,} tokens: "
         f"p50 {1000 * statistics.median(ordered):.1f} ms, p95 {1000 * p95:.1f} ms, "
         f"max {1000 * ordered[-1]:.1f} ms (filling took {filled:.1f} s)"
     )

@@ -51,6 +51,7 @@ from ..state import Ingested
 from .changes import related_terms
 from .extract import Candidate, Excerpt, Extractor, ModelExtractor, OfflineExtractor
 from .recall import render_block
+from .scoring import Parts, recall_ranking
 from .sqlite import SQLiteLongTermStore
 from .store import Filters, LongTermStore
 from .tools import build_long_term_tools
@@ -60,6 +61,7 @@ logger = logging.getLogger("memory.background")
 
 DEFAULT_RECALL_BUDGET = 2_000
 RECALL_CANDIDATES = 200  # memories searched per request; the budget decides how many are placed
+RECENT_CANDIDATES = 60  # the newest memories weighed for recency beside the matches
 RELATED = 10  # existing memories shown to an extractor
 MAX_PER_SESSION = 100  # new memories one session may give (facts, not payloads)
 STORE_FILE = "long_term_memory.sqlite3"
@@ -181,15 +183,17 @@ class BackgroundMemory(CompactionMemory):
             return None
         query = self._request_text() if query is None else query
         try:
-            hits = self.store.search(self.scope, query, limit=RECALL_CANDIDATES) if query else []
+            ranked = self.ranked(query) if query else []
         except Exception:
             logger.exception("long-term recall failed; the block is unchanged")
             return None
+        hits = [hit for hit, _ in ranked]
         block, ids, tokens = render_block(hits, self.recall_budget_tokens, self.token_counter)
         state = self._state
         if block == state.memory_block:
             return None
         state.set_memory_block(block)
+        parts = {hit.memory.id: p for hit, p in ranked}
         record = MemoryRecall(
             ts=now_iso(),
             block=block,
@@ -198,11 +202,21 @@ class BackgroundMemory(CompactionMemory):
             tokens=tokens,
             budget_tokens=self.recall_budget_tokens,
             through_seq=state.next_seq - 1,
+            scores=[{"memory_id": i, **parts[i].to_dict()} for i in ids],
         )
-        self._trace.add("memory_recall", memory_ids=ids, tokens=tokens)
+        self._trace.add("memory_recall", memory_ids=ids, tokens=tokens, scores=record.scores)
         if self._recorder.active:
             self._recorder.record(record)
         return record
+
+    def ranked(self, query: str) -> list[tuple[Hit, Parts]]:
+        """The recall block's candidates for ``query``, best first, with the
+        parts of their scores (``scoring.recall_ranking`` over the store's
+        ``RECALL_CANDIDATES`` best matches and its ``RECENT_CANDIDATES`` newest
+        active memories). Raises what the store raises."""
+        matched = self.store.search(self.scope, query, limit=RECALL_CANDIDATES)
+        newest = self.store.memories(self.scope, Filters(status="active"), limit=RECENT_CANDIDATES)
+        return recall_ranking(query, matched, newest)
 
     def _request_text(self) -> str:
         for message in reversed(self._state.messages):

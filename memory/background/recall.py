@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..tokens import TokenCounter
+from .dates import plain_when
 from .guard import instruction_reason, neutralise
 from .types import Hit, Memory
 
@@ -25,8 +26,12 @@ HEADER = (
 
 
 def memory_line(memory: Memory) -> str:
-    """``- [id] (kind, when) text``: the id lets the agent ``forget`` it."""
-    label = memory.kind if memory.when is None else f"{memory.kind}, {memory.when}"
+    """``- [id] (kind, when) text``: the id lets the agent ``forget`` it; its
+    time as a plain date (``dates.plain_when``: "yesterday" said on 8 May 2023
+    is 7 May 2023, which a later reader could not work out). Neutralised
+    (``guard.neutralise``): no memory can close the block or speak as a role."""
+    when = plain_when(memory.when)
+    label = memory.kind if when is None else f"{memory.kind}, {when}"
     return neutralise(f"- [{memory.id}] ({label}) {memory.text}")
 
 

@@ -230,7 +230,9 @@ class RecordApplier:
                 return type(record)(through_seq=through)
             case MemoryRecall():
                 state.set_memory_block(record.block or "")
-                self.trace.add("memory_recall", memory_ids=record.memory_ids or [])
+                self.trace.add(
+                    "memory_recall", memory_ids=record.memory_ids or [], scores=record.scores
+                )
                 return record
             case MemoryExtraction():
                 if record.through_seq is not None and record.error is None:

@@ -559,6 +559,9 @@ class MemoryRecall(LogRecord):
     tokens: int | None = None
     budget_tokens: int | None = None
     through_seq: int | None = None
+    # Per placed memory, in block order: ``{"memory_id", "text", "entities", "time",
+    # "recency", "importance", "total"}`` (``memory.background.scoring.Parts``).
+    scores: list[dict[str, Any]] | None = None
 
 
 @_record(MEMORY_EXTRACTION)

@@ -125,6 +125,8 @@ def _filters(request: HttpRequest) -> Filters:
 @login_required
 def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> HttpResponse:
     """One scope's memories, filtered, each with its provenance and history."""
+    from .memory_workbench import split_url, workbench  # it builds on this module's rules
+
     scope = _scope(request, user_id, agent_id)
     store = DjangoLongTermStore()
     try:
@@ -152,6 +154,7 @@ def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Http
             ],
             "hidden": fields(request, state=memory.id, version=memory.version),
             "urls": {action: action_url(scope, memory.id, action) for action in ACTIONS},
+            "split_url": split_url(scope, memory.id),
         }
         for memory in found
     ]
@@ -164,6 +167,7 @@ def memory_scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Http
         "statuses": STATUSES,
         "counts": {s: store.count(scope, status=s) for s in STATUSES},
         "page": PAGE,
+        "workbench": workbench(request, scope, store.count(scope, status=None)),
     }
     return render(request, "dashboard/memory_scope.html", context)
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import actions, in_place, long_term, views
+from . import actions, in_place, long_term, memory_workbench, views
 
 app_name = "dashboard"
 _session = "sessions/<str:public_id>/"
@@ -86,11 +86,27 @@ urlpatterns = [
         name="memory_scope_named",
     ),
     path(
+        "memories/<str:user_id>/named/<str:agent_id>/add/",
+        memory_workbench.memory_add,
+        name="memory_add_named",
+    ),
+    path(
+        "memories/<str:user_id>/named/<str:agent_id>/<str:memory_id>/split/",
+        memory_workbench.memory_split,
+        name="memory_split_named",
+    ),
+    path(
         "memories/<str:user_id>/named/<str:agent_id>/<str:memory_id>/<str:action>/",
         long_term.memory_action,
         name="memory_action_named",
     ),
     path("memories/<str:user_id>/", long_term.memory_scope, name="memory_scope"),
+    path("memories/<str:user_id>/add/", memory_workbench.memory_add, name="memory_add"),
+    path(
+        "memories/<str:user_id>/<str:memory_id>/split/",
+        memory_workbench.memory_split,
+        name="memory_split",
+    ),
     path(
         "memories/<str:user_id>/<str:memory_id>/<str:action>/",
         long_term.memory_action,

@@ -52,6 +52,7 @@ from . import session_list as listing
 from .access import visible_job, visible_parent, visible_session
 from .exactly_once import Refused, acting, fields, spent_before, stale
 from .forms import ImportForm
+from .recalled import recalled_for
 from .rendering import render
 
 SESSIONS_PER_PAGE = 25
@@ -581,6 +582,7 @@ def step_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpRespo
         "providers": steps.PROVIDERS,
         "body_size": len(json.dumps(steps.body(this, session.model_name, provider))),
         "page_number": _page_of(session, reply.seq),
+        "recalled": recalled_for(session, reply, this.memory.memory_block),
     }
     return render(request, "dashboard/step_detail.html", context)
 
