@@ -7,9 +7,13 @@ so the LLM compactor checks its summary with ``lost_identifiers`` and appends
 what is missing verbatim.
 
 ``extract_identifiers(text)`` finds, in order of first appearance and each
-once: URLs, e-mail addresses, international phone numbers, file paths, dates
-and times, version numbers,
-money amounts, numbers with a unit, ids and codes (``HAT123``, ``mia_li_3668``,
+once: URLs, e-mail addresses (``+tags`` and all), phone numbers (international,
+``+44 20 7946 0958``, and national, ``020 7946 0958``, ``(415) 555-0100``),
+IBANs and card numbers written in groups, file paths, dates (in prose too:
+``3 March 2025``, ``the 12th of March``), clock times (kind ``time``), version
+numbers, money amounts with their currency, numbers with a unit, references
+of groups joined by dashes or slashes (``771-20394-5``, ``INV/2024/00817``),
+ids and codes (``HAT123``, ``mia_li_3668``,
 ``#42``, hashes, UUIDs, ``snake_case`` and ``CamelCase`` names, ``ALLCAPS``
 codes, numbers of three or more digits) and proper names. ``find_identifiers``
 gives the same with each one's kind, and ``kept_in`` says which of them a
@@ -22,6 +26,10 @@ What does not count, because agents' transcripts are full of it:
   ``./``, ``../`` or ``~/`` and one, a Windows drive, or a last segment with a
   file extension (``src/app.py``, ``/notes.txt``), or three relative segments
   (``lib/app/web``); ``n/a``, ``and/or``, ``w/o``, ``/tmp`` are words;
+* every form is found whole: no group of a reference, an IBAN or a phone
+  number is ever reported on its own (``771`` of ``771-20394-5``);
+* two groups of digits only are a range, a fraction or a span of years
+  (``10-15``, ``24/7``, ``1990-1995``) unless they hold seven digits or more;
 * a date needs a month name or a four-digit year; ``0.7.12`` is a version;
 * a unit that is also an English word or a lone letter (``in``, ``s``, ``m``)
   counts only written against its number (``5s``, ``3m``): ``1.5 in`` is not
@@ -87,7 +95,17 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
     # An international phone number (E.164, written with spaces, dots or dashes
     # between its groups): "+44 7700 900461", "+1 (415) 555-0100".
-    ("phone", re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?![\w])")),
+    ("phone", re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?(?:\(\d{1,4}\)|\d{1,4})){2,5}(?![\w])")),
+    # An IBAN and a card-like number written in groups ("DE89 3704 0044 0532 0130 00",
+    # "4111 1111 1111 1111", "3782 822463 10005"), whole: their groups are not ids.
+    (
+        "id",
+        re.compile(
+            r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"
+            r"|(?<![\w-])\d{4}(?:([ -])\d{4}(?:\1\d{4}){1,2}(?:\1\d{1,4})?"
+            r"|[ -]\d{6}[ -]\d{4,5})(?![\w-])"
+        ),
+    ),
     # A terminal's colour codes ("\x1b[31m", or written as code: "\e[0m", "\u001b[1m")
     # are claimed first and not reported.
     ("", re.compile(r"(?:\x1b|\\(?:e|x1b|u001b|033))\[[0-9;?]*[A-Za-z]")),
@@ -117,10 +135,11 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"|\b\d{{1,2}}(?:st|nd|rd|th)?(?: of)? {_MONTH}\.?,?(?: \d{{4}})?\b"
             rf"|\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
             rf"|\b{_MONTH} \d{{4}}\b"
-            r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\b)?(?![\d:])"
             r")"
         ),
     ),
+    # A clock time ("14:00:00", "9:30 am"): a time of day, not a date.
+    ("time", re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\b)?(?![\d:])")),
     (
         "version",
         re.compile(
@@ -137,12 +156,38 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"|\b[\w-]+(?:\.[\w-]+)*{_FILE_EXTENSION}"
         ),
     ),
+    # A phone number in a national format: "020 7946 0958", "(415) 555-0100",
+    # "415-555-0100", "06 12 34 56 78" (after dates and versions, which claim theirs).
+    (
+        "phone",
+        re.compile(
+            r"(?<![\w+/.-])(?:\(\d{2,5}\) ?\d{3,4}[ .-]\d{3,4}"
+            r"|0\d{1,4}(?:[ .-]\d{2,4}){2,4}"
+            r"|\d{3}([.-])\d{3}\1\d{4})(?![\w-]|[.,/]\d)"
+        ),
+    ),
+    # A reference of groups joined by dashes or slashes ("771-20394-5",
+    # "INV/2024/00817", "88213/B", "AB-12/CD"), whole: the group before a dash
+    # is not the reference. Two groups of digits only make a range or a
+    # fraction ("10-15", "24/7") unless they hold seven digits or more, and
+    # never a span of years ("1990-1995", "2023/24"). Before amounts and counts,
+    # so "771-20394-5 days" keeps its last group.
+    (
+        "id",
+        re.compile(
+            r"(?<![\w/.-])(?=[\w/-]*\d)(?!(?:19|20)\d\d[-/](?:19|20)?\d\d(?![\w/-]))(?:"
+            r"[A-Za-z0-9]+(?:[-/][A-Za-z0-9]+){2,}"
+            r"|(?=[\w/-]*[A-Za-z])[A-Za-z0-9]+[-/][A-Za-z0-9]+"
+            r"|\d+[-/]\d+(?<=[\d/-]{8})"
+            r")(?![\w-]|[/.]\w)"
+        ),
+    ),
     (
         "amount",
         re.compile(
-            r"[$€£¥₹]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|m|M|bn|million|billion|thousand))?"
-            rf"|\b\d[\d,]*(?:\.\d+)?\s?{_CURRENCY}\b"
-            rf"|\b{_CURRENCY}\s?\d[\d,]*(?:\.\d+)?"
+            r"[$€£¥₹]\s?\d+(?:,\d{3})*(?:\.\d+)?(?:\s?(?:k|K|m|M|bn|million|billion|thousand)\b)?"
+            rf"|\b\d+(?:,\d{{3}})*(?:\.\d+)?\s?{_CURRENCY}\b"
+            rf"|\b{_CURRENCY}\s?\d+(?:,\d{{3}})*(?:\.\d+)?"
         ),
     ),
     (
@@ -212,8 +257,8 @@ _SENTENCE_END = ".!?:;|\n\"'”)"
 
 @dataclass(frozen=True, slots=True)
 class Identifier:
-    """One identifier: ``kind`` (url, email, phone, date, version, path, amount,
-    number, id or name) and ``value``, the text exactly as it first appeared."""
+    """One identifier: ``kind`` (url, email, phone, date, time, version, path,
+    amount, number, id or name) and ``value``, the text exactly as it first appeared."""
 
     kind: str
     value: str
@@ -226,14 +271,18 @@ _NEEDS: tuple[re.Pattern[str] | None, ...] = (
     re.compile("://"),  # url
     re.compile("@"),  # email
     re.compile(r"\+"),  # phone
+    _DIGIT,  # IBANs and card numbers
     re.compile(r"[\x1b\\]"),  # colour codes
     re.compile("[→\t]"),  # line numbers
     re.compile(r"[\"']\s*:"),  # keys
     re.compile(r"[;}\"]"),  # CSS declarations (ended by one of these)
     re.compile("#"),  # hex colours
     _DIGIT,  # date
+    re.compile(r"\d:\d"),  # time
     _DIGIT,  # version
     re.compile(rf"/|:\\|{_FILE_EXTENSION}"),  # path
+    re.compile(r"\d[ .)-]\d"),  # national phone
+    re.compile(r"\w[-/]\w"),  # dashed and slashed references
     _DIGIT,  # amount
     _DIGIT,  # number
     _DIGIT,  # ordinals
