@@ -3,6 +3,7 @@
     .venv/bin/python bench/compaction_quality.py [--thresholds 2000,4000,8000]
         [--locomo PATH] [--tau-budgets 300,500,1000,1500] [--tau-threshold 3000]
         [--limit N] [--skip-locomo] [--skip-ids] [--skip-tau] [--skip-example]
+        [--skip-lost]
 
 Every figure is measured end to end, on the final context (``get_context()``,
 the summary included), against dropping the oldest messages at the same
@@ -718,6 +719,37 @@ def _shown(message: ChatMessage, width: int = 160) -> str:
     return line if len(line) <= width else line[:width] + f" [+{len(line) - width} chars]"
 
 
+LOST_LIST_LABELS = REPO / "tests/memory/fixtures/lost_list_labelled.json"
+
+
+def bench_lost_list(path: Path = LOST_LIST_LABELS) -> None:
+    """The lost-list's precision and recall on the labelled set of real
+    messages (tau-bench, Claude Code, Codex): which of a message's
+    identifiers the compaction page checks, against a person's labels."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "motus_web.settings")
+    import django
+
+    django.setup()
+    from motus_web.dashboard import lost
+
+    items = json.loads(path.read_text())
+    scores = lost.labelled_scores(items)
+    labelled = sum(len(item["identifiers"]) for item in items)
+    print(f"Lost-list on {labelled} labelled identifiers from {len(items)} real messages")
+    table(
+        ["precision", "recall", "false positives", "misses"],
+        [
+            [
+                f"{scores.precision:.3f}",
+                f"{scores.recall:.3f}",
+                ", ".join(sorted(set(scores.false_positives))),
+                ", ".join(sorted(set(scores.misses))),
+            ]
+        ],
+    )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--thresholds", default="2000,4000,8000", help="LoCoMo, in tokens")
@@ -729,6 +761,7 @@ def main() -> None:
     parser.add_argument("--skip-ids", action="store_true", help="no identifier chat")
     parser.add_argument("--skip-tau", action="store_true", help="no tau-bench checks")
     parser.add_argument("--skip-example", action="store_true", help="no before/after pair")
+    parser.add_argument("--skip-lost", action="store_true", help="no lost-list labelled set")
     args = parser.parse_args()
     counter = TokenCounter.for_model(None)
 
@@ -748,6 +781,8 @@ def main() -> None:
         bench_tau_stream(args.tau_threshold, args.limit)
     if not args.skip_example:
         before_after(0, 2000)
+    if not args.skip_lost:
+        bench_lost_list()
 
 
 if __name__ == "__main__":

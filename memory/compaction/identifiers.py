@@ -52,7 +52,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Identifier", "extract_identifiers", "find_identifiers", "kept_in", "lost_identifiers"]
+__all__ = [
+    "Identifier",
+    "extract_identifiers",
+    "find_identifiers",
+    "kept_in",
+    "lost_identifiers",
+    "worth_keeping",
+]
 
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
@@ -91,7 +98,13 @@ _HEX_COLOUR = (
 # Order matters: an earlier kind claims its text first, so the path inside a
 # URL is not reported again, nor the digits of a date as a number.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("url", re.compile(r"\b(?:https?|ftp|file|s3|gs)://[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]")),
+    (
+        "url",
+        re.compile(
+            r"\b(?:https?|ftp|file|s3|gs)://[^\s<>\"'`\u2018\u2019\u201c\u201d\u00ab\u00bb]*"
+            r"[^\s<>\"'`\u2018\u2019\u201c\u201d\u00ab\u00bb.,;:!?)\]}]"
+        ),
+    ),
     ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
     # An international phone number (E.164, written with spaces, dots or dashes
     # between its groups): "+44 7700 900461", "+1 (415) 555-0100".
@@ -106,6 +119,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|[ -]\d{6}[ -]\d{4,5})(?![\w-])"
         ),
     ),
+    # A redaction placeholder ("[REDACTED_TEXT len=106 sha=81c7c868]") stands for
+    # text that is not there: its length and checksum name nothing.
+    ("", re.compile(r"\[REDACTED[A-Z_]*(?: [a-z]+=[\w.-]+)*\]")),
     # A terminal's colour codes ("\x1b[31m", or written as code: "\e[0m", "\u001b[1m")
     # are claimed first and not reported.
     ("", re.compile(r"(?:\x1b|\\(?:e|x1b|u001b|033))\[[0-9;?]*[A-Za-z]")),
@@ -205,9 +221,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
             # a function with its arity (Elixir, Erlang): String.trim/1, handle_info/2
             r"|\b[A-Za-z_][\w.]*[\w?!]/\d\b"
-            # letters and digits mixed (HAT123, ZFA04Y, gpt-4o, a3f9c21), or
+            # letters and digits mixed (HAT123, ZFA04Y, gpt-5.3-codex, a3f9c21), or
             # words joined by underscores (mia_li_3668, estimate_context_tokens)
-            r"|\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*\b"
+            r"|\b(?=[\w.-]*\d)(?=[\w.-]*[A-Za-z])[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*\b"
             r"|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"
             r"|\b[a-z]+(?:[A-Z][a-z0-9]*)+\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"
             r"|\b[A-Z]{3,12}\b"
@@ -272,6 +288,7 @@ _NEEDS: tuple[re.Pattern[str] | None, ...] = (
     re.compile("@"),  # email
     re.compile(r"\+"),  # phone
     _DIGIT,  # IBANs and card numbers
+    re.compile(r"\[REDACTED"),  # redaction placeholders
     re.compile(r"[\x1b\\]"),  # colour codes
     re.compile("[→\t]"),  # line numbers
     re.compile(r"[\"']\s*:"),  # keys
@@ -362,6 +379,35 @@ def kept_in(summary: str, identifiers: Iterable[Identifier]) -> list[tuple[Ident
     return [(identifier, normalise(identifier.value) in haystack) for identifier in identifiers]
 
 
+# Kinds a summary need not carry word for word: clock times, prices and
+# counts are read again from the tool that printed them.
+_NOT_WORTH_KEEPING = frozenset({"time", "amount", "number"})
+# A bare figure (a price, a count, a seat, "10519.0") is no reference unless it
+# is as long as one: five digits or more (an order, a zip code).
+_FIGURE = re.compile(r"\d{1,4}(?:[.,]\d+)*|\d+\.\d+")
+# The vocabulary of a schema: tool names and enum values ("get_user_details",
+# "one_way", "gift_card"): lower-case words joined by underscores, no digit.
+_SCHEMA_WORD = re.compile(r"[a-z]+(?:_[a-z]+)+")
+# An API's own bookkeeping: ids of tool calls, messages and responses.
+_API_ID = re.compile(r"(?:call|toolu|msg|fc|resp|run|chatcmpl|req)_[A-Za-z0-9]{8,}")
+
+
+def worth_keeping(identifier: Identifier) -> bool:
+    """Whether a summary has to carry ``identifier`` word for word for it not
+    to be lost: every kind but clock times, amounts and counts (``time``,
+    ``amount``, ``number``), and no bare figure of fewer than five digits, no
+    schema word (``get_user_details``, ``one_way``: a tool's name, an enum's
+    value) and no API call or message id (``call_...``, ``toolu_...``)."""
+    if identifier.kind in _NOT_WORTH_KEEPING:
+        return False
+    if identifier.kind != "id":
+        return True
+    value = identifier.value
+    return not (
+        _FIGURE.fullmatch(value) or _SCHEMA_WORD.fullmatch(value) or _API_ID.fullmatch(value)
+    )
+
+
 def normalise(value: str) -> str:
     """``value`` as compared: case-folded, without whitespace or thousands separators."""
     if "," in value:
@@ -394,9 +440,12 @@ def _names_mid_sentence(text: str) -> set[str]:
 
 def _proper_name(text: str, start: int, value: str, mid_sentence: set[str]) -> str | None:
     words = _NAME_JOIN.split(value)
-    if _starts_sentence(text, start) and words[0] not in mid_sentence:
+    opens = _starts_sentence(text, start)
+    if opens and words[0] not in mid_sentence:
         words = words[1:]  # "Ask Mia Li" -> "Mia Li"; "Hello" -> nothing
-    while words and (words[0].casefold() in _COMMON or words[0] in _LITERALS):
+    # Mid-sentence, a capitalised common word before a name is part of it
+    # ("from New York", "with Dr Alvarez"); opening a sentence it is not.
+    while words and (words[0] in _LITERALS or (opens and words[0].casefold() in _COMMON)):
         words = words[1:]
     if not words or all(word.casefold() in _COMMON or word in _LITERALS for word in words):
         return None
