@@ -63,6 +63,7 @@ from typing import Any, Protocol
 from ..messages import ChatMessage
 from .code import CODE_KINDS, reads_as_code, without_bodies
 from .identifiers import Identifier, find_identifiers, normalise
+from .offline.scan import PHATIC, STOPWORDS
 
 LEDGER_HEADING = "Kept verbatim from earlier in the conversation:"
 LEDGER_SHARE = 0.4
@@ -103,7 +104,11 @@ _LABEL_STOP_WORDS = """my the a an is are was were be it its our your his her th
     those of for to and or with as at on in by i you he she we they me him us them
     what which who whom whose where when why how much many
     times plus minus over divided multiplied x than"""
-_LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split())
+# A label names what a value is: never a function word, an adverb or a
+# pleasantry ("only $10", "great: Gatsby" are no labels).
+_NO_CONTENT = STOPWORDS | PHATIC
+_LABEL_NOUNS = frozenset({"day", "time", "meeting"})  # stop words that do name values
+_LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split()) | (_NO_CONTENT - _LABEL_NOUNS)
 _COPULAS = frozenset({"is", "are", "was", "were", "be", "being"})
 _LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 # ``"flight_number": "`` just before a value: its key says what it is.
@@ -319,6 +324,7 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
                 _INSTRUCTION_CUE.search(sentence)
                 and len(sentence.split()) >= 4
                 and len(sentence) <= INSTRUCTION_MAX_CHARS
+                and _says_something(sentence)
             ):
                 yield LedgerEntry(INSTRUCTION, sentence, "", seq, role, PINNED_RANK)
         for identifier, label in _labelled(text):
@@ -355,6 +361,24 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
         for identifier, label in _labelled(text, call_ids):
             if _carried_id(identifier) and (not code or identifier.kind in CODE_KINDS):
                 yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, TOOL_RANK)
+
+
+_CUE_WORDS_TEXT = """always never don't dont do not remember make sure be keep avoid only use
+    stop note from now on going forward please prefer want like need ask you should must"""
+_CUE_WORDS = frozenset(_CUE_WORDS_TEXT.split())
+INSTRUCTION_MIN_CONTENT = 2
+"""Content words an instruction needs besides its cue ("Keep up the good work!" has one)."""
+
+
+def _says_something(sentence: str) -> bool:
+    """Whether a sentence with an instruction's cue asks for something: it
+    names an identifier, or holds ``INSTRUCTION_MIN_CONTENT`` words that are
+    neither the cue's, function words nor pleasantries."""
+    if any(i.kind not in ("name", "time") for i in _identifiers_of(sentence)):
+        return True
+    words = [w.casefold().strip("'") for w in _LABEL_WORD.findall(sentence)]
+    content = [w for w in words if w not in _CUE_WORDS and w not in _NO_CONTENT]
+    return len(content) >= INSTRUCTION_MIN_CONTENT
 
 
 def _carried_id(identifier: Any) -> bool:
