@@ -62,7 +62,7 @@ from typing import Any, Protocol
 
 from ..messages import ChatMessage
 from .code import CODE_KINDS, reads_as_code, without_bodies
-from .identifiers import Identifier, find_identifiers, normalise
+from .identifiers import Identifier, find_identifiers, normalise, worth_keeping
 from .offline.scan import PHATIC, STOPWORDS
 
 LEDGER_HEADING = "Kept verbatim from earlier in the conversation:"
@@ -381,10 +381,15 @@ def _says_something(sentence: str) -> bool:
     return len(content) >= INSTRUCTION_MIN_CONTENT
 
 
-def _carried_id(identifier: Any) -> bool:
+def _carried_id(identifier: Identifier) -> bool:
     """Whether an identifier the assistant or a tool named is carried: ids,
-    codes, addresses and paths, but not bare numbers (prices, counts, lines)."""
-    return identifier.kind in _USER_ID_KINDS and not identifier.value.isdigit()
+    codes, addresses and paths, but not bare figures (prices, counts, lines:
+    ``384.0``), schema words or call ids (``identifiers.worth_keeping``)."""
+    return (
+        identifier.kind in _USER_ID_KINDS
+        and not identifier.value.isdigit()
+        and worth_keeping(identifier)
+    )
 
 
 @functools.lru_cache(maxsize=IDENTIFIERS_CACHE)
