@@ -32,7 +32,10 @@ offline summariser. Printed for each threshold:
   on the line (or to its date part); a line with no date in force is wrong;
 * filler: the share of the summary's quoted sentences without a content word
   (``FUNCTION_WORDS`` and ``PHATIC_WORDS`` below, this script's own lists, not
-  the summariser's);
+  the summariser's); and the share of the summary's tokens spent on filler:
+  those sentences, plus appended lines that carry nothing (a quoted sentence
+  without a content word, a value under a label of such words: ``great:
+  Gatsby``, ``only: $10``);
 * the mean and max time of a compaction.
 
 Identifiers the user asked to keep: a scripted chat in which the user names
@@ -85,6 +88,12 @@ from memory import (
     offline_summary,
 )
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
+from memory.testing.support_chat import (
+    SUPPORT_IDENTIFIERS,
+    fragments_in,
+    named_in,
+    support_chat,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO_FILE = Path("shared") / "data" / "locomo" / "locomo10-part1.json"
@@ -276,6 +285,8 @@ class SummaryReading:
     filler: int = 0
     filler_examples: list[str] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=lambda: {"A": 0, "B": 0, "?": 0})
+    filler_tokens: int = 0  # filler sentences quoted and filler lines appended
+    summary_tokens: int = 0
 
     def add(self, other: SummaryReading) -> None:
         self.lines += other.lines
@@ -284,6 +295,8 @@ class SummaryReading:
         self.appended += other.appended
         self.sentences += other.sentences
         self.filler += other.filler
+        self.filler_tokens += other.filler_tokens
+        self.summary_tokens += other.summary_tokens
         self.filler_examples.extend(other.filler_examples[: 3 - len(self.filler_examples)])
         for side, n in other.tokens.items():
             self.tokens[side] += n
@@ -297,6 +310,17 @@ def is_filler(sentence: str) -> bool:
     )
 
 
+def is_filler_line(line: str) -> bool:
+    """An appended (ledger) line that carries nothing: a quoted sentence
+    without a content word ("Keep up the good work!"), or a value under a
+    label that is no noun ("great: Gatsby", "only: $10")."""
+    text = line.removeprefix("- ")
+    if text.startswith('"'):
+        return is_filler(text)
+    label, colon, _ = text.partition(": ")
+    return bool(colon) and is_filler(label)
+
+
 def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> SummaryReading:
     """Each quoted line's date, its sentences' filler, its text's speaker."""
     reading = SummaryReading()
@@ -306,6 +330,12 @@ def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> 
     # by the memory (its ledger of identifiers), not quoted by the summariser.
     quoted, _, appended = summary.partition("\n\n")
     reading.appended = sum(line.startswith("- ") for line in appended.splitlines())
+    reading.summary_tokens = counter.count(summary)
+    reading.filler_tokens = sum(
+        counter.count(line)
+        for line in appended.splitlines()
+        if line.startswith("- ") and is_filler_line(line)
+    )
     for line in quoted.splitlines()[1:]:
         found = _LINE.fullmatch(line)
         if found is None:
@@ -331,6 +361,7 @@ def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> 
                     reading.sentences += 1
                     if is_filler(sentence):
                         reading.filler += 1
+                        reading.filler_tokens += counter.count(sentence)
                         reading.filler_examples.append(sentence)
         reading.lines += 1
         reading.dated_right += right
@@ -411,6 +442,7 @@ def bench_locomo(
                 f"{percent(r.attributed_right, r.lines)}",
                 f"{r.appended}",
                 f"{percent(r.filler, r.sentences)} ({r.filler}/{r.sentences})",
+                f"{percent(r.filler_tokens, r.summary_tokens)}",
             ]
         )
     table(
@@ -421,6 +453,7 @@ def bench_locomo(
             "lines naming who said it",
             "lines appended after it",
             "filler",
+            "filler tokens (quoted and appended) / summary tokens",
         ],
         rows,
     )
@@ -549,6 +582,71 @@ def bench_identifiers(threshold: int = 1500, compactions: int = 5) -> None:
             ],
         ],
     )
+    print()
+
+
+async def support_chat_kept(
+    threshold: int, **kwargs: Any
+) -> tuple[list[str], int, list[str], list[str]]:
+    """``memory.testing.support_chat`` streamed through ``CompactionMemory``:
+    after each compaction, how many of the user's identifiers said so far the
+    context holds ("kept/said"), how many compactions ran, the ones missing at the
+    end, and the lines showing a fragment of one as a value."""
+    counts: list[str] = []
+    holder: list[CompactionMemory] = []
+    said: list[str] = []
+
+    def heard(stats: dict[str, Any]) -> None:
+        if stats.get("status") == "ok":
+            kept = len(named_in(context_text(holder[0].get_context())))
+            counts.append(f"{kept}/{len(named_in(' '.join(said)))}")
+
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(token_threshold=threshold), on_compact=heard, **kwargs
+    )
+    holder.append(memory)
+    for message in support_chat():
+        if message.role == "user":
+            said.append(message.text)
+        await memory.add_message(message)
+    context = context_text(memory.get_context())
+    missing = [value for _, value in SUPPORT_IDENTIFIERS if value not in named_in(context)]
+    return counts, len(counts), missing, fragments_in(context)
+
+
+def bench_support_chat(threshold: int = 2000) -> None:
+    """Point 2 of issue 28: identifiers said in passing, amid decoys."""
+    careless = "The user is following up on a broken dishwasher and a refund; the agent checks."
+    offline = asyncio.run(support_chat_kept(threshold))
+    with ScriptedServer(openai=[ScriptedReply(text=careless)] * 200) as server:
+
+        async def with_model() -> tuple[list[str], int, list[str], list[str]]:
+            async with OpenAIChatClient(server.openai_base_url, api_key="bench") as client:
+                return await support_chat_kept(threshold, client=client, model_name="gpt-4o")
+
+        model = asyncio.run(with_model())
+    print(
+        "Identifiers said in passing: a 60-turn support chat (memory.testing.support_chat), "
+        f"16 identifiers in varied forms amid tool results of decoys, at {threshold:,} tokens; "
+        "in the context after each of the first 5 compactions (of those said by then) "
+        "and at the end:"
+    )
+    rows = []
+    for name, (counts, total, missing, fragments) in (
+        ("offline", offline),
+        ("model (a careless summary naming none)", model),
+    ):
+        rows.append(
+            [
+                name,
+                *counts[:5],
+                f"{16 - len(missing)}/16 after {total} compactions",
+                ", ".join(missing) or "none",
+                str(len(fragments)),
+            ]
+        )
+    head = ["compactor", *[f"after {n + 1}" for n in range(5)], "at the end", "missing"]
+    table([*head, "fragments shown as values"], rows)
     print()
 
 
@@ -776,6 +874,7 @@ def main() -> None:
             bench_locomo(path, ints(args.thresholds), args.limit, counter)
     if not args.skip_ids:
         bench_identifiers()
+        bench_support_chat()
     if not args.skip_tau:
         bench_tau(ints(args.tau_budgets), args.limit, counter)
         bench_tau_stream(args.tau_threshold, args.limit)
