@@ -642,6 +642,12 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
     folded, replayed = _compaction_messages(session, event)
     texts = lost.texts(folded)
     kept = _kept_verbatim(session, event)
+    entries = event.record_extra.get("ledger_given_way")
+    given_way = [
+        e
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict) and isinstance(e.get("value"), str)
+    ]
     only_lost = request.GET.get("show") == "lost"
     corrections = in_place.corrections_of(session, event) if event.summary is not None else []
     corrected = corrections[-1].record_extra.get("summary") if corrections else None
@@ -651,6 +657,8 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         "corrections": corrections,
         "corrected": corrected,
         "report": lost.report(event, texts, previous_summary, corrected, lost.texts(kept)),
+        "given_way": given_way,
+        "given_way_by_user": [e["value"] for e in given_way if e.get("role") == "user"],
         "only_lost": only_lost,
         "folded_count": len(texts),
         "previous": compactions.filter(position__lt=position).order_by("-position").first(),

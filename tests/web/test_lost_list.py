@@ -8,10 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from memory import CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
+from memory.testing.support_chat import support_chat
 from motus_web.dashboard import lost
+from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent
 
 from .helpers import logged_in
@@ -97,3 +101,28 @@ def test_on_labelled_real_sessions_precision_and_recall_are_at_least_0_9() -> No
 
     assert scores.precision >= 0.9, scores.false_positives
     assert scores.recall >= 0.9, scores.misses
+
+
+def test_the_compaction_page_says_when_the_ledgers_budget_was_full(owner: User) -> None:
+    store = InMemoryLogStore()
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(session_id="full", token_threshold=2_000),
+        log_store=store,
+        model_name="gpt-4o",
+    )
+
+    async def feed() -> None:
+        for message in support_chat(turns=4):
+            await memory.add_message(message)
+
+    async_to_sync(feed)()
+    DatabaseLogStore(owner=owner).extend("full", store.read("full"))
+    event = CompactionEvent.objects.filter(session__public_id="full", kind="ok").first()
+    assert event is not None
+    assert event.record_extra.get("ledger_given_way")
+
+    page = reverse("dashboard:compaction_detail", args=["full", event.position])
+    html = logged_in(owner).get(page).content.decode()
+
+    assert "The ledger's budget was full" in html
+    assert "What gives way first: identifiers only tool results named" in html
