@@ -15,13 +15,13 @@ or a name the speakers go by: "Talk to you later.", "And Bon Appetit!",
 around it shows, and is never chosen.
 
 Who speaks: a message's role, unless the conversation names its speakers in
-the text. It does when most messages with text open with a label (``Name:``,
-one to three capitalised words, then any whitespace, a line break too), at
-least two labels are used (or the speakers named before), each stays with one
-role, and there are no tool calls or results: then the label is the speaker,
-and the quoted text starts after it; a message without a label is its role's
-name when that role used one. ``user`` / ``assistant`` are shown only where
-no name is known. The ``party`` of an item is
+the text. It does when nearly all messages with text (three in four) open
+with a label (``Name:``, one to three capitalised words, then any whitespace,
+a line break too), at least two labels are used (or the speakers named
+before), each stays with one role, and there are no tool calls or results:
+then the label is the speaker, and the quoted text starts after it; a message
+without a label is its role's name when that role used one. ``user`` /
+``assistant`` are shown only where no name is known. The ``party`` of an item is
 who the fairness rule of ``digest`` counts it for: the named speaker, or
 ``user`` / ``assistant`` (the assistant's reasoning included); tool calls and
 results are nobody's.
@@ -419,6 +419,10 @@ def scan(
     return Scanned(items, date)
 
 
+UNLABELLED_RATIO = 3
+"""Labelled messages a batch needs per unlabelled one to name its speakers."""
+
+
 def _names_speakers(reads: Sequence[_Read], known: Sequence[str]) -> dict[str, str] | None:
     """The name each role goes by when the text names its speakers (see the
     module docstring), else ``None``. A message without a label takes the one
@@ -437,9 +441,10 @@ def _names_speakers(reads: Sequence[_Read], known: Sequence[str]) -> dict[str, s
             return None
         else:
             labelled += 1
-    # Two speakers named in the batch, or the ones named before: and most of
-    # its messages labelled, so a stray "Note: ..." does not name anyone.
-    if not roles or labelled <= unlabelled:
+    # Two speakers named in the batch, or the ones named before; and nearly
+    # every message labelled (three in four), so "Note: ..." and "Warning: ..."
+    # opening two messages of three name no one.
+    if not roles or labelled < UNLABELLED_RATIO * unlabelled:
         return None
     if len(roles) < 2 and not set(roles) <= set(known):
         return None
