@@ -203,8 +203,9 @@ def kept_text(
 ) -> str:
     """All the text the context after ``event`` holds word for word: the
     summary (``summary``, an operator's correction, else the event's), the
-    values of the ledger its record carries, and the ``verbatim`` messages."""
-    entries = event.record_extra.get("ledger")
+    values of the ledger its record carries (not once corrected: the
+    correction is what the context holds), and the ``verbatim`` messages."""
+    entries = event.record_extra.get("ledger") if summary is None else None
     ledger = [
         entry["value"]
         for entry in (entries if isinstance(entries, list) else [])
