@@ -3,7 +3,7 @@
     .venv/bin/python bench/compaction_quality.py [--thresholds 2000,4000,8000]
         [--locomo PATH] [--tau-budgets 300,500,1000,1500] [--tau-threshold 3000]
         [--limit N] [--skip-locomo] [--skip-ids] [--skip-tau] [--skip-example]
-        [--skip-clearing] [--swe-threshold 2000] [--clear-keep 3]
+        [--skip-clearing] [--swe-threshold 2000] [--clear-keep 3] [--skip-lost]
 
 Every figure is measured end to end, on the final context (``get_context()``,
 the summary included), against dropping the oldest messages at the same
@@ -32,7 +32,10 @@ offline summariser. Printed for each threshold:
   on the line (or to its date part); a line with no date in force is wrong;
 * filler: the share of the summary's quoted sentences without a content word
   (``FUNCTION_WORDS`` and ``PHATIC_WORDS`` below, this script's own lists, not
-  the summariser's);
+  the summariser's); and the share of the summary's tokens spent on filler:
+  those sentences, plus appended lines that carry nothing (a quoted sentence
+  without a content word, a value under a label of such words: ``great:
+  Gatsby``, ``only: $10``);
 * the mean and max time of a compaction.
 
 Identifiers the user asked to keep: a scripted chat in which the user names
@@ -96,6 +99,12 @@ from memory import (
     offline_summary,
 )
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
+from memory.testing.support_chat import (
+    SUPPORT_IDENTIFIERS,
+    fragments_in,
+    named_in,
+    support_chat,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO_FILE = Path("shared") / "data" / "locomo" / "locomo10-part1.json"
@@ -288,6 +297,8 @@ class SummaryReading:
     filler: int = 0
     filler_examples: list[str] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=lambda: {"A": 0, "B": 0, "?": 0})
+    filler_tokens: int = 0  # filler sentences quoted and filler lines appended
+    summary_tokens: int = 0
 
     def add(self, other: SummaryReading) -> None:
         self.lines += other.lines
@@ -296,6 +307,8 @@ class SummaryReading:
         self.appended += other.appended
         self.sentences += other.sentences
         self.filler += other.filler
+        self.filler_tokens += other.filler_tokens
+        self.summary_tokens += other.summary_tokens
         self.filler_examples.extend(other.filler_examples[: 3 - len(self.filler_examples)])
         for side, n in other.tokens.items():
             self.tokens[side] += n
@@ -309,6 +322,17 @@ def is_filler(sentence: str) -> bool:
     )
 
 
+def is_filler_line(line: str) -> bool:
+    """An appended (ledger) line that carries nothing: a quoted sentence
+    without a content word ("Keep up the good work!"), or a value under a
+    label that is no noun ("great: Gatsby", "only: $10")."""
+    text = line.removeprefix("- ")
+    if text.startswith('"'):
+        return is_filler(text)
+    label, colon, _ = text.partition(": ")
+    return bool(colon) and is_filler(label)
+
+
 def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> SummaryReading:
     """Each quoted line's date, its sentences' filler, its text's speaker."""
     reading = SummaryReading()
@@ -318,6 +342,12 @@ def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> 
     # by the memory (its ledger of identifiers), not quoted by the summariser.
     quoted, _, appended = summary.partition("\n\n")
     reading.appended = sum(line.startswith("- ") for line in appended.splitlines())
+    reading.summary_tokens = counter.count(summary)
+    reading.filler_tokens = sum(
+        counter.count(line)
+        for line in appended.splitlines()
+        if line.startswith("- ") and is_filler_line(line)
+    )
     for line in quoted.splitlines()[1:]:
         found = _LINE.fullmatch(line)
         if found is None:
@@ -343,6 +373,7 @@ def read_summary(summary: str, turns: Sequence[Turn], counter: TokenCounter) -> 
                     reading.sentences += 1
                     if is_filler(sentence):
                         reading.filler += 1
+                        reading.filler_tokens += counter.count(sentence)
                         reading.filler_examples.append(sentence)
         reading.lines += 1
         reading.dated_right += right
@@ -423,6 +454,7 @@ def bench_locomo(
                 f"{percent(r.attributed_right, r.lines)}",
                 f"{r.appended}",
                 f"{percent(r.filler, r.sentences)} ({r.filler}/{r.sentences})",
+                f"{percent(r.filler_tokens, r.summary_tokens)}",
             ]
         )
     table(
@@ -433,6 +465,7 @@ def bench_locomo(
             "lines naming who said it",
             "lines appended after it",
             "filler",
+            "filler tokens (quoted and appended) / summary tokens",
         ],
         rows,
     )
@@ -561,6 +594,71 @@ def bench_identifiers(threshold: int = 1500, compactions: int = 5) -> None:
             ],
         ],
     )
+    print()
+
+
+async def support_chat_kept(
+    threshold: int, **kwargs: Any
+) -> tuple[list[str], int, list[str], list[str]]:
+    """``memory.testing.support_chat`` streamed through ``CompactionMemory``:
+    after each compaction, how many of the user's identifiers said so far the
+    context holds ("kept/said"), how many compactions ran, the ones missing at the
+    end, and the lines showing a fragment of one as a value."""
+    counts: list[str] = []
+    holder: list[CompactionMemory] = []
+    said: list[str] = []
+
+    def heard(stats: dict[str, Any]) -> None:
+        if stats.get("status") == "ok":
+            kept = len(named_in(context_text(holder[0].get_context())))
+            counts.append(f"{kept}/{len(named_in(' '.join(said)))}")
+
+    memory = CompactionMemory(
+        config=CompactionMemoryConfig(token_threshold=threshold), on_compact=heard, **kwargs
+    )
+    holder.append(memory)
+    for message in support_chat():
+        if message.role == "user":
+            said.append(message.text)
+        await memory.add_message(message)
+    context = context_text(memory.get_context())
+    missing = [value for _, value in SUPPORT_IDENTIFIERS if value not in named_in(context)]
+    return counts, len(counts), missing, fragments_in(context)
+
+
+def bench_support_chat(threshold: int = 2000) -> None:
+    """Point 2 of issue 28: identifiers said in passing, amid decoys."""
+    careless = "The user is following up on a broken dishwasher and a refund; the agent checks."
+    offline = asyncio.run(support_chat_kept(threshold))
+    with ScriptedServer(openai=[ScriptedReply(text=careless)] * 200) as server:
+
+        async def with_model() -> tuple[list[str], int, list[str], list[str]]:
+            async with OpenAIChatClient(server.openai_base_url, api_key="bench") as client:
+                return await support_chat_kept(threshold, client=client, model_name="gpt-4o")
+
+        model = asyncio.run(with_model())
+    print(
+        "Identifiers said in passing: a 60-turn support chat (memory.testing.support_chat), "
+        f"16 identifiers in varied forms amid tool results of decoys, at {threshold:,} tokens; "
+        "in the context after each of the first 5 compactions (of those said by then) "
+        "and at the end:"
+    )
+    rows = []
+    for name, (counts, total, missing, fragments) in (
+        ("offline", offline),
+        ("model (a careless summary naming none)", model),
+    ):
+        rows.append(
+            [
+                name,
+                *counts[:5],
+                f"{16 - len(missing)}/16 after {total} compactions",
+                ", ".join(missing) or "none",
+                str(len(fragments)),
+            ]
+        )
+    head = ["compactor", *[f"after {n + 1}" for n in range(5)], "at the end", "missing"]
+    table([*head, "fragments shown as values"], rows)
     print()
 
 
@@ -848,6 +946,37 @@ def _shown(message: ChatMessage, width: int = 160) -> str:
     return line if len(line) <= width else line[:width] + f" [+{len(line) - width} chars]"
 
 
+LOST_LIST_LABELS = REPO / "tests/memory/fixtures/lost_list_labelled.json"
+
+
+def bench_lost_list(path: Path = LOST_LIST_LABELS) -> None:
+    """The lost-list's precision and recall on the labelled set of real
+    messages (tau-bench, Claude Code, Codex): which of a message's
+    identifiers the compaction page checks, against a person's labels."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "motus_web.settings")
+    import django
+
+    django.setup()
+    from motus_web.dashboard import lost
+
+    items = json.loads(path.read_text())
+    scores = lost.labelled_scores(items)
+    labelled = sum(len(item["identifiers"]) for item in items)
+    print(f"Lost-list on {labelled} labelled identifiers from {len(items)} real messages")
+    table(
+        ["precision", "recall", "false positives", "misses"],
+        [
+            [
+                f"{scores.precision:.3f}",
+                f"{scores.recall:.3f}",
+                ", ".join(sorted(set(scores.false_positives))),
+                ", ".join(sorted(set(scores.misses))),
+            ]
+        ],
+    )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--thresholds", default="2000,4000,8000", help="LoCoMo, in tokens")
@@ -862,6 +991,7 @@ def main() -> None:
     parser.add_argument("--skip-clearing", action="store_true", help="no tool-result clearing")
     parser.add_argument("--swe-threshold", type=int, default=2000, help="in tokens")
     parser.add_argument("--clear-keep", type=int, default=3, help="tool results kept whole")
+    parser.add_argument("--skip-lost", action="store_true", help="no lost-list labelled set")
     args = parser.parse_args()
     counter = TokenCounter.for_model(None)
 
@@ -876,6 +1006,7 @@ def main() -> None:
             bench_locomo(path, ints(args.thresholds), args.limit, counter)
     if not args.skip_ids:
         bench_identifiers()
+        bench_support_chat()
     if not args.skip_tau:
         bench_tau(ints(args.tau_budgets), args.limit, counter)
         bench_tau_stream(args.tau_threshold, args.limit)
@@ -883,6 +1014,8 @@ def main() -> None:
         bench_tool_clearing(args.tau_threshold, args.swe_threshold, args.clear_keep, args.limit)
     if not args.skip_example:
         before_after(0, 2000)
+    if not args.skip_lost:
+        bench_lost_list()
 
 
 if __name__ == "__main__":

@@ -48,7 +48,13 @@ from .clients import (
 )
 from .compaction.base import CompactionBase
 from .compaction.code import CODE_KINDS, reads_as_code, without_bodies
-from .compaction.identifiers import Identifier, find_identifiers, kept_in, lost_identifiers
+from .compaction.identifiers import (
+    Identifier,
+    find_identifiers,
+    kept_in,
+    lost_identifiers,
+    worth_keeping,
+)
 from .compaction.memory import CompactionMemory
 from .compaction.offline import offline_summary
 from .compaction.restore import upgrade_records
@@ -186,4 +192,5 @@ __all__ = [
     "stream_completion",
     "upgrade_records",
     "without_bodies",
+    "worth_keeping",
 ]

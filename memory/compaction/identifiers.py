@@ -7,9 +7,13 @@ so the LLM compactor checks its summary with ``lost_identifiers`` and appends
 what is missing verbatim.
 
 ``extract_identifiers(text)`` finds, in order of first appearance and each
-once: URLs, e-mail addresses, international phone numbers, file paths, dates
-and times, version numbers,
-money amounts, numbers with a unit, ids and codes (``HAT123``, ``mia_li_3668``,
+once: URLs, e-mail addresses (``+tags`` and all), phone numbers (international,
+``+44 20 7946 0958``, and national, ``020 7946 0958``, ``(415) 555-0100``),
+IBANs and card numbers written in groups, file paths, dates (in prose too:
+``3 March 2025``, ``the 12th of March``), clock times (kind ``time``), version
+numbers, money amounts with their currency, numbers with a unit, references
+of groups joined by dashes or slashes (``771-20394-5``, ``INV/2024/00817``),
+ids and codes (``HAT123``, ``mia_li_3668``,
 ``#42``, hashes, UUIDs, ``snake_case`` and ``CamelCase`` names, ``ALLCAPS``
 codes, numbers of three or more digits) and proper names. ``find_identifiers``
 gives the same with each one's kind, and ``kept_in`` says which of them a
@@ -22,6 +26,10 @@ What does not count, because agents' transcripts are full of it:
   ``./``, ``../`` or ``~/`` and one, a Windows drive, or a last segment with a
   file extension (``src/app.py``, ``/notes.txt``), or three relative segments
   (``lib/app/web``); ``n/a``, ``and/or``, ``w/o``, ``/tmp`` are words;
+* every form is found whole: no group of a reference, an IBAN or a phone
+  number is ever reported on its own (``771`` of ``771-20394-5``);
+* two groups of digits only are a range, a fraction or a span of years
+  (``10-15``, ``24/7``, ``1990-1995``) unless they hold seven digits or more;
 * a date needs a month name or a four-digit year; ``0.7.12`` is a version;
 * a unit that is also an English word or a lone letter (``in``, ``s``, ``m``)
   counts only written against its number (``5s``, ``3m``): ``1.5 in`` is not
@@ -44,7 +52,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Identifier", "extract_identifiers", "find_identifiers", "kept_in", "lost_identifiers"]
+__all__ = [
+    "Identifier",
+    "extract_identifiers",
+    "find_identifiers",
+    "kept_in",
+    "lost_identifiers",
+    "worth_keeping",
+]
 
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
@@ -83,11 +98,30 @@ _HEX_COLOUR = (
 # Order matters: an earlier kind claims its text first, so the path inside a
 # URL is not reported again, nor the digits of a date as a number.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("url", re.compile(r"\b(?:https?|ftp|file|s3|gs)://[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]")),
+    (
+        "url",
+        re.compile(
+            r"\b(?:https?|ftp|file|s3|gs)://[^\s<>\"'`\u2018\u2019\u201c\u201d\u00ab\u00bb]*"
+            r"[^\s<>\"'`\u2018\u2019\u201c\u201d\u00ab\u00bb.,;:!?)\]}]"
+        ),
+    ),
     ("email", re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
     # An international phone number (E.164, written with spaces, dots or dashes
     # between its groups): "+44 7700 900461", "+1 (415) 555-0100".
-    ("phone", re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?![\w])")),
+    ("phone", re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?(?:\(\d{1,4}\)|\d{1,4})){2,5}(?![\w])")),
+    # An IBAN and a card-like number written in groups ("DE89 3704 0044 0532 0130 00",
+    # "4111 1111 1111 1111", "3782 822463 10005"), whole: their groups are not ids.
+    (
+        "id",
+        re.compile(
+            r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b"
+            r"|(?<![\w-])\d{4}(?:([ -])\d{4}(?:\1\d{4}){1,2}(?:\1\d{1,4})?"
+            r"|[ -]\d{6}[ -]\d{4,5})(?![\w-])"
+        ),
+    ),
+    # A redaction placeholder ("[REDACTED_TEXT len=106 sha=81c7c868]") stands for
+    # text that is not there: its length and checksum name nothing.
+    ("", re.compile(r"\[REDACTED[A-Z_]*(?: [a-z]+=[\w.-]+)*\]")),
     # A terminal's colour codes ("\x1b[31m", or written as code: "\e[0m", "\u001b[1m")
     # are claimed first and not reported.
     ("", re.compile(r"(?:\x1b|\\(?:e|x1b|u001b|033))\[[0-9;?]*[A-Za-z]")),
@@ -117,10 +151,11 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"|\b\d{{1,2}}(?:st|nd|rd|th)?(?: of)? {_MONTH}\.?,?(?: \d{{4}})?\b"
             rf"|\b{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b"
             rf"|\b{_MONTH} \d{{4}}\b"
-            r"|\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\b)?(?![\d:])"
             r")"
         ),
     ),
+    # A clock time ("14:00:00", "9:30 am"): a time of day, not a date.
+    ("time", re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\b)?(?![\d:])")),
     (
         "version",
         re.compile(
@@ -137,12 +172,38 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"|\b[\w-]+(?:\.[\w-]+)*{_FILE_EXTENSION}"
         ),
     ),
+    # A phone number in a national format: "020 7946 0958", "(415) 555-0100",
+    # "415-555-0100", "06 12 34 56 78" (after dates and versions, which claim theirs).
+    (
+        "phone",
+        re.compile(
+            r"(?<![\w+/.-])(?:\(\d{2,5}\) ?\d{3,4}[ .-]\d{3,4}"
+            r"|0\d{1,4}(?:[ .-]\d{2,4}){2,4}"
+            r"|\d{3}([.-])\d{3}\1\d{4})(?![\w-]|[.,/]\d)"
+        ),
+    ),
+    # A reference of groups joined by dashes or slashes ("771-20394-5",
+    # "INV/2024/00817", "88213/B", "AB-12/CD"), whole: the group before a dash
+    # is not the reference. Two groups of digits only make a range or a
+    # fraction ("10-15", "24/7") unless they hold seven digits or more, and
+    # never a span of years ("1990-1995", "2023/24"). Before amounts and counts,
+    # so "771-20394-5 days" keeps its last group.
+    (
+        "id",
+        re.compile(
+            r"(?<![\w/.-])(?=[\w/-]*\d)(?!(?:19|20)\d\d[-/](?:19|20)?\d\d(?![\w/-]))(?:"
+            r"[A-Za-z0-9]+(?:[-/][A-Za-z0-9]+){2,}"
+            r"|(?=[\w/-]*[A-Za-z])[A-Za-z0-9]+[-/][A-Za-z0-9]+"
+            r"|\d+[-/]\d+(?<=[\d/-]{8})"
+            r")(?![\w-]|[/.]\w)"
+        ),
+    ),
     (
         "amount",
         re.compile(
-            r"[$€£¥₹]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|m|M|bn|million|billion|thousand))?"
-            rf"|\b\d[\d,]*(?:\.\d+)?\s?{_CURRENCY}\b"
-            rf"|\b{_CURRENCY}\s?\d[\d,]*(?:\.\d+)?"
+            r"[$€£¥₹]\s?\d+(?:,\d{3})*(?:\.\d+)?(?:\s?(?:k|K|m|M|bn|million|billion|thousand)\b)?"
+            rf"|\b\d+(?:,\d{{3}})*(?:\.\d+)?\s?{_CURRENCY}\b"
+            rf"|\b{_CURRENCY}\s?\d+(?:,\d{{3}})*(?:\.\d+)?"
         ),
     ),
     (
@@ -160,9 +221,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
             # a function with its arity (Elixir, Erlang): String.trim/1, handle_info/2
             r"|\b[A-Za-z_][\w.]*[\w?!]/\d\b"
-            # letters and digits mixed (HAT123, ZFA04Y, gpt-4o, a3f9c21), or
+            # letters and digits mixed (HAT123, ZFA04Y, gpt-5.3-codex, a3f9c21), or
             # words joined by underscores (mia_li_3668, estimate_context_tokens)
-            r"|\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*\b"
+            r"|\b(?=[\w.-]*\d)(?=[\w.-]*[A-Za-z])[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)*\b"
             r"|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"
             r"|\b[a-z]+(?:[A-Z][a-z0-9]*)+\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"
             r"|\b[A-Z]{3,12}\b"
@@ -212,8 +273,8 @@ _SENTENCE_END = ".!?:;|\n\"'”)"
 
 @dataclass(frozen=True, slots=True)
 class Identifier:
-    """One identifier: ``kind`` (url, email, phone, date, version, path, amount,
-    number, id or name) and ``value``, the text exactly as it first appeared."""
+    """One identifier: ``kind`` (url, email, phone, date, time, version, path,
+    amount, number, id or name) and ``value``, the text exactly as it first appeared."""
 
     kind: str
     value: str
@@ -226,14 +287,19 @@ _NEEDS: tuple[re.Pattern[str] | None, ...] = (
     re.compile("://"),  # url
     re.compile("@"),  # email
     re.compile(r"\+"),  # phone
+    _DIGIT,  # IBANs and card numbers
+    re.compile(r"\[REDACTED"),  # redaction placeholders
     re.compile(r"[\x1b\\]"),  # colour codes
     re.compile("[→\t]"),  # line numbers
     re.compile(r"[\"']\s*:"),  # keys
     re.compile(r"[;}\"]"),  # CSS declarations (ended by one of these)
     re.compile("#"),  # hex colours
     _DIGIT,  # date
+    re.compile(r"\d:\d"),  # time
     _DIGIT,  # version
     re.compile(rf"/|:\\|{_FILE_EXTENSION}"),  # path
+    re.compile(r"\d[ .)-]\d"),  # national phone
+    re.compile(r"\w[-/]\w"),  # dashed and slashed references
     _DIGIT,  # amount
     _DIGIT,  # number
     _DIGIT,  # ordinals
@@ -313,6 +379,35 @@ def kept_in(summary: str, identifiers: Iterable[Identifier]) -> list[tuple[Ident
     return [(identifier, normalise(identifier.value) in haystack) for identifier in identifiers]
 
 
+# Kinds a summary need not carry word for word: clock times, prices and
+# counts are read again from the tool that printed them.
+_NOT_WORTH_KEEPING = frozenset({"time", "amount", "number"})
+# A bare figure (a price, a count, a seat, "10519.0") is no reference unless it
+# is as long as one: five digits or more (an order, a zip code).
+_FIGURE = re.compile(r"\d{1,4}(?:[.,]\d+)*|\d+\.\d+")
+# The vocabulary of a schema: tool names and enum values ("get_user_details",
+# "one_way", "gift_card"): lower-case words joined by underscores, no digit.
+_SCHEMA_WORD = re.compile(r"[a-z]+(?:_[a-z]+)+")
+# An API's own bookkeeping: ids of tool calls, messages and responses.
+_API_ID = re.compile(r"(?:call|toolu|msg|fc|resp|run|chatcmpl|req)_[A-Za-z0-9]{8,}")
+
+
+def worth_keeping(identifier: Identifier) -> bool:
+    """Whether a summary has to carry ``identifier`` word for word for it not
+    to be lost: every kind but clock times, amounts and counts (``time``,
+    ``amount``, ``number``), and no bare figure of fewer than five digits, no
+    schema word (``get_user_details``, ``one_way``: a tool's name, an enum's
+    value) and no API call or message id (``call_...``, ``toolu_...``)."""
+    if identifier.kind in _NOT_WORTH_KEEPING:
+        return False
+    if identifier.kind != "id":
+        return True
+    value = identifier.value
+    return not (
+        _FIGURE.fullmatch(value) or _SCHEMA_WORD.fullmatch(value) or _API_ID.fullmatch(value)
+    )
+
+
 def normalise(value: str) -> str:
     """``value`` as compared: case-folded, without whitespace or thousands separators."""
     if "," in value:
@@ -345,9 +440,12 @@ def _names_mid_sentence(text: str) -> set[str]:
 
 def _proper_name(text: str, start: int, value: str, mid_sentence: set[str]) -> str | None:
     words = _NAME_JOIN.split(value)
-    if _starts_sentence(text, start) and words[0] not in mid_sentence:
+    opens = _starts_sentence(text, start)
+    if opens and words[0] not in mid_sentence:
         words = words[1:]  # "Ask Mia Li" -> "Mia Li"; "Hello" -> nothing
-    while words and (words[0].casefold() in _COMMON or words[0] in _LITERALS):
+    # Mid-sentence, a capitalised common word before a name is part of it
+    # ("from New York", "with Dr Alvarez"); opening a sentence it is not.
+    while words and (words[0] in _LITERALS or (opens and words[0].casefold() in _COMMON)):
         words = words[1:]
     if not words or all(word.casefold() in _COMMON or word in _LITERALS for word in words):
         return None

@@ -67,7 +67,8 @@ from typing import Any, Protocol
 
 from ..messages import ChatMessage
 from .code import CODE_KINDS, reads_as_code, without_bodies
-from .identifiers import Identifier, find_identifiers, normalise
+from .identifiers import Identifier, find_identifiers, normalise, worth_keeping
+from .offline.scan import PHATIC, STOPWORDS
 
 LEDGER_HEADING = "Kept verbatim from earlier in the conversation:"
 LEDGER_SHARE = 0.4
@@ -110,7 +111,11 @@ _LABEL_STOP_WORDS = """my the a an is are was were be it its our your his her th
     those of for to and or with as at on in by i you he she we they me him us them
     what which who whom whose where when why how much many
     times plus minus over divided multiplied x than"""
-_LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split())
+# A label names what a value is: never a function word, an adverb or a
+# pleasantry ("only $10", "great: Gatsby" are no labels).
+_NO_CONTENT = STOPWORDS | PHATIC
+_LABEL_NOUNS = frozenset({"day", "time", "meeting"})  # stop words that do name values
+_LABEL_STOP = frozenset(_LABEL_STOP_WORDS.split()) | (_NO_CONTENT - _LABEL_NOUNS)
 _COPULAS = frozenset({"is", "are", "was", "were", "be", "being"})
 _LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 # ``"flight_number": "`` just before a value: its key says what it is.
@@ -354,6 +359,7 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
                 _INSTRUCTION_CUE.search(sentence)
                 and len(sentence.split()) >= 4
                 and len(sentence) <= INSTRUCTION_MAX_CHARS
+                and _says_something(sentence)
             ):
                 yield LedgerEntry(INSTRUCTION, sentence, "", seq, role, PINNED_RANK)
         for identifier, label in _labelled(text):
@@ -392,10 +398,33 @@ def _entries_of(seq: int | None, message: ChatMessage, task: bool) -> Iterable[L
                 yield LedgerEntry(identifier.kind, identifier.value, label, seq, role, TOOL_RANK)
 
 
-def _carried_id(identifier: Any) -> bool:
+_CUE_WORDS_TEXT = """always never don't dont do not remember make sure be keep avoid only use
+    stop note from now on going forward please prefer want like need ask you should must"""
+_CUE_WORDS = frozenset(_CUE_WORDS_TEXT.split())
+INSTRUCTION_MIN_CONTENT = 2
+"""Content words an instruction needs besides its cue ("Keep up the good work!" has one)."""
+
+
+def _says_something(sentence: str) -> bool:
+    """Whether a sentence with an instruction's cue asks for something: it
+    names an identifier, or holds ``INSTRUCTION_MIN_CONTENT`` words that are
+    neither the cue's, function words nor pleasantries."""
+    if any(i.kind not in ("name", "time") for i in _identifiers_of(sentence)):
+        return True
+    words = [w.casefold().strip("'") for w in _LABEL_WORD.findall(sentence)]
+    content = [w for w in words if w not in _CUE_WORDS and w not in _NO_CONTENT]
+    return len(content) >= INSTRUCTION_MIN_CONTENT
+
+
+def _carried_id(identifier: Identifier) -> bool:
     """Whether an identifier the assistant or a tool named is carried: ids,
-    codes, addresses and paths, but not bare numbers (prices, counts, lines)."""
-    return identifier.kind in _USER_ID_KINDS and not identifier.value.isdigit()
+    codes, addresses and paths, but not bare figures (prices, counts, lines:
+    ``384.0``), schema words or call ids (``identifiers.worth_keeping``)."""
+    return (
+        identifier.kind in _USER_ID_KINDS
+        and not identifier.value.isdigit()
+        and worth_keeping(identifier)
+    )
 
 
 @functools.lru_cache(maxsize=IDENTIFIERS_CACHE)

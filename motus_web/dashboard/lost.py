@@ -4,11 +4,18 @@
 previous summary, which it folded in too, so an identifier dropped by an
 earlier compaction and carried by its summary is still checked here.
 Identifiers are ``memory.find_identifiers``'; the check leaves out what a
-summary need not carry word for word: amounts (prices in a tool's listing),
-the names of the tools called, the API's own call ids, and the names inside
+summary need not carry word for word (``memory.worth_keeping``: clock times,
+prices, counts, schema words such as tool names and enum values, the API's own
+call ids), the names of the tools called, proper names in a tool's output
+(titles and headings more than names), and the names inside
 source code (a tool result that reads as code, a call's argument that is a
 body of code: only their paths and URLs count, ``memory.compaction.code``).
 A tool call is read as its arguments, never its JSON envelope.
+
+An identifier is lost only when the context after the compaction holds it
+nowhere: not in the summary (as corrected), nor in the ledger the record
+carries, nor in a message the compaction kept or replayed verbatim (its text
+or its tool calls' arguments).
 
 Message text is read by the database as a bounded prefix of its stored JSON
 (``TEXT_LIMIT`` characters of the content and of the tool calls), so no
@@ -33,13 +40,13 @@ from memory import (
     kept_in,
     reads_as_code,
     without_bodies,
+    worth_keeping,
 )
 from motus_web.sessions.fields import unescape
 from motus_web.sessions.models import CompactionEvent, Message
 
 FOLDED_LIMIT = 2000  # folded messages read for one report; a longer fold is marked partial
 TEXT_LIMIT = 20_000  # characters of a message's stored content (and calls) searched
-NOT_CHECKED = frozenset({"amount"})  # kinds a summary need not keep verbatim
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,12 +141,15 @@ class Report:
 
 
 def _checked(text: Text, ignored: set[str]) -> list[Identifier]:
+    # A tool's output is titles, listings and records, where capitals mark
+    # headings more than names: of a tool's text only the shaped kinds count.
     return [
         ident
         for ident in find_identifiers(text.text)
-        if ident.kind not in NOT_CHECKED
+        if worth_keeping(ident)
         and ident.value.casefold() not in ignored
         and (not text.code or ident.kind in CODE_KINDS)
+        and not (text.role == Message.Role.TOOL and ident.kind == "name")
     ]
 
 
@@ -150,7 +160,7 @@ def identifiers_in(
     of the first text holding it, and those a user named. This is the one
     definition the pages use (a compaction's report, a replay's comparison):
     every speaker's and tool result's identifiers, not the tools' own names,
-    only paths and URLs of source code, no ``NOT_CHECKED`` kinds."""
+    only paths and URLs of source code, only what ``memory.worth_keeping``."""
     ignored = {name.casefold() for text in texts for name in text.tools}
     by_user: set[Identifier] = set()
     first: dict[Identifier, int | None] = {}
@@ -168,21 +178,41 @@ def report(
     folded: Sequence[Text],
     previous_summary: str | None = None,
     summary: str | None = None,
+    verbatim: Sequence[Text] = (),
 ) -> Report:
     """Every identifier in ``folded`` and in ``previous_summary``, kept or lost
-    in ``summary`` (an operator's correction of it), else in ``event.summary``;
-    named by the user when a user message held it or the user's ledger entry
-    that gave way at ``event``."""
+    in the context after ``event``: ``summary`` (an operator's correction of
+    it), else ``event.summary``, the ledger ``event`` carries, and
+    ``verbatim``, the messages it kept or replayed word for word; named by
+    the user when a user message held it or the user's ledger entry that
+    gave way at ``event``."""
     before = list(folded)
     if previous_summary:
         before.append(Text(None, "summary", previous_summary))
     first, by_user = identifiers_in(before)
     by_user |= set(_given_way_by_user(event)) & first.keys()  # carried from the user's words
-    checked = kept_in(event.summary if summary is None else summary, first)
+    checked = kept_in(kept_text(event, summary, verbatim), first)
     return Report(
         tuple(Found(ident, kept, ident in by_user, first[ident]) for ident, kept in checked),
         partial=len(folded) >= FOLDED_LIMIT,
     )
+
+
+def kept_text(
+    event: CompactionEvent, summary: str | None = None, verbatim: Iterable[Text] = ()
+) -> str:
+    """All the text the context after ``event`` holds word for word: the
+    summary (``summary``, an operator's correction, else the event's), the
+    values of the ledger its record carries (not once corrected: the
+    correction is what the context holds), and the ``verbatim`` messages."""
+    entries = event.record_extra.get("ledger") if summary is None else None
+    ledger = [
+        entry["value"]
+        for entry in (entries if isinstance(entries, list) else [])
+        if isinstance(entry, dict) and isinstance(entry.get("value"), str)
+    ]
+    kept = event.summary if summary is None else summary
+    return "\n".join([kept or "", *ledger, *(text.text for text in verbatim)])
 
 
 def lost_user_identifiers(
@@ -210,8 +240,9 @@ def lost_user_identifiers(
         ]
         identifiers = {i: None for m in folded for i in _checked(m, set())}
         identifiers.update(dict.fromkeys(_given_way_by_user(event)))
-        summary = (corrected or {}).get(event.position, event.summary)
-        lost = [ident.value for ident, ok in kept_in(summary, identifiers) if not ok]
+        replayed = [m for m in user_texts if m.seq in kept]
+        context = kept_text(event, (corrected or {}).get(event.position), replayed)
+        lost = [ident.value for ident, ok in kept_in(context, identifiers) if not ok]
         if lost:
             out[event.position] = lost
     return out
@@ -228,7 +259,7 @@ def _given_way_by_user(event: CompactionEvent) -> list[Identifier]:
         and entry.get("role") == Message.Role.USER
         and isinstance(entry.get("value"), str)
     ]
-    return [i for value in values for i in find_identifiers(value) if i.kind not in NOT_CHECKED]
+    return [i for value in values for i in find_identifiers(value) if worth_keeping(i)]
 
 
 def preview(stored: object) -> str:
@@ -280,3 +311,38 @@ def _string_end(text: str) -> int:
         elif char == '"':
             return index + 1
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """How the lost-list's choice of what to check agrees with a person's labels."""
+
+    precision: float  # of the identifiers checked, the share a person labelled one
+    recall: float  # of those a person labelled one, the share checked
+    false_positives: tuple[str, ...]  # checked, labelled not (or not labelled: a fragment)
+    misses: tuple[str, ...]  # labelled, not checked
+
+
+def labelled_scores(items: Iterable[Mapping[str, Any]]) -> Scores:
+    """Precision and recall of ``identifiers_in`` on a labelled set: ``items``
+    of ``{"role", "text", "tools", "identifiers": {value: is_one}}``, each a
+    message read alone (a tool's text as code when it reads as code). A value
+    checked but not labelled counts as a false positive: it is a fragment or
+    a form nobody listed. Raises ``ValueError`` on an empty set."""
+    checked = wanted = hits = 0
+    false_positives: list[str] = []
+    misses: list[str] = []
+    for item in items:
+        role, text = str(item["role"]), str(item["text"])
+        code = role == Message.Role.TOOL and reads_as_code(text)
+        found, _ = identifiers_in([Text(None, role, text, tuple(item.get("tools", ())), code)])
+        values = {ident.value for ident in found}
+        labels: Mapping[str, bool] = item["identifiers"]
+        checked += len(values)
+        wanted += sum(labels.values())
+        hits += sum(1 for value in values if labels.get(value))
+        false_positives += [v for v in values if not labels.get(v)]
+        misses += [v for v, one in labels.items() if one and v not in values]
+    if not checked or not wanted:
+        raise ValueError("the labelled set checks nothing or labels nothing an identifier")
+    return Scores(hits / checked, hits / wanted, tuple(false_positives), tuple(misses))

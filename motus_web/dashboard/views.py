@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
 from django.core.paginator import Page, Paginator
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import (
     Http404,
     HttpRequest,
@@ -678,6 +678,13 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         previous_summary = earlier[-1].record_extra.get("summary") if earlier else folded_in.summary
     folded, replayed = _compaction_messages(session, event)
     texts = lost.texts(folded)
+    kept = _kept_verbatim(session, event)
+    entries = event.record_extra.get("ledger_given_way")
+    given_way = [
+        e
+        for e in (entries if isinstance(entries, list) else [])
+        if isinstance(e, dict) and isinstance(e.get("value"), str)
+    ]
     only_lost = request.GET.get("show") == "lost"
     corrections = in_place.corrections_of(session, event) if event.summary is not None else []
     corrected = corrections[-1].record_extra.get("summary") if corrections else None
@@ -686,7 +693,9 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         "event": event,
         "corrections": corrections,
         "corrected": corrected,
-        "report": lost.report(event, texts, previous_summary, corrected),
+        "report": lost.report(event, texts, previous_summary, corrected, lost.texts(kept)),
+        "given_way": given_way,
+        "given_way_by_user": [e["value"] for e in given_way if e.get("role") == "user"],
         "only_lost": only_lost,
         "folded_count": len(texts),
         "previous": compactions.filter(position__lt=position).order_by("-position").first(),
@@ -772,6 +781,18 @@ def _compaction_messages(
     seqs = [s for s in event.replayed_seqs or [] if isinstance(s, int)]
     replayed = list(session.messages.filter(seq__in=seqs).order_by("seq")) if seqs else []
     return folded, replayed
+
+
+def _kept_verbatim(session: Session, event: CompactionEvent) -> QuerySet[Message]:
+    """The messages the context after ``event`` holds word for word: those it
+    replayed, and those after what it folded up to the point it compacted at."""
+    replayed = [s for s in event.replayed_seqs or [] if isinstance(s, int)]
+    after = event.summarized_last_seq
+    through = event.through_seq
+    query = Q(seq__in=replayed)
+    if after is not None and through is not None and through > after:
+        query |= Q(seq__gt=after, seq__lte=through)
+    return session.messages.filter(query)
 
 
 # -- memory trace --------------------------------------------------------------

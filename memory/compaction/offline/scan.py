@@ -15,10 +15,13 @@ or a name the speakers go by: "Talk to you later.", "And Bon Appetit!",
 around it shows, and is never chosen.
 
 Who speaks: a message's role, unless the conversation names its speakers in
-the text. It does when every message with text opens with a label (``Name:
-``, one to three capitalised words), at least two labels are used, each stays
-with one role, and there are no tool calls or results: then the label is the
-speaker, and the quoted text starts after it. The ``party`` of an item is
+the text. It does when nearly all messages with text (three in four) open
+with a label (``Name:``, one to three capitalised words, then any whitespace,
+a line break too), at least two labels are used (or the speakers named
+before), each stays with one role, and there are no tool calls or results:
+then the label is the speaker, and the quoted text starts after it; a message
+without a label is its role's name when that role used one. ``user`` /
+``assistant`` are shown only where no name is known. The ``party`` of an item is
 who the fairness rule of ``digest`` counts it for: the named speaker, or
 ``user`` / ``assistant`` (the assistant's reasoning included); tool calls and
 results are nobody's.
@@ -106,7 +109,8 @@ _EXCEPTION_LINE = re.compile(r"^[A-Z]\w*(?:Error|Exception)\b", re.MULTILINE)
 # "[1:56 pm on 8 May, 2023] text": a date stamp ahead of a message's text.
 _STAMP = re.compile(r"\A\s*\[([^\[\]\n]{4,60})\]\s*")
 # "Caroline: text", "Dr Ana Silva: text": a speaker's label ahead of a message's text.
-_LABEL = re.compile(r"([A-Z][\w'\u2019.-]{0,30}(?: [A-Z][\w'\u2019.-]{0,30}){0,2}):[ \t]+(?=\S)")
+# Any whitespace may follow the colon, a line break too ("Caroline:\n text").
+_LABEL = re.compile(r"([A-Z][\w'\u2019.-]{0,30}(?: [A-Z][\w'\u2019.-]{0,30}){0,2}):\s+(?=\S)")
 _MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec"
 _DATE = re.compile(
     rf"\d{{4}}-\d{{2}}-\d{{2}}"
@@ -395,34 +399,59 @@ def scan(
         date = stamp or date_of(message) or date
         label, _ = speaker_label(text)
         reads.append(_Read(message, text, date, label))
-    named = _names_speakers(reads)
-    speakers = {r.label for r in reads if r.label} if named else set()
-    context = _Context(name_words([*speakers, *names]), {})
+    known = tuple(names)
+    by_role = _names_speakers(reads, known)
+    speakers = {r.label for r in reads if r.label} if by_role is not None else set()
+    context = _Context(name_words([*speakers, *known]), {})
     items: list[Item] = []
     order = first_order
     for read in reads:
         speaker: str = read.message.role
         text = read.text
-        if named and read.label is not None:
-            speaker, text = read.label, speaker_label(text)[1]
+        if by_role is not None:
+            if read.label is not None:
+                speaker, text = read.label, speaker_label(text)[1]
+            else:
+                speaker = by_role.get(speaker, speaker)
         for item in _items_of(read.message, speaker, text, read.date, context, order):
             items.append(item)
             order += 1
     return Scanned(items, date)
 
 
-def _names_speakers(reads: Sequence[_Read]) -> bool:
-    """Whether the text names its speakers (see the module docstring)."""
+UNLABELLED_RATIO = 3
+"""Labelled messages a batch needs per unlabelled one to name its speakers."""
+
+
+def _names_speakers(reads: Sequence[_Read], known: Sequence[str]) -> dict[str, str] | None:
+    """The name each role goes by when the text names its speakers (see the
+    module docstring), else ``None``. A message without a label takes the one
+    name its role goes by (none when its role used several)."""
     roles: dict[str, str] = {}
+    labelled = unlabelled = 0
     for read in reads:
         message = read.message
         if message.role == "tool" or message.tool_calls:
-            return False
+            return None
         if message.role == "system" or not read.text.strip():
             continue
-        if read.label is None or roles.setdefault(read.label, message.role) != message.role:
-            return False
-    return len(roles) >= 2
+        if read.label is None:
+            unlabelled += 1
+        elif roles.setdefault(read.label, message.role) != message.role:
+            return None
+        else:
+            labelled += 1
+    # Two speakers named in the batch, or the ones named before; and nearly
+    # every message labelled (three in four), so "Note: ..." and "Warning: ..."
+    # opening two messages of three name no one.
+    if not roles or labelled < UNLABELLED_RATIO * unlabelled:
+        return None
+    if len(roles) < 2 and not set(roles) <= set(known):
+        return None
+    by_role: dict[str, str] = {}
+    for name, role in roles.items():
+        by_role[role] = name if role not in by_role else role
+    return {role: name for role, name in by_role.items() if name != role}
 
 
 @dataclass(frozen=True, slots=True)
