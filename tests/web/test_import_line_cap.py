@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from motus_web.sessions.importers import ImportOptions, import_path, import_stream
-from motus_web.sessions.importers.formats import _io
+from motus_web.sessions.importers.formats import FormatProblem, _io, _json, parse
 from motus_web.sessions.models import Session
 
 from .test_import_updates import transcript
@@ -110,3 +110,34 @@ def test_a_motus_log_with_a_line_past_the_cap_keeps_the_records_around_it(owner:
         "one",
         "three",
     ]
+
+
+def gemini_document(*contents: object) -> dict[str, Any]:
+    messages = [{"id": str(n), "type": "user", "content": c} for n, c in enumerate(contents)]
+    return {"sessionId": "g1", "projectHash": "p", "messages": messages}
+
+
+def test_a_document_past_its_cap_is_refused_without_being_read_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_json, "DOCUMENT_MAX_BYTES", CAP, raising=False)
+    stream = Recording(json.dumps(gemini_document("a" * CAP)).encode())
+
+    [problem] = parse(stream, "session-1.json")
+
+    assert isinstance(problem, FormatProblem)
+    assert f"larger than {CAP:,} bytes" in problem.message
+    assert stream.longest <= CAP + 1 + len(_io.BOM)
+
+
+def test_a_document_nested_past_the_depth_limit_beyond_its_head_is_refused() -> None:
+    deep: object = "x"
+    for _ in range(_json.MAX_DEPTH + 10):
+        deep = [deep]
+    # Past the 64 KB head, so the format is still told from the first message.
+    data = json.dumps(gemini_document("a" * (2 * _io.HEAD_SIZE), deep)).encode()
+
+    [problem] = parse(io.BytesIO(data), "session-1.json")
+
+    assert isinstance(problem, FormatProblem)
+    assert problem.message == _json.TOO_DEEP
