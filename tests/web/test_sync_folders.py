@@ -8,11 +8,15 @@ import os
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.urls import reverse
 from pytest_django import Settings
 
 from motus_web.sessions.models import Session
 
+from .helpers import logged_in, run_tasks
+from .test_import_jobs import job_url, upload
 from .test_import_updates import transcript
 
 SHORT = Path(__file__).parent / "fixtures" / "claude-code" / "spotter-short.jsonl"
@@ -149,3 +153,20 @@ def test_an_older_copy_of_a_claude_code_session_is_said_to_be_older_not_branched
 
     assert "an older copy of the session already imported" in out.getvalue()
     assert Session.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_job_page_of_an_older_copy_says_it_added_nothing(owner: User) -> None:
+    client = logged_in(owner)
+    lines = SHORT.read_bytes().splitlines(keepends=True)
+    upload(client, "s.jsonl", SHORT.read_bytes())
+    run_tasks()
+    job = upload(client, "s-backup.jsonl", b"".join(lines[:5]))
+    run_tasks()
+
+    html = client.get(job_url(job)).content.decode()
+
+    assert "<h2>Older copies</h2>" in html
+    assert "nothing was added to them, and no branch made" in html
+    [session] = Session.objects.all()
+    assert reverse("dashboard:session_detail", args=[session.public_id]) in html
