@@ -167,6 +167,8 @@ def test_the_job_page_of_an_older_copy_says_it_added_nothing(owner: User) -> Non
     html = client.get(job_url(job)).content.decode()
 
     assert "<h2>Older copies</h2>" in html
+    assert "it is an older copy of what was imported before" in html
+    assert "No sessions found" not in html
     assert "nothing was added to them, and no branch made" in html
     [session] = Session.objects.all()
     assert reverse("dashboard:session_detail", args=[session.public_id]) in html
