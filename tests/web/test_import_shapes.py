@@ -4,9 +4,15 @@ the tests (each fixture folder's README names the tool's source it follows)."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
+import pytest
+from django.contrib.auth.models import User
+
+from motus_web.sessions.importers import ImportOptions, import_stream
 from motus_web.sessions.importers.formats import FormatProblem, ParsedSession, parse, parse_path
+from motus_web.sessions.models import Session
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GEMINI_JSONL = FIXTURES / "gemini-cli" / "session-2026-11-30T09-12-7d3c1f0e.jsonl"
@@ -45,3 +51,20 @@ def test_a_gemini_cli_jsonl_session_skips_a_damaged_line_and_keeps_the_rest() ->
     [warning] = [f for f in found if isinstance(f, FormatProblem)]
     assert warning.warning
     assert warning.location == "line 4"
+
+
+@pytest.mark.django_db
+def test_a_motus_log_without_a_title_is_named_by_its_first_request(owner: User) -> None:
+    meta = {"type": "session_meta", "session_id": "raw-id-7f3a", "created_at": "2026-01-01"}
+    records = [meta] + [
+        {"type": "message", "message": {"role": role, "content": text}}
+        for role, text in (("user", "  Why does\nthe build fail?"), ("assistant", "A race."))
+    ]
+    data = b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+    import_stream(io.BytesIO(data), "log.jsonl", ImportOptions(owner=owner))
+    again = import_stream(io.BytesIO(data), "log.jsonl", ImportOptions(owner=owner))
+
+    session = Session.objects.get()
+    assert session.title == "Why does the build fail?"
+    assert [o.kind for o in again.outcomes] == ["unchanged"]

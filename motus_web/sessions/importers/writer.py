@@ -833,6 +833,12 @@ class Writer:
                     raise _Conflict from error
                 continue  # the id was taken meanwhile: try a new one
             messages = sum(1 for r in found if r.get("type") == records.MESSAGE)
+            if not str(found[0].get("title") or "").strip():
+                # A log written without a title (the library's own) is named by its
+                # first request, not left to show its id; the log itself is unchanged.
+                said = [r.get("message") for r in found if r.get("type") == records.MESSAGE]
+                if title := first_request([m for m in said if isinstance(m, dict)]):
+                    Session.objects.filter(public_id=session_id).update(title=title)
             self.report.imported.append(session_id)
             self.report.messages += messages
             kind = "branched" if branched else "new"
