@@ -352,6 +352,8 @@ def _import_notice(report: ImportReport, name: str) -> str:
         notice = ngettext("Updated %d session", "Updated %d sessions", updated) % updated
         return f"{notice} from {name} with what was new."
     if not imported:
+        if report.older and not skipped:
+            return f"Nothing new in {name}: it is an older copy of what was imported before."
         if not skipped:
             return f"No sessions found in {name}."
         if skipped == 1:

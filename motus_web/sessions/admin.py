@@ -1,15 +1,43 @@
-"""Read-only admin: sessions are written by the memory and the importer only."""
+"""Read-only admin: sessions are written by the memory and the importer only.
+
+Its pages are written out as the dashboard's are (``rendering.encodable``): a
+bidirectional control in a stored title or message shows as ``⟨U+202E⟩``
+instead of reordering the page, and a lone surrogate as U+FFFD.
+"""
 
 from typing import Any
 
 from django.contrib import admin
 from django.db.models import Model
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from motus_web.dashboard.rendering import encodable
 
 from .models import CompactionEvent, ContextChange, Message, Session
 
 
+def _escaped(response: HttpResponse) -> HttpResponse:
+    if isinstance(response, TemplateResponse) and not response.is_rendered:
+        response.content = encodable(response.rendered_content)
+    return response
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return _escaped(super().changelist_view(request, extra_context))
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return _escaped(super().change_view(request, object_id, form_url, extra_context))
+
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 

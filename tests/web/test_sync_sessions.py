@@ -45,7 +45,9 @@ def test_a_sync_imports_new_files_then_only_what_grew(folders: dict[str, Path]) 
     grown = sync()
 
     assert f"{session}: new (+2)" in first
-    assert again == ""  # nothing changed: nothing read, nothing said
+    assert again == (  # nothing changed: nothing read, and that is said
+        "synced: 1 files seen, 0 new, 0 grown, 1 unchanged, 0 went back, 0 refused, 0 skipped\n"
+    )
     assert f"{session}: updated (+2)" in grown
     [stored] = Session.objects.all()
     assert stored.message_count == 4
@@ -65,8 +67,9 @@ def test_a_sync_of_a_folder_given_reads_any_format_and_says_so_per_file(
 
     assert f"{tmp_path / 'mine' / 'a.jsonl'}: new (+2)" in out
     assert f"{tmp_path / 'mine' / 'notes.json'}: 1 problem" in out
-    assert "synced: 2 read, 0 not changed" in out
-    assert "synced: 0 read, 2 not changed" in again  # a refused file is tried once it changes
+    assert "synced: 2 files seen, 1 new, 0 grown, 0 unchanged, 0 went back, 1 refused" in out
+    # A refused file is tried again once it changes.
+    assert "synced: 2 files seen, 0 new, 0 grown, 2 unchanged, 0 went back, 0 refused" in again
 
 
 @pytest.mark.django_db

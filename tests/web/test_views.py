@@ -401,6 +401,30 @@ def test_pages_refuse_other_methods(owner: User) -> None:
 # -- admin --------------------------------------------------------------------
 
 
+def test_the_admin_writes_out_bidirectional_controls_as_the_dashboard_does(owner: User) -> None:
+    session = make_session(owner, turns=2)
+    session.title = "invoice\u202eexe.pdf"
+    session.save(update_fields=["title"])
+    message = session.messages.get(seq=0)
+    message.content = "run \u2067this\u2069 now"
+    message.save(update_fields=["content"])
+    client = logged_in(User.objects.create_superuser("root", password="root-pass-1234"))
+
+    pages = [
+        client.get(reverse("admin:dashboard_session_changelist")),
+        client.get(reverse("admin:dashboard_session_change", args=[session.pk])),
+        client.get(reverse("admin:dashboard_message_change", args=[message.pk])),
+    ]
+
+    for page in pages:
+        text = page.content.decode()
+        assert page.status_code == 200
+        assert not any(c in text for c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    assert "invoice⟨U+202E⟩exe.pdf" in pages[0].content.decode()
+    assert "invoice⟨U+202E⟩exe.pdf" in pages[1].content.decode()
+    assert "run ⟨U+2067⟩this⟨U+2069⟩ now" in pages[2].content.decode()
+
+
 def test_the_admin_shows_sessions_messages_and_events_read_only(owner: User) -> None:
     session = make_session(owner, turns=6, filler=60, threshold=600)
     admin = User.objects.create_superuser("root", password="root-pass-1234")

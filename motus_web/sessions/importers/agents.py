@@ -111,7 +111,7 @@ def agent_batches(
         if index is None:
             if number >= start:
                 yield flush()
-                yield replayer.compaction(**_external(item, replayer))
+                yield replayer.compaction(**_external(item, replayer), model=parsed.source_tool)
             continue
         where = f"{location}, message {index + 1}" if location else f"message {index + 1}"
         count(where)

@@ -15,6 +15,10 @@ are that reply, which the copy's begins (the copy's has more parts: more
 content blocks, more tool calls), then messages the copy has the same;
 anything else there (another text, a compaction, a rewind, a turn the owner
 chatted since) means the past did change.
+
+``older`` decides the mirror case: a copy taken before the stored one (an
+older backup, a file cut back), whose last message is the start of the stored
+one's reply: it adds nothing and is said to be older, not branched.
 """
 
 from __future__ import annotations
@@ -81,3 +85,28 @@ def _begins(stored: object, copy: object) -> bool:
     if isinstance(stored, dict) and isinstance(copy, dict):
         return all(key in copy and _begins(value, copy[key]) for key, value in stored.items())
     return stored == copy
+
+
+def older(public_id: str, parsed: ParsedSession, shared: int) -> bool:
+    """Whether ``parsed`` is an older copy of the stored session ``public_id``:
+    only its last unit (unit ``shared``, the first that differs) differs, and it
+    is a reply the stored one holds more of (written in parts, as in ``regrown``)."""
+    found = list(units(parsed))[shared:]
+    seqs = message_seqs(parsed)
+    if len(found) != 1 or found[0][0] not in seqs or not isinstance(found[0][1], dict):
+        return False
+    first = seqs[found[0][0]]
+    try:
+        copy = chat_message(dict(found[0][1]), "").to_dict()
+    except Refused:
+        return False
+    if copy.get("role") != "assistant":
+        return False
+    for record in DatabaseLogStore().read_reversed(public_id):
+        seq = record.get("seq")
+        if not isinstance(seq, int) or seq < first:
+            return False
+        if seq == first:
+            stored = record.get("message") if record.get("type") == "message" else None
+            return stored != copy and _begins(copy, stored)
+    return False

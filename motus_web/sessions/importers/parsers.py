@@ -18,7 +18,7 @@ import orjson
 from memory import load_json as loads
 from memory.log import LogProblem, parse_lines, records
 
-from .formats._io import BOM, NUL_RUN
+from .formats._io import BOM, NUL_RUN, Overlong, capped_lines
 from .formats._json import READ_BYTES, TOO_DEEP, has_lone_surrogate_escape, nesting_too_deep
 from .sources import Found, MotusLog, Problem, Refused, Transcript
 
@@ -87,8 +87,9 @@ def _motus_log(
 
 class _LastLine:
     """Iterates the lines of a stream, without NUL padding, and remembers the last
-    one (to explain a bad line) and which lines held NULs (line -> what was
-    skipped). A line with lone NULs and no run of padding is damaged: skipped whole."""
+    one (to explain a bad line) and which lines held NULs or were past the cap
+    of a line (line -> what was skipped). A line with lone NULs and no run of
+    padding is damaged: skipped whole."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
@@ -96,8 +97,11 @@ class _LastLine:
         self.padded: dict[int, str] = {}
 
     def __iter__(self) -> Iterator[bytes]:
-        for number, raw in enumerate(self.stream, start=1):
-            if b"\x00" in raw:
+        for number, raw in enumerate(capped_lines(self.stream), start=1):
+            if isinstance(raw, Overlong):
+                self.padded[number] = raw.why()
+                raw = raw.after or b"\n"
+            elif b"\x00" in raw:
                 nuls = raw.count(b"\x00")
                 if NUL_RUN.search(raw):
                     self.padded[number] = f"{nuls:,} NUL bytes (padding left by a crash) skipped"
@@ -123,11 +127,15 @@ def _is_utf8(raw: bytes) -> bool:
 
 
 def parse_messages_jsonl(stream: BinaryIO, source: str, stem: str) -> Iterator[Found]:
-    """One session per line; a bad line is reported and the others still import."""
-    for number, raw in enumerate(stream, start=1):
+    """One session per line; a bad line (or one past the cap of a line) is
+    reported and the others still import."""
+    for number, raw in enumerate(capped_lines(stream), start=1):
+        location = f"line {number}"
+        if isinstance(raw, Overlong):
+            yield Problem(source, location, raw.why())
+            continue
         if not raw.strip():
             continue
-        location = f"line {number}"
         try:
             item = loads(raw)
         except orjson.JSONDecodeError as error:

@@ -56,7 +56,7 @@ from .commits import Transactions
 from .formats import ParsedSession
 from .formats._io import PlainTooLarge, kind
 from .formats.times import last_activity
-from .growth import regrown
+from .growth import older, regrown
 from .identity import (
     FingerprintChain,
     Relation,
@@ -121,8 +121,9 @@ class Outcome:
 
     ``kind``: ``"new"`` (a session was made), ``"updated"`` (``added`` messages
     were appended to the stored session), ``"unchanged"`` (the stored session
-    holds it all), ``"branched"`` (its past differs from the stored one's: a
-    new session linked to it as a branch).
+    holds it all), ``"older"`` (an older copy of the stored session, whose
+    last reply was still being written: nothing added), ``"branched"`` (its
+    past differs from the stored one's: a new session linked to it as a branch).
     """
 
     location: str
@@ -132,6 +133,10 @@ class Outcome:
 
     def __str__(self) -> str:
         what = f"updated (+{self.added:,} messages)" if self.kind == "updated" else self.kind
+        if self.kind == "older":
+            what = (
+                "an older copy of the session already imported (the file went back): nothing added"
+            )
         return f"{self.location or 'the conversation'}: {what}"
 
 
@@ -152,6 +157,11 @@ class ImportReport:
     @property
     def updated(self) -> list[Outcome]:
         return [outcome for outcome in self.outcomes if outcome.kind == "updated"]
+
+    @property
+    def older(self) -> list[Outcome]:
+        """Conversations found older than what is stored: they added nothing."""
+        return [outcome for outcome in self.outcomes if outcome.kind == "older"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +473,7 @@ class Writer:
             lambda shared: seq_at(parsed, shared),
             branch=trunk is not None,
             regrown=lambda public_id, shared: regrown(public_id, parsed, shared),
+            older=lambda public_id, shared: older(public_id, parsed, shared),
         )
         if session_id is None:
             return
@@ -569,6 +580,7 @@ class Writer:
         *,
         branch: bool = False,
         regrown: Callable[[str, int], LogPoint | None] = lambda public_id, shared: None,
+        older: Callable[[str, int], bool] = lambda public_id, shared: False,
     ) -> str | None:
         """Bring the stored copy of one conversation up to ``units``; the session's id.
 
@@ -578,7 +590,9 @@ class Writer:
         of the first unit that differs, linked to the stored session, and is
         compared again there, unless ``regrown`` gives the point to rewind the
         stored one to (its last messages were imported while still being
-        written: ``growth``). ``None`` when it was refused (a problem says why).
+        written: ``growth``), or ``older`` says the copy is an older one of
+        the stored session (nothing is written). ``None`` when it was refused
+        (a problem says why).
         """
         conflicts = 0
         branched = False
@@ -595,6 +609,9 @@ class Writer:
                     self.report.outcomes.append(Outcome(location, public_id, "unchanged"))
                     return public_id
                 back = regrown(public_id, found.shared) if found.kind == "diverges" else None
+                if found.kind == "diverges" and back is None and older(public_id, found.shared):
+                    self.report.outcomes.append(Outcome(location, public_id, "older"))
+                    return public_id
                 if found.kind == "extends" or back is not None:
                     try:
                         update = plan(found.shared, units, None, back)
@@ -826,6 +843,12 @@ class Writer:
                     raise _Conflict from error
                 continue  # the id was taken meanwhile: try a new one
             messages = sum(1 for r in found if r.get("type") == records.MESSAGE)
+            if not str(found[0].get("title") or "").strip():
+                # A log written without a title (the library's own) is named by its
+                # first request, not left to show its id; the log itself is unchanged.
+                said = [r.get("message") for r in found if r.get("type") == records.MESSAGE]
+                if title := first_request([m for m in said if isinstance(m, dict)]):
+                    Session.objects.filter(public_id=session_id).update(title=title)
             self.report.imported.append(session_id)
             self.report.messages += messages
             kind = "branched" if branched else "new"

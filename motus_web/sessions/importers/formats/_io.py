@@ -2,7 +2,10 @@
 
 Real exports come gzip-compressed, with a UTF-8 byte order mark (Windows editors),
 CRLF line ends, blank lines and no final newline; all of these read as the plain
-file would. JSONL is read line by line so a large file never sits in memory whole.
+file would. JSONL is read line by line so a large file never sits in memory whole,
+and no line is held past ``LINE_MAX_BYTES`` (``capped_lines``): a longer one (a
+crash's gigabytes of NUL padding, a runaway tool output) is skipped in chunks and
+reported with its byte offset, and the lines around it are read.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import re
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO, cast
 
 import orjson
@@ -28,6 +32,63 @@ _UTF16_32_BOMS = (b"\xff\xfe", b"\xfe\xff")
 # data reached the disk), not text in another encoding, which has lone NULs.
 NUL_RUN = re.compile(rb"\x00{16,}")
 _NULS = re.compile(rb"\x00+")
+# The most one JSONL line may hold (bytes): parsed, a line costs several times
+# its size, so this bounds what one line costs. Claude Code writes a pasted
+# image as one base64 line of a few MB; no tool writes a line near this.
+LINE_MAX_BYTES = 32 * 1024 * 1024
+_SKIP_BYTES = 1024 * 1024  # what is read at a time while a line past the cap is skipped
+
+
+@dataclass(frozen=True, slots=True)
+class Overlong:
+    """A line longer than the cap, skipped: where it starts in the plain text
+    (``offset``, bytes), how long it is (``size``, bytes, newline included), how
+    many of them are NUL bytes, and ``after``: the text after its last NUL (a
+    line written after a crash's padding), read as the line in its place."""
+
+    offset: int
+    size: int
+    nuls: int
+    cap: int
+    after: bytes = b""
+
+    def why(self) -> str:
+        padding = f", {self.nuls:,} of them NUL bytes (padding left by a crash)"
+        padding = padding if self.nuls else ""
+        return (
+            f"{self.size:,} bytes from byte {self.offset:,} with no line end within the "
+            f"{self.cap:,}-byte cap of a line{padding}: skipped"
+        )
+
+
+def capped_lines(stream: BinaryIO, cap: int | None = None) -> Iterator[bytes | Overlong]:
+    """Each line of ``stream`` (newline included), one item per line; a line past
+    ``cap`` bytes (default ``LINE_MAX_BYTES``) is an ``Overlong``, read past in
+    chunks of ``_SKIP_BYTES`` and never held whole. Memory: at most ``cap`` plus
+    one chunk, whatever the file holds."""
+    cap = LINE_MAX_BYTES if cap is None else cap
+    offset = 0
+    while line := stream.readline(cap + 1):
+        if len(line) <= cap or line.endswith(b"\n"):
+            offset += len(line)
+            yield line
+            continue
+        size, nuls, after = len(line), line.count(b"\x00"), _after_nuls(line, b"")
+        while not line.endswith(b"\n") and (line := stream.readline(_SKIP_BYTES)):
+            size += len(line)
+            nuls += line.count(b"\x00")
+            after = _after_nuls(line, after)
+            after = after if after is None or len(after) <= cap else None
+        yield Overlong(offset, size, nuls, cap, after if nuls and after else b"")
+        offset += size
+
+
+def _after_nuls(chunk: bytes, before: bytes | None) -> bytes | None:
+    """The text after the last NUL so far, ``chunk`` read after ``before``;
+    ``None`` once it has outgrown the cap (it is skipped with the line)."""
+    if b"\x00" in chunk:
+        return chunk[chunk.rindex(b"\x00") + 1 :]
+    return None if before is None else before + chunk
 
 
 def plain_head(head: bytes) -> bytes:
@@ -226,14 +287,18 @@ def json_lines(stream: BinaryIO) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """Each non-blank line as ``(line number, object)``, or ``(number, why)`` if unreadable.
 
     A line that does not parse says why, and says it is torn when it is the last
-    line and has no newline (a writer stopped mid-line). NUL bytes (the padding
+    line and has no newline (a writer stopped mid-line). A line past the cap
+    says so (``capped_lines``). NUL bytes (the padding
     a crash leaves where data never reached the disk) are skipped with a
     ``why`` that counts them; what they cut in two is read as two lines, so
     the line written after the crash is kept and the cut one reported.
     """
-    number = 0
-    for raw in stream:
-        number += 1
+    for number, raw in enumerate(capped_lines(stream), start=1):
+        if isinstance(raw, Overlong):
+            yield number, raw.why()
+            if raw.after.strip():
+                yield number, _item(raw.after)
+            continue
         line = raw.removeprefix(BOM) if number == 1 else raw
         if not line.strip():
             continue

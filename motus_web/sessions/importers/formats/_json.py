@@ -1,7 +1,8 @@
 """Loading a JSON document that holds one session (Gemini CLI, Anthropic Messages).
 
 Such a file is one conversation, which the import holds in memory anyway, so it
-is loaded whole; lists of conversations are streamed by their own parsers.
+is loaded whole, up to ``DOCUMENT_MAX_BYTES`` and ``MAX_DEPTH`` levels; lists of
+conversations are streamed by their own parsers.
 """
 
 from __future__ import annotations
@@ -16,10 +17,25 @@ import orjson
 from ._io import BOM, loads
 from .model import FormatError, FormatProblem, ParsedSession
 
+# The most a document loaded whole may hold (bytes): parsed, it costs several
+# times its size. A Gemini CLI session or an API request of this size would be
+# far past any model's context window.
+DOCUMENT_MAX_BYTES = 64 * 1024 * 1024
+
 
 def load(stream: BinaryIO) -> Any:
-    """The document in ``stream``; raises ``FormatError`` naming where it breaks."""
-    data = stream.read().removeprefix(BOM)
+    """The document in ``stream``; raises ``FormatError`` naming where it breaks,
+    or saying it is past ``DOCUMENT_MAX_BYTES`` or nests past ``MAX_DEPTH`` (both
+    found without holding more than the cap)."""
+    if nesting_too_deep(stream):
+        raise FormatError("", TOO_DEEP)
+    data = stream.read(DOCUMENT_MAX_BYTES + 1).removeprefix(BOM)
+    if len(data) > DOCUMENT_MAX_BYTES:
+        raise FormatError(
+            "",
+            f"the document is larger than {DOCUMENT_MAX_BYTES:,} bytes, the most one "
+            "conversation's file is read whole: nothing of it was imported",
+        )
     try:
         return loads(data)
     except orjson.JSONDecodeError as error:

@@ -28,7 +28,8 @@ SUPPORTED: dict[str, str] = {
     "codex-cli": "Codex CLI rollout (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl)",
     "chatgpt": "ChatGPT export (conversations.json from Settings > Data controls > Export)",
     "claude-ai": "Claude.ai export (conversations.json from Settings > Privacy > Export data)",
-    "gemini-cli": "Gemini CLI session (~/.gemini/tmp/<project hash>/chats/session-*.json)",
+    "gemini-cli": "Gemini CLI session (~/.gemini/tmp/<project hash>/chats/session-*.jsonl or "
+    ".json)",
     "anthropic-messages": "Anthropic Messages API request or response (JSON)",
     "openhands": "OpenHands event stream (output.jsonl of an evaluation run, one event a line)",
     "motus-log": "Motus JSONL conversation log",
@@ -241,6 +242,8 @@ def _detect_object(shape: _Shape) -> str | None:
         return "chatgpt"
     if shape.has("", "chat_messages"):
         return "claude-ai"
+    if shape.has("", "projectHash") and shape.has("", "sessionId") and not shape.has("", "type"):
+        return "gemini-cli"  # the first line of a current .jsonl session: its metadata
     gemini = shape.values.get("messages.item.type") in gemini_cli.MESSAGE_TYPES
     if shape.has("", "messages") and (shape.has("", "projectHash") or gemini):
         return "gemini-cli"

@@ -1,6 +1,18 @@
-"""Gemini CLI chat sessions: ``~/.gemini/tmp/<project hash>/chats/session-*.json``.
+"""Gemini CLI chat sessions: ``~/.gemini/tmp/<project hash>/chats/session-*.jsonl`` (current)
+or ``session-*.json`` (older versions).
 
-One JSON document per session: ``sessionId``, ``startTime``, ``summary`` and
+Current versions append one JSON record per line (google-gemini/gemini-cli,
+``packages/core/src/services/chatRecordingService.ts``, read at commit
+5411f113, August 2026): a first metadata line (``sessionId``, ``projectHash``,
+``startTime``, ``kind``...), then message records (an ``id``; a later record
+with the same id replaces the earlier one in place, as the CLI updates a
+message with its tool calls and tokens), ``{"$set": {...}}`` metadata updates
+(``summary``, ``lastUpdated``; a ``messages`` list there is a checkpoint that
+replaces every message before it) and ``{"$rewindTo": id}`` (the CLI's rewind:
+that message and all after it are dropped). ``fold`` applies them as the CLI's
+``loadConversationRecord`` does, giving the older single document.
+
+That document holds ``sessionId``, ``startTime``, ``summary`` and
 ``messages``, each with ``type`` ``user`` or ``gemini`` (``info``, ``error`` and
 ``warning`` entries are the CLI's own notices and are only counted). A ``gemini``
 message carries its tool calls with their results (``toolCalls[].result``), its
@@ -14,7 +26,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ._io import kind, shown
+from ._io import BOM, HEAD_SIZE, capped, json_lines, kind, loads, shown
 from ._json import load
 from .model import FormatError, FormatProblem, ParsedSession, named_model
 
@@ -24,11 +36,71 @@ MESSAGE_TYPES = frozenset({"user", "gemini"}) | NOTICE_TYPES
 
 
 def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProblem]:
-    """Yield the session in ``stream``, or the problem that refuses it."""
+    """Yield the session in ``stream`` (either shape), or the problem that refuses it;
+    damaged lines of a ``.jsonl`` file are skipped with a warning each."""
+    damaged: list[FormatProblem] = []
     try:
-        yield _session(load(stream))
+        if _line_per_record(stream):
+            document = fold(json_lines(stream), source, damaged)
+        else:
+            document = load(stream)
+        session = _session(document)
     except FormatError as error:
         yield error.problem(source)
+    else:
+        yield session
+    yield from capped(damaged, source)
+
+
+def _line_per_record(stream: BinaryIO) -> bool:
+    """Whether the file's first line is a whole JSON object (the ``.jsonl`` shape);
+    an older pretty-printed document's first line is ``{``. Rewinds ``stream``."""
+    start = stream.tell()
+    first = stream.readline(HEAD_SIZE).removeprefix(BOM)
+    stream.seek(start)
+    try:
+        return isinstance(loads(first), dict)
+    except ValueError:
+        return False
+
+
+def fold(
+    lines: Iterator[tuple[int, dict[str, Any] | str]], source: str, damaged: list[FormatProblem]
+) -> dict[str, Any]:
+    """The single document the records of a ``.jsonl`` session stand for; a line
+    that cannot be read or is of no kind the CLI writes goes to ``damaged``."""
+    metadata: dict[str, Any] = {}
+    messages: dict[str, dict[str, Any]] = {}
+    for number, record in lines:
+        if isinstance(record, str):
+            damaged.append(FormatProblem(source, f"line {number}", record, warning=True))
+        elif isinstance(record.get("$rewindTo"), str):
+            ids = list(messages)
+            cut = ids.index(record["$rewindTo"]) if record["$rewindTo"] in ids else 0
+            for dropped in ids[cut:]:
+                del messages[dropped]
+        elif isinstance(record.get("id"), str):
+            messages[record["id"]] = record
+        elif isinstance(record.get("$set"), dict):
+            update = dict(record["$set"])
+            if isinstance(update.get("messages"), list):
+                messages = _by_id(update.pop("messages"))
+            metadata.update(update)
+        elif isinstance(record.get("sessionId"), str):
+            update = dict(record)
+            if isinstance(update.get("messages"), list):
+                messages.update(_by_id(update.pop("messages")))
+            metadata.update(update)
+        else:
+            why = "neither a message, a metadata line, $set nor $rewindTo: skipped"
+            damaged.append(FormatProblem(source, f"line {number}", why, warning=True))
+    if not metadata:
+        raise FormatError("", "no metadata line (sessionId, projectHash): not a Gemini CLI session")
+    return {**metadata, "messages": list(messages.values())}
+
+
+def _by_id(messages: list[Any]) -> dict[str, dict[str, Any]]:
+    return {m["id"]: m for m in messages if isinstance(m, dict) and isinstance(m.get("id"), str)}
 
 
 def _session(document: object) -> ParsedSession:

@@ -10,6 +10,7 @@ from django.utils.translation import ngettext
 
 from memory import get_model_limits
 from motus_web.sessions.importers import ImportOptions, import_path
+from motus_web.sessions.importers.sync import ANY_PATTERNS, Folder, Passed, session_files
 from motus_web.sessions.limits import validate_replay_threshold
 
 
@@ -18,7 +19,9 @@ class Command(BaseCommand):
         "Import conversation files: Claude Code, Codex CLI, ChatGPT, Claude.ai, Gemini CLI and "
         "Anthropic Messages files, Motus JSONL logs, OpenAI chat messages as JSON or JSONL "
         "(gzip-compressed or not). Importing a file again adds nothing. No cap on the number "
-        "of messages: use it for files too big for the Import page."
+        "of messages: use it for files too big for the Import page. A folder given is read "
+        "whole: every file in it of a format read here (links leading out of it are not "
+        "followed, pipes and devices not opened)."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -72,8 +75,18 @@ class Command(BaseCommand):
         unreadable = [f"{path}: {why}" for path in options["paths"] if (why := _unreadable(path))]
         if unreadable:
             raise CommandError("; ".join(unreadable))
+        files: list[Path] = []
+        for given in options["paths"]:
+            if not given.is_dir():
+                files.append(given)
+                continue
+            for found in session_files([Folder(given, ANY_PATTERNS)]):
+                if isinstance(found, Passed):
+                    self.stderr.write(f"skipped {found}")
+                else:
+                    files.append(found)
         failed = 0
-        for path in options["paths"]:
+        for path in files:
             report = import_path(path, import_options)
             problems = len(report.problems)
             self.stdout.write(
@@ -108,7 +121,7 @@ class Command(BaseCommand):
 def _unreadable(path: Path) -> str | None:
     """Why ``path`` cannot be imported, or ``None``."""
     if path.is_dir():
-        return "is a folder: give the files in it (for example folder/*.jsonl)"
+        return None  # its files are found (``session_files``) and imported
     if not path.exists():
         return "no such file"
     if not path.is_file():

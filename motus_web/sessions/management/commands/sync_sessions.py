@@ -1,5 +1,7 @@
 import time
 from argparse import ArgumentParser
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -7,8 +9,15 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from motus_web.sessions.importers import ImportOptions
-from motus_web.sessions.importers.sync import ANY_PATTERNS, TOOL_PATTERNS, Folder, Synced, sync
+from motus_web.sessions.importers import ImportOptions, ImportReport
+from motus_web.sessions.importers.sync import (
+    ANY_PATTERNS,
+    TOOL_PATTERNS,
+    Folder,
+    Passed,
+    Synced,
+    sync,
+)
 
 
 class Command(BaseCommand):
@@ -61,7 +70,8 @@ class Command(BaseCommand):
             ]
         import_options = ImportOptions(owner=owner)
         self.verbosity = int(options["verbosity"])
-        self.said_none_found = False
+        self.watching = bool(options["watch"])
+        self.said_once = False
         while True:
             self._once(folders, import_options)
             if not options["watch"]:
@@ -72,28 +82,92 @@ class Command(BaseCommand):
                 return
 
     def _once(self, folders: list[Folder], import_options: ImportOptions) -> None:
-        read = unchanged = 0
+        """Sync once; one line per file read or passed, then one that sums the run up
+        (said at every run, and at a --watch pass when something was read)."""
+        tally = _Tally()
         for synced in sync(folders, import_options):
+            if isinstance(synced, Passed):
+                tally.passed.append(synced.why)
+                self.stderr.write(f"skipped {synced}")
+                continue
+            if synced.shrank is not None:
+                tally.shrank += 1
+                before, now = synced.shrank
+                self.stdout.write(
+                    f"{synced.path}: went back: {now:,} bytes, {before:,} at the last sync; "
+                    "nothing imported (its sessions stay as they are)"
+                )
+                continue
             if synced.report is None:
-                unchanged += 1
+                tally.unchanged += 1
                 if self.verbosity >= 2:
                     self.stdout.write(f"{synced.path}: not changed since the last sync")
                 continue
-            read += 1
+            tally.take(synced.report)
             self.stdout.write(_line(synced))
             for warning in synced.report.warnings:
                 self.stderr.write(f"warning: {warning}")
             for problem in synced.report.problems:
                 self.stderr.write(str(problem))
-        if not read and not unchanged:
-            # Said once, not at every interval of --watch: nothing to sync is not news twice.
-            if self.verbosity >= 1 and not self.said_none_found:
-                where = "; ".join(f"{f.path} ({', '.join(f.patterns)})" for f in folders)
-                self.stdout.write(f"no session files found in {where or 'no folder'}")
-                self.said_none_found = True
+        if self.verbosity < 1 or (self.watching and not tally.read and self.said_once):
             return
-        if self.verbosity >= 1 and (read or self.verbosity >= 2):
-            self.stdout.write(f"synced: {read} read, {unchanged} not changed")
+        self.said_once = True
+        if not tally.seen and not tally.passed:
+            where = "; ".join(f"{f.path} ({', '.join(f.patterns)})" for f in folders)
+            self.stdout.write(f"no session files found in {where or 'no folder'}")
+            return
+        self.stdout.write(str(tally))
+
+
+@dataclass
+class _Tally:
+    """What one sync did, file by file."""
+
+    new: int = 0
+    grown: int = 0
+    unchanged: int = 0
+    shrank: int = 0
+    refused: int = 0
+    read: int = 0
+    passed: list[str] = field(default_factory=list)
+
+    @property
+    def seen(self) -> int:
+        return self.read + self.unchanged + self.shrank
+
+    def take(self, report: ImportReport) -> None:
+        self.read += 1
+        kinds = {outcome.kind for outcome in report.outcomes}
+        if kinds & {"new", "branched"}:
+            self.new += 1
+        elif "updated" in kinds:
+            self.grown += 1
+        elif report.problems:
+            self.refused += 1
+        else:
+            self.unchanged += 1  # read again (its time changed), nothing new in it
+
+    def __str__(self) -> str:
+        reasons = Counter(_reason(why) for why in self.passed)
+        skipped = f"{len(self.passed)} skipped"
+        if reasons:
+            skipped += " (" + ", ".join(f"{n} {why}" for why, n in reasons.items()) + ")"
+        return (
+            f"synced: {self.seen} files seen, {self.new} new, {self.grown} grown, "
+            f"{self.unchanged} unchanged, {self.shrank} went back, {self.refused} refused, "
+            f"{skipped}"
+        )
+
+
+def _reason(why: str) -> str:
+    """A skip's reason without the path it names, to count alike ones together."""
+    if "outside the folders" in why:
+        return "links outside the folders"
+    if "is not there" in why:
+        return "broken links"
+    if "not a regular file" in why:
+        return "special files"
+    return "unreadable folders"
 
 
 def _line(synced: Synced) -> str:
