@@ -1,15 +1,18 @@
-"""A run (turn, replay, compaction) on a thread of its own, with an event loop of its own.
+"""A run (turn, replay, compaction) off the web event loop, on one of a few run loops.
 
 The web process's event loop moves every socket's frames; a run's own work
 would hold it: the agent builds and counts its whole context, a memory is
 restored or compacted, records are rendered, all in Python on the thread
 that runs the coroutine (a turn on a never-compacted 49,000-message session
 held the loop 45 s, and every socket and request of the process with it).
-``OffLoop.run`` runs the run's coroutine on a new thread's loop instead and
-awaits its end; the web loop goes on moving frames meanwhile (sharing the
-interpreter's lock with the run's thread, which Python hands over every few
-milliseconds). One thread per run: the session's lease allows one run per
-session, and the rate limits bound how fast a user starts them.
+``OffLoop.run`` runs the run's coroutine on one of ``MOTUS_RUN_LOOPS``
+threads' event loops instead (each run on the next, in turn) and awaits its
+end; the web loop goes on moving frames meanwhile, sharing the interpreter's
+lock with those threads (Python hands it over every few milliseconds). A
+few loops, not a thread per run: 200 turns on 200 threads, each restoring its
+memory at once, took the lock from the web loop for 20 s at a time (its
+keepalives unanswered, every socket closed 1011); with a few, the web loop
+is one of a few threads waiting for it.
 
 What must stay on the web loop goes back to it: the run's frames
 (``bridge``: the socket's queue and the channel layer live there) and the
@@ -29,69 +32,63 @@ back-pressure; here a socket's own run delivers straight to it, and
 from __future__ import annotations
 
 import asyncio
-import functools
+import itertools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
+
+from django.conf import settings
 
 from motus_web.sessions import db_threads
 
 T = TypeVar("T")
 
 
+_loops: list[asyncio.AbstractEventLoop] = []
+_next = itertools.count()
+_loops_lock = threading.Lock()
+
+
+def _run_loop() -> asyncio.AbstractEventLoop:
+    """One of ``MOTUS_RUN_LOOPS`` threads' loops, in turn (started at first use)."""
+    with _loops_lock:
+        if not _loops:
+            for n in range(settings.MOTUS_RUN_LOOPS):
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name=f"motus-runs-{n}", daemon=True
+                ).start()
+                _loops.append(loop)
+        return _loops[next(_next) % len(_loops)]
+
+
 class OffLoop:
-    """One run's thread and loop. ``run`` once; ``call_soon`` from the web loop."""
+    """One run on a run loop. ``run`` once; ``call_soon`` from the web loop."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[Any] | None = None
-        self._pending: list[Callable[[], None]] = []  # calls made before the loop started
-        self._lock = threading.Lock()
+        self._cancelled = False  # asked before its task began
 
     def call_soon(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` on the run's loop (thread-safe; before the run starts it
-        waits for the start, after its end it is dropped)."""
-        with self._lock:
-            if self._loop is None:
-                self._pending.append(fn)
-            elif not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(fn)
+        """Call ``fn`` on the run's loop (thread-safe)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(fn)
 
     async def run(self, work: Coroutine[Any, Any, T]) -> T:
-        """``await work`` on a thread of its own; its result or exception here."""
+        """``await work`` on a run loop; its result or exception here."""
         web = asyncio.get_running_loop()
-        finished: asyncio.Future[T] = web.create_future()
-
-        def settle(outcome: Callable[[], object]) -> None:
-            if not finished.done():
-                outcome()
+        self._loop = _run_loop()
 
         async def body() -> T:
             db_threads.web_loop.set(web)
             self._task = asyncio.current_task()
-            with self._lock:
-                self._loop = asyncio.get_running_loop()
-                pending, self._pending = self._pending, []
-            for fn in pending:
-                fn()
+            if self._cancelled:
+                work.close()
+                raise asyncio.CancelledError
             return await work
 
-        def thread() -> None:
-            loop = asyncio.new_event_loop()
-            try:
-                result = loop.run_until_complete(body())
-            except asyncio.CancelledError:
-                web.call_soon_threadsafe(settle, finished.cancel)
-            except BaseException as error:  # handed over whole
-                web.call_soon_threadsafe(settle, functools.partial(finished.set_exception, error))
-            else:
-                web.call_soon_threadsafe(settle, functools.partial(finished.set_result, result))
-            finally:
-                with self._lock:
-                    loop.run_until_complete(loop.shutdown_asyncgens())
-                    loop.close()
-
-        threading.Thread(target=thread, name="motus-run", daemon=True).start()
+        finished = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(body(), self._loop))
         try:
             return await asyncio.shield(finished)
         except asyncio.CancelledError:
@@ -103,7 +100,9 @@ class OffLoop:
             raise
 
     def _cancel(self) -> None:
-        if self._task is not None:
+        if self._task is None:
+            self._cancelled = True
+        else:
             self._task.cancel()
 
 
