@@ -26,8 +26,14 @@ model server run on the same machine as the server. Figures, not assertions.
 dropped by the channel layer (and where), its backlogs, the websocket's
 write buffer, the dispatch and sync-thread waits.
 
+Each worker count first runs one chat alone on the same server (its delta p95
+is the baseline of the ratio printed after the crowd's), and with ``--long N``
+a turn on a never-compacted session of N messages while ``/login/`` is polled.
+The load average is printed beside each figure (the machine is shared).
+``BENCH_PORT`` picks the server's port (default: any free one).
+
 Usage: ``python bench/load_chat.py [--sessions 200] [--messages 3] [--pace 0.05]
-[--workers 1,2] [--trace]`` (``m1`` in ``--workers``: one worker on the
+[--workers 1,2] [--long 49000] [--trace]`` (``m1`` in ``--workers``: one worker on the
 in-memory layer even with ``REDIS_URL``).
 """
 
@@ -70,6 +76,13 @@ def main() -> None:
         "(REDIS_URL left out)",
     )
     parser.add_argument(
+        "--long",
+        type=int,
+        default=0,
+        help="also: a turn on a never-compacted session of this many messages, /login/ "
+        "polled meanwhile (on the last worker count)",
+    )
+    parser.add_argument(
         "--trace",
         action="store_true",
         help="count, in the server, where frames wait or are dropped (bench/chat_trace)",
@@ -110,7 +123,7 @@ def main() -> None:
                 if workers > 1 and not here.get("REDIS_URL"):
                     print(f"{workers} workers: skipped, they need REDIS_URL (a shared layer)")
                     continue
-                sessions = prepare(here, f"w{spec}", args.sessions)
+                sessions = prepare(here, f"w{spec}", args.sessions + 1)
                 trace = Path(folder) / f"trace-{spec}"
                 if args.trace:
                     trace.mkdir()
@@ -119,8 +132,16 @@ def main() -> None:
                 uvicorn = server(here, workers)
                 with uvicorn as base:
                     layer = "Redis" if here.get("REDIS_URL") else "in-memory layer"
-                    run(base, uvicorn.process.pid, f"{workers} ({layer})", sessions,
-                        args.messages, model, here)  # fmt: skip
+                    alone = run(base, uvicorn.process.pid, f"{workers} ({layer}), one chat",
+                                sessions[:1], args.messages, model, here)  # fmt: skip
+                    crowd = run(base, uvicorn.process.pid, f"{workers} ({layer})", sessions[1:],
+                                args.messages, model, here)  # fmt: skip
+                    print(
+                        f"  delta p95 ratio: {crowd / max(alone, 200):.1f}x one chat's "
+                        f"(its p95 counted as at least 200 ms; target at most 5x); load {load()}"
+                    )
+                    if args.long and spec == args.workers.split(",")[-1]:
+                        long_turn(base, here, args.long)
                 if args.trace:
                     print_trace(trace)
     finally:
@@ -160,7 +181,8 @@ def run(
     messages: int,
     model: ScriptedServer,
     env: dict[str, str],
-) -> None:
+) -> float:
+    """Runs the chats; prints the figures; returns the deltas' added latency p95 (ms)."""
     peak = _MemoryPeak(pid)
     peak.start()
     received: dict[str, list[tuple[float, int]]] = {}  # message text -> (time, characters so far)
@@ -271,6 +293,7 @@ def run(
     latencies = _added_latencies(received, model)
     ms = sorted(t * 1e3 for t in latencies)
     p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))] if ms else float("nan")
+    closed = sum(1 for e in errors if e.startswith("ConnectionClosed"))
     print(
         f"{label}: sent {sent}, persisted {persisted} "
         f"(answers {answers}), errors {len(errors)}"
@@ -282,7 +305,90 @@ def run(
         f"; added latency per delta p50 {statistics.median(ms) if ms else float('nan'):.0f} ms, "
         f"p95 {p95:.0f} ms ({len(ms)} deltas); peak server memory {peak.most / 2**20:.0f} MB; "
         f"{wall:.0f} s; the client used {cpu / wall:.0%} of a core, its loop at most "
-        f"{lag[0] * 1e3:.0f} ms late"
+        f"{lag[0] * 1e3:.0f} ms late; sockets closed by the server {closed}; load {load()}"
+    )
+    return p95
+
+
+def load() -> str:
+    """The machine's load average (1, 5, 15 minutes), shared with other work."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def long_turn(base: str, env: dict[str, str], messages: int) -> None:
+    """A turn on a never-compacted session of ``messages`` messages (imported as
+    short alternating turns, so its context is far past the model's window),
+    ``/login/`` polled one request at a time before it (idle) and during it."""
+    import httpx
+
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "long.jsonl"
+        turns = [
+            {"role": "user" if t % 2 == 0 else "assistant", "content": f"turn {t} " * 20}
+            for t in range(messages)
+        ]
+        source.write_text(json.dumps({"messages": turns}) + "\n")
+        script = f"""
+import json
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
+from motus_web.sessions.models import Session
+user = User.objects.create_user("long-owner")
+call_command("import_sessions", "--owner", "long-owner", {str(source)!r}, verbosity=0)
+client = Client()
+client.force_login(user)
+found = Session.objects.get(owner=user)
+print(json.dumps([found.public_id, client.cookies["sessionid"].value, found.compaction_count]))
+"""
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=REPO,
+                              env=env, check=True, capture_output=True, text=True)  # fmt: skip
+    public_id, cookie, compactions = json.loads(done.stdout.splitlines()[-1])
+    print(f"long session: {messages:,} messages, {compactions} compactions, imported in "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+
+    async def polls(until: asyncio.Event | None, count: int) -> list[float]:
+        times: list[float] = []
+        async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+            while (until is None and len(times) < count) or (until and not until.is_set()):
+                begun = time.perf_counter()
+                answer = await client.get("/login/")
+                answer.raise_for_status()
+                times.append(time.perf_counter() - begun)
+        return times
+
+    async def turn(ended: asyncio.Event) -> tuple[str, float]:
+        url = base.replace("http://", "ws://") + f"/ws/sessions/{public_id}/"
+        headers = {"Cookie": f"sessionid={cookie}", "Origin": base}
+        begun = time.perf_counter()
+        try:
+            async with connect(url, additional_headers=headers, open_timeout=300) as ws:
+                await ws.send(json.dumps({"type": "send", "text": "And now?"}))
+                while True:
+                    frame = json.loads(await ws.recv())
+                    if frame["type"] == "finished":
+                        return f"finished: {frame['reason']}", time.perf_counter() - begun
+                    if frame["type"] == "error" and frame.get("refused"):
+                        return f"refused: {frame['message']}", time.perf_counter() - begun
+        finally:
+            ended.set()
+
+    async def during() -> tuple[tuple[str, float], list[float]]:
+        ended = asyncio.Event()
+        outcome, times = await asyncio.gather(turn(ended), polls(ended, 0))
+        return outcome, times
+
+    idle = sorted(asyncio.run(polls(None, 40)))
+    (outcome, seconds), busy = asyncio.run(during())
+    busy.sort()
+    idle_p95 = idle[min(len(idle) - 1, int(len(idle) * 0.95))]
+    busy_p95 = busy[min(len(busy) - 1, int(len(busy) * 0.95))] if busy else float("nan")
+    print(
+        f"  the turn: {outcome} in {seconds:.1f} s; /login/ p95 idle {idle_p95 * 1e3:.0f} ms, "
+        f"during the turn {busy_p95 * 1e3:.0f} ms ({len(busy)} requests, most "
+        f"{busy[-1] * 1e3 if busy else float('nan'):.0f} ms): {busy_p95 / max(idle_p95, 0.1):.1f}x "
+        f"idle (idle counted as at least 100 ms; target at most 3x); load {load()}"
     )
 
 
@@ -335,7 +441,10 @@ def _persisted(env: dict[str, str], public_ids: list[str]) -> tuple[int, int]:
         "print(rows.filter(role='user').count(), rows.filter(role='assistant').count())"
     )
     done = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=REPO,
-                          env=env, check=True, capture_output=True, text=True)  # fmt: skip
+                          env=env, capture_output=True, text=True)  # fmt: skip
+    if done.returncode:  # (the server may still be writing: the figures say so, not a crash)
+        print(f"could not count the stored messages: {done.stderr.strip().splitlines()[-1:]}")
+        return -1, -1
     users, answers = done.stdout.split()[-2:]
     return int(users), int(answers)
 

@@ -15,6 +15,10 @@ baseline), then ``--viewers`` clients at once, each ``--requests`` times per
 page. Prints p50/p95/max in milliseconds and the errors (any answer but 200,
 or a failed connection); on PostgreSQL also the most connections the database
 had open during the run. The client runs on the same machine as the server.
+Beside each 50-viewer p50: its ratio to one viewer's and the ideal ratio
+for the machine's cores (viewers / cores: each request needs the CPU that one
+alone needs); the load average beside each line (the machine is shared).
+``BENCH_PORT`` picks the server's port (default: any free one).
 Figures, not assertions.
 
 Usage: ``python bench/load_pages.py [--messages 1000000] [--viewers 50] [--requests 4]
@@ -123,9 +127,11 @@ class server:
         self.env, self.workers = env, workers
 
     def __enter__(self) -> str:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = int(os.environ.get("BENCH_PORT", "0"))
+        if not port:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
              "--workers", str(self.workers), "--ws", "websockets-sansio", "--lifespan", "off",
@@ -199,7 +205,9 @@ def measure(
         return times, errors
 
     print(f"{workers} worker{'s' if workers > 1 else ''}:")
+    cores = os.cpu_count() or 1
     for label, url in pages.items():
+        alone = 0.0
         for clients in (1, viewers):
             times, errors = asyncio.run(run(url, clients))
             ms = sorted(t * 1e3 for t in times)
@@ -209,7 +217,18 @@ def measure(
                 f"{len(ms):>4} requests: p50 {statistics.median(ms):7.0f} ms, "
                 f"p95 {p95:7.0f} ms, max {ms[-1]:7.0f} ms, errors {len(errors)}"
                 + (f" ({', '.join(sorted(set(errors)))})" if errors else "")
+                + f"; load {' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
             )
+            if clients == 1:
+                alone = statistics.median(ms)
+            else:
+                # Each request needs the CPU one request alone needs: with
+                # ``clients`` at once on ``cores`` cores, each waits for
+                # clients / cores of them at best.
+                print(
+                    f"    p50 ratio to one viewer {statistics.median(ms) / alone:.1f}x "
+                    f"(ideal for {cores} cores: {clients / min(cores, clients):.0f}x)"
+                )
     peak.stop()
     if peak.most is not None:
         print(f"  most PostgreSQL connections open during the run: {peak.most}")

@@ -290,6 +290,13 @@ else:
 # How many import jobs the web process runs at once in its own threads (database
 # backend only); 0 leaves them to `manage.py db_worker` processes.
 MOTUS_IMPORT_THREADS = env_int("MOTUS_IMPORT_THREADS", default=2, minimum=0)
+# Threads of each process for the chat's database calls (``sessions.db_threads``):
+# each holds a connection only while a call runs, so with PostgreSQL keep it at most
+# MOTUS_DB_POOL_SIZE less the web requests' share.
+MOTUS_DB_THREADS = env_int("MOTUS_DB_THREADS", default=4, minimum=1)
+# Threads (each an event loop) of each process that run the chat's turns, replays and
+# compactions off the loop that moves the sockets' frames (``chat.offload``).
+MOTUS_RUN_LOOPS = env_int("MOTUS_RUN_LOOPS", default=2, minimum=1)
 # A runner alive is one whose heartbeat (a write between sessions and batches) is this
 # recent and, on its own host, whose process (pid and start time) still exists.
 MOTUS_IMPORT_STALE_SECONDS = env_int("MOTUS_IMPORT_STALE_SECONDS", default=900, minimum=60)

@@ -21,13 +21,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from memory import LogError
 from memory.log import records
 from motus_web.sessions import once
+from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.models import Session
 
 from .providers import ChatModel
@@ -69,7 +69,7 @@ class CompactRun:
 
     async def run(self, token: str, instructions: str | None) -> None:
         await self.publish({"type": "turn_started", "kind": ACTION, "retry": False})
-        if not await database_sync_to_async(_spend)(token, self.session, self.user_pk):
+        if not await on_db_thread(_spend)(token, self.session, self.user_pk):
             await self.publish(
                 {
                     "type": "error",
@@ -83,9 +83,9 @@ class CompactRun:
         client = self.model.client()
         compacted = given_back = False
         try:
-            memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
+            memory = await on_db_thread(restore_memory)(self.session, self.model, client)
             memory.set_model(client=client, model_name=self.model.model)
-            after = await database_sync_to_async(last_position)(self.session)
+            after = await on_db_thread(last_position)(self.session)
             publisher = RecordPublisher(self.session, after, self.publish)
             await self.publish(
                 {
@@ -109,7 +109,7 @@ class CompactRun:
             if not compacted:  # said in words: no turn ran, so none failed
                 finished.update(reason="not_compacted", why=result["error"])
                 # Before the end frame: the page may send the form again at once.
-                await database_sync_to_async(_give_back)(token)
+                await on_db_thread(_give_back)(token)
                 given_back = True
             await self.publish(finished)
         except LogError as error:
@@ -117,7 +117,7 @@ class CompactRun:
             await self.publish({"type": "finished", "kind": ACTION, "reason": "error"})
         finally:
             if not compacted and not given_back:
-                await database_sync_to_async(_give_back)(token)
+                await on_db_thread(_give_back)(token)
             aclose = getattr(client, "aclose", None)
             if aclose is not None:
                 await aclose()

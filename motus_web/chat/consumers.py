@@ -55,11 +55,10 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from channels.consumer import get_handler_name
-from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
@@ -68,6 +67,7 @@ from django.conf import settings
 from django.db import IntegrityError
 
 from motus_web.sessions import lease, once
+from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.models import Session
 from motus_web.sessions.signals import session_group
 
@@ -84,6 +84,7 @@ from .frames import (
     Stop,
     parse_frame,
 )
+from .offload import OffLoop, bridge
 from .providers import ChatModel
 from .publishing import RunPublisher
 from .render import last_position, record_frames
@@ -97,6 +98,8 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
 STALL_S = 5.0  # while a run is live and silent, its lease is read this often
+GROUP_RENEW_PART = 0.25  # of the layer's group_expiry: a socket joins its groups again this often
+CHECK_S = 10.0  # an idle socket compares the store's last record with its own this often
 ACCESS_FRESH_S = 1.0  # a broadcast reads the login again when its last check is older
 FINISHING_WAIT_S = 5.0  # a run's end frame, and a send after it, wait this long for it to end
 RELEASE_WAIT_S = 10.0  # a run's end waits this long to give its lease back
@@ -155,8 +158,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     session: Session | None = None
     groups_joined: tuple[str, ...] = ()
     work: asyncio.Task[None] | None = None
+    off_loop: OffLoop | None = None  # the thread and loop ``work`` runs its run on
     own_run_ended = False  # this socket has sent the end of its latest run (``work``)
     stall: asyncio.Task[None] | None = None
+    group_renewal: asyncio.Task[None] | None = None
     closing = False
     checked_at = 0.0  # time.monotonic() of the last access check
 
@@ -189,8 +194,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         frame of each socket queued behind that work (1.2 s a call on average
         with 200 chats on one worker), the frames seconds late and, on Redis,
         dropped once the process's list was full. Every database call here
-        goes through ``database_sync_to_async``, which closes old connections
-        itself, before and after."""
+        goes through ``db_threads.on_db_thread``, which gives its connection
+        back after each call."""
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"no handler for message type {message['type']}")
@@ -216,7 +221,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         public_id = self.scope["url_route"]["kwargs"]["public_id"]
-        session = await database_sync_to_async(_visible_session)(user, public_id)
+        session = await on_db_thread(_visible_session)(user, public_id)
         if session is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -238,6 +243,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         for group in groups:
             await retried(functools.partial(self.channel_layer.group_add, group, self.channel_name))
         self.groups_joined = tuple(groups)
+        self.group_renewal = asyncio.create_task(self.renew_groups())
         await self.send_json(
             {
                 "type": "hello",
@@ -271,6 +277,40 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 logger.warning("could not leave group %s", group)
         if self.stall is not None:
             self.stall.cancel()
+        if self.group_renewal is not None:
+            self.group_renewal.cancel()
+
+    async def renew_groups(self) -> None:
+        """While the socket is open: join its groups again every ``GROUP_RENEW_PART``
+        of the layer's ``group_expiry`` (a layer forgets a membership that old,
+        channels-redis after a day by default, and the open socket would hear
+        nothing more), and every ``CHECK_S`` seconds with no run live, compare
+        the store's last record with what this socket sent: a record whose
+        announcement was lost (back-pressure, a layer or worker restart, a
+        lapsed membership) is sent from the store then."""
+        expiry = float(getattr(self.channel_layer, "group_expiry", 86400))
+        renew_every = expiry * GROUP_RENEW_PART
+        renewed = time.monotonic()
+        while not self.closing:
+            await asyncio.sleep(min(CHECK_S, renew_every))
+            if time.monotonic() - renewed >= renew_every:
+                renewed = time.monotonic()
+                for group in self.groups_joined:
+                    try:
+                        await retried(
+                            functools.partial(
+                                self.channel_layer.group_add, group, self.channel_name
+                            )
+                        )
+                    except LayerUnavailable:  # tried again at the next renewal
+                        logger.warning("could not renew group %s", group)
+            if self.cursor is None or self.live_run is not None or self.session is None:
+                continue
+            if await on_db_thread(last_position)(self.session) > self.cursor:
+                try:
+                    await self.resync()
+                except OSError:  # the browser went away meanwhile: its disconnect cleans up
+                    return
 
     async def stop_work(self) -> None:
         work = self.work
@@ -356,9 +396,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         """The per-frame check of ``access``: closes the socket and says ``False``
         when its login or the session is gone; refreshes ``can_write``."""
         assert self.session is not None
-        found = await database_sync_to_async(access.check)(
-            self.session_key, self.user_pk, self.session.pk
-        )
+        found = await on_db_thread(access.check)(self.session_key, self.user_pk, self.session.pk)
         self.checked_at = time.monotonic()
         if isinstance(found, access.Access):
             self.can_write = found.can_write
@@ -435,14 +473,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         session's writer (from its lease): what the group's frames may have lost."""
         assert self.session is not None
         cursor = -1 if self.cursor is None else self.cursor
-        end = await database_sync_to_async(last_position)(self.session)
+        end = await on_db_thread(last_position)(self.session)
         if cursor > end:
             await self.past_end(cursor, end)
             self.cursor = end
             return
         self.announced = False
         await self.catch_up()
-        kind = await database_sync_to_async(lease.holder_kind)(self.session.pk)
+        kind = await on_db_thread(lease.holder_kind)(self.session.pk)
         # This socket's own run's end is on its way (in ``own_frames``, never
         # lost) even when its lease is back already: it still runs, for the page.
         own_pending = self.work is not None and not self.own_run_ended
@@ -462,7 +500,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         assert self.session is not None
         cursor = -1 if self.cursor is None else self.cursor
         while True:
-            frames = await database_sync_to_async(record_frames)(self.session, cursor)
+            frames = await on_db_thread(record_frames)(self.session, cursor)
             for frame in frames:
                 await self.send_json(frame)
                 cursor = frame["pos"]
@@ -542,7 +580,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             await asyncio.sleep(STALL_S)
             if self.live_run is None:
                 return
-            if await database_sync_to_async(lease.holder_kind)(self.session.pk) is None:
+            if await on_db_thread(lease.holder_kind)(self.session.pk) is None:
                 self.live_run = None
                 if self.cursor is not None:
                     try:
@@ -552,8 +590,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def chat_stop(self, event: dict[str, Any]) -> None:
-        if self.runner is not None and self.work is not None and not self.work.done():
-            self.runner.stop()
+        if self.work is not None and not self.work.done():
+            self.stop_runner()
+
+    def stop_runner(self) -> None:
+        """Ask this socket's run to stop, on the run's own loop."""
+        if self.runner is not None and self.off_loop is not None:
+            self.off_loop.call_soon(self.runner.stop)
 
     async def group_send(self, message: dict[str, Any]) -> None:
         assert self.session is not None
@@ -585,11 +628,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if holder is None:
             return
         publisher = self.publisher()
-        turn = ChatTurn(self.session, model, publisher.publish)
+        turn = ChatTurn(self.session, model, self.bridged(publisher))
         text = frame.text if isinstance(frame, Send) else None
-        self.runner = turn
-        self.own_run_ended = False
-        self.work = asyncio.create_task(self.hold_lease(holder, turn.run(text), publisher))
+        self.start_run(turn, holder, turn.run(text), publisher)
 
     async def start_compact(self, frame: Compact) -> None:
         assert self.session is not None
@@ -609,12 +650,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if holder is None:
             return
         publisher = self.publisher()
-        run = CompactRun(self.session, model, publisher.publish, self.user_pk)
-        self.runner = run
-        self.own_run_ended = False
-        self.work = asyncio.create_task(
-            self.hold_lease(holder, run.run(frame.token, frame.instructions), publisher)
-        )
+        run = CompactRun(self.session, model, self.bridged(publisher), self.user_pk)
+        self.start_run(run, holder, run.run(frame.token, frame.instructions), publisher)
 
     async def model_for(self, name: str | None) -> ChatModel | None:
         assert self.session is not None
@@ -638,10 +675,21 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if holder is None:
             return
         publisher = self.publisher()
-        replay = ReplayRun(self.session, original, publisher.publish)
-        self.runner = replay
+        replay = ReplayRun(self.session, original, self.bridged(publisher))
+        self.start_run(replay, holder, replay.run(speed), publisher)
+
+    def bridged(self, publisher: RunPublisher) -> Callable[[dict[str, Any]], Awaitable[None]]:
+        """The run's ``publish``, from its own loop to this (the web) loop's publisher."""
+        return bridge(asyncio.get_running_loop(), publisher.publish)
+
+    def start_run(
+        self, runner: Runner, holder: str, work: Coroutine[Any, Any, None], publisher: RunPublisher
+    ) -> None:
+        """Run ``work`` (``runner``'s) off this loop (``offload``), holding the lease."""
+        self.runner = runner
+        self.off_loop = OffLoop()
         self.own_run_ended = False
-        self.work = asyncio.create_task(self.hold_lease(holder, replay.run(speed), publisher))
+        self.work = asyncio.create_task(self.hold_lease(holder, self.off_loop.run(work), publisher))
 
     async def take_lease(self, kind: str) -> str | None:
         """The session's lease for one run (a holder name of its own, so that this
@@ -650,7 +698,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         assert self.session is not None
         holder = f"{self.channel_name}:{uuid.uuid4().hex}"[:255]
         try:
-            taken = await database_sync_to_async(lease.acquire)(self.session.pk, holder, kind)
+            taken = await on_db_thread(lease.acquire)(self.session.pk, holder, kind)
         except IntegrityError:  # the session row went away between the check and now
             await self.shut(CLOSE_NOT_FOUND)
             return None
@@ -679,7 +727,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             # boundedly: behind a write that never ends (the process's one sync
             # thread stuck) it would keep this task, and the socket's close, for
             # ever; a lease not given back expires by itself.
-            release = asyncio.ensure_future(database_sync_to_async(lease.release)(pk, holder))
+            release = asyncio.ensure_future(on_db_thread(lease.release)(pk, holder))
             done, _ = await asyncio.wait([release], timeout=RELEASE_WAIT_S)
             if done:
                 release.result()  # a failure to give it back is raised, as any
@@ -689,12 +737,11 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def _renew(self, pk: int, holder: str) -> None:
         while True:
             await asyncio.sleep(lease.RENEW_SECONDS)
-            if not await database_sync_to_async(lease.renew)(pk, holder):
+            if not await on_db_thread(lease.renew)(pk, holder):
                 # The lease expired (this process stalled) and may be someone
                 # else's now: stop rather than write beside another writer.
                 logger.warning("session %s: writer lease lost, stopping", self.session)
-                if self.runner is not None:
-                    self.runner.stop()
+                self.stop_runner()
                 return
 
 

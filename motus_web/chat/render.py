@@ -3,7 +3,7 @@
 A browser that follows a session gets each stored record once, in log order,
 as a ``record`` frame: its log ``pos`` (the cursor a reconnecting browser
 sends back as ``last_pos``), the HTML the session page renders for it, and
-the context gauge after it. Synchronous ORM: call through ``database_sync_to_async``.
+the context gauge after it. Synchronous ORM: call through ``db_threads.on_db_thread``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import heapq
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from motus_web.dashboard.rendering import encodable
+from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
 
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
@@ -88,7 +88,7 @@ class RecordPublisher:
         self.publish = publish
 
     async def catch_up(self, through_seq: int | None = None) -> None:
-        frames = await database_sync_to_async(record_frames)(self.session, self.published)
+        frames = await on_db_thread(record_frames)(self.session, self.published)
         for frame in frames:
             later = frame["kind"] == "message" and through_seq is not None
             if later and frame["seq"] > through_seq:

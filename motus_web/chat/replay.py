@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
 
@@ -28,6 +27,7 @@ from memory import (
     CompactionMemoryConfig,
     MotusMemoryError,
 )
+from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.memories import restore_view
 from motus_web.sessions.models import Session
@@ -151,10 +151,10 @@ class ReplayRun:
                 await aclose()
 
     async def _run(self, speed: float, client: ChatClient | None, model: ChatModel | None) -> None:
-        memory, pending = await database_sync_to_async(_prepare)(
+        memory, pending = await on_db_thread(_prepare)(
             self.session, self.original_id, client, model
         )
-        after = await database_sync_to_async(last_position)(self.session)
+        after = await on_db_thread(last_position)(self.session)
         publisher = RecordPublisher(self.session, after, self.publish)
         total = memory.next_seq + len(pending)
         await self.publish(

@@ -17,8 +17,6 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
-from channels.db import database_sync_to_async
-
 from memory import (
     AgentEvent,
     AnswerDelta,
@@ -42,6 +40,7 @@ from memory import (
     UsageReported,
 )
 from motus_web.dashboard.wording import grouped
+from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.memories import restore_from
 from motus_web.sessions.models import Session
@@ -96,8 +95,8 @@ class ChatTurn:
         client = self.model.client()
         deltas = DeltaBatcher(self.publish, DELTA_BATCH_S)
         try:
-            memory = await database_sync_to_async(restore_memory)(self.session, self.model, client)
-            after = await database_sync_to_async(last_position)(self.session)
+            memory = await on_db_thread(restore_memory)(self.session, self.model, client)
+            after = await on_db_thread(last_position)(self.session)
             publisher = RecordPublisher(self.session, after, deltas.publish)
             self.agent = ReActAgent(
                 client=client,

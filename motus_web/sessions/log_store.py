@@ -8,7 +8,6 @@ import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import QuerySet
 
@@ -16,6 +15,7 @@ from memory import LogCorruptError, LogError, SessionNotFoundError
 from memory.log import LogProblem, LogRecord, records, validate_session_id
 
 from . import aggregates, rows
+from .db_threads import on_db_thread
 from .models import CompactionEvent, ContextChange, Message, Session
 from .signals import announce
 
@@ -47,7 +47,7 @@ class DatabaseLogStore:
 
     The ORM is synchronous: inside a running event loop a memory writes
     through ``append_async`` (this is an ``AsyncLogStore``), which runs the
-    same transaction in Django's sync thread; ``read`` and the other methods
+    same transaction on a thread of ``db_threads``' pool; ``read`` and the other methods
     are for sync code (or ``sync_to_async``).
 
     Once a transaction commits, its records are announced
@@ -84,7 +84,7 @@ class DatabaseLogStore:
         self.extend(session_id, [record])
 
     async def append_async(self, session_id: str, record: LogRecord | Mapping[str, Any]) -> None:
-        await sync_to_async(self.extend)(session_id, [record])
+        await on_db_thread(self.extend)(session_id, [record])
 
     def extend(self, session_id: str, new_records: Iterable[LogRecord | Mapping[str, Any]]) -> None:
         """Append ``new_records`` in order, in one transaction.
