@@ -12,11 +12,11 @@ DEMO_FILES := demo_data/tau-bench/gpt-4o-airline.json \
 
 run: $(VENV)/.runtime-installed staticfiles/staticfiles.json
 	$(BIN)/python manage.py migrate --noinput -v 0
-	$(BIN)/python manage.py ensure_local_admin
-	@# Idempotent: a second run finds every demo session already there.
-	$(BIN)/python manage.py import_sessions --owner admin --replay --threshold 3000 \
+	@$(BIN)/python manage.py ensure_local_admin -v 0
+	@# Idempotent: a second run finds every demo session already there (a line per file).
+	@$(BIN)/python manage.py import_sessions -v 0 --owner admin --replay --threshold 3000 \
 		--model gpt-4o $(DEMO_FILES)
-	@echo "Motus Memory is at http://127.0.0.1:$(PORT)/ (log in as admin, see above)"
+	@$(BIN)/python manage.py ensure_local_admin -v 0 --url http://127.0.0.1:$(PORT)/
 	@# uvicorn streams request bodies, so RequestBodyLimit refuses a large one unread;
 	@# --ws-max-size is the chat's frame limit (chat/frames.py MAX_FRAME_BYTES): a bigger
 	@# frame is refused (1009) before it is read.

@@ -197,7 +197,7 @@ def ratio(ours: float, theirs: float) -> str:
 
 
 def table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    """A markdown table, as the README shows it."""
+    """A markdown table, as bench/README.md shows it."""
     print("| " + " | ".join(head) + " |")
     print("| " + " | ".join("---:" for _ in head) + " |")
     for row in rows:

@@ -35,7 +35,7 @@ the reference's ``BasicMemory`` and ``CompactionMemory`` run the same workload
 re-tokenises the whole context on every add, so its compaction-off case runs
 on ``--reference-messages`` messages only.
 
-Ends with the same figures as the Markdown table the README carries.
+Ends with the same figures as the Markdown table bench/README.md carries.
 
 Usage: ``python bench/hot_path.py [--messages 8000] [--restore-sizes 1000 10000 100000]
 [--restore-runs 3] [--reference WHEEL] [--cold-runs 9]`` (``--restore-sizes``
@@ -415,11 +415,11 @@ ROWS = (
         "`CompactionMemory`, compaction on (threshold 8,000), JSONL log",
     ),
 )
-"""The README's rows of the per-message figures: (variant label, row name)."""
+"""bench/README.md's rows of the per-message figures: (variant label, row name)."""
 
 
 class Table:
-    """The README's Markdown table, filled as the figures come."""
+    """bench/README.md's Markdown table, filled as the figures come."""
 
     def __init__(self) -> None:
         self.lines = [
@@ -431,7 +431,7 @@ class Table:
         self.lines.append("| " + " | ".join(cells) + " |")
 
     def print(self) -> None:
-        print("\nThe README's table:\n")
+        print("\nThe table of bench/README.md:\n")
         print("\n".join(self.lines))
 
 

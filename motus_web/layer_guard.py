@@ -7,7 +7,7 @@ a probe). Every ASGI process that uses it takes an exclusive ``flock`` on one
 file in ``var/`` for its lifetime; a second process on the same machine
 cannot, and stops at start with a message naming the fix. (Processes on other
 machines cannot be seen this way; they need a shared database, and the
-README's deployment sets ``REDIS_URL`` with it.)
+deployment guide (docs/deployment.md) sets ``REDIS_URL`` with it.)
 """
 
 from __future__ import annotations

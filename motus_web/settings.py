@@ -1,4 +1,4 @@
-"""Settings of the Motus dashboard, read from the environment (see README.md).
+"""Settings of the Motus dashboard, read from the environment (docs/configuration.md).
 
 With nothing set it runs locally: SQLite in var/, the in-memory channel layer,
 DEBUG off, localhost only. ``DATABASE_URL`` and ``REDIS_URL`` select

@@ -13,7 +13,7 @@ not have it. ``extra`` holds every key the class does not know (fields a newer
 library adds) and every known key whose value does not fit the field (an
 explicit ``null``, a string where a number belongs), so
 ``record_from_dict(d).to_dict() == d`` for any JSON object ``d`` with a
-``type``: old and future logs round-trip exactly. ``to_json`` / ``from_json``
+``type``: old and future logs round-trip exactly. ``to_json`` / ``record_from_json``
 are the one serializer pair (orjson).
 
 Every string in a record (fields, ``extra``, at any depth) is cleaned of lone
@@ -310,11 +310,6 @@ class LogRecord:
     def from_dict(data: Mapping[str, Any]) -> LogRecord:
         """The typed record of ``data``; see ``record_from_dict``."""
         return record_from_dict(data)
-
-    @staticmethod
-    def from_json(line: bytes | str) -> LogRecord:
-        """The typed record of one JSONL line; see ``record_from_json``."""
-        return record_from_json(line)
 
     @classmethod
     def _parse(cls, data: Mapping[str, Any], exact: bool = True) -> dict[str, Any]:

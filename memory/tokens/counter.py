@@ -305,12 +305,6 @@ class TokenCounter:
                 cls._instances.move_to_end(model)
             return counter
 
-    @classmethod
-    def clear_cache(cls) -> None:
-        """Forget the counters made by ``for_model`` (after changing the environment)."""
-        with cls._instances_lock:
-            cls._instances.clear()
-
     def __repr__(self) -> str:
         approx = ", approximate" if self.approximate else ""
         return f"<TokenCounter model={self.model!r} encoding={self.encoding_name}{approx}>"

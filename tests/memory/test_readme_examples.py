@@ -1,4 +1,4 @@
-"""The README's Python examples run as written: each block, in a fresh interpreter,
+"""The Python examples of the README and docs/ run as written: each block, in a fresh interpreter,
 in an empty folder (they write their logs and stores there), with no network."""
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+BLOCKS = [
+    block
+    for doc in DOCS
+    for block in re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+]
 
 
 def test_the_readme_has_python_examples() -> None:

@@ -372,10 +372,11 @@ async def test_sends_are_rate_limited_per_user_across_sockets(
         await socket.disconnect()
 
 
-def test_the_readme_states_the_rate_limit_the_consumer_applies() -> None:
+def test_the_docs_state_the_rate_limit_the_consumer_applies() -> None:
     from pathlib import Path
 
-    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    docs = Path(__file__).parents[2] / "docs" / "live-chat.md"
+    readme = " ".join(docs.read_text().split())
     assert (
         f"Sends, retries, replays and compactions are limited per user, across all of "
         f"their sockets, to {limits.WORK_BURST} at once, then {limits.WORK_PER_MINUTE} a minute"

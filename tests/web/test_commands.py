@@ -217,3 +217,29 @@ def test_import_sessions_checks_every_path_before_it_imports_any(tmp_path: Path)
     assert str(tmp_path) + ":" not in message  # a folder is read: its files are imported
     assert f"{tmp_path / 'typo.json'}: no such file" in message
     assert not Session.objects.exists()  # the good first file was not imported either
+
+
+def test_ensure_local_admin_says_last_where_to_go_and_the_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("django.conf.settings.VAR_DIR", tmp_path)
+    monkeypatch.delenv("MOTUS_ADMIN_PASSWORD", raising=False)
+    quiet, closing = io.StringIO(), io.StringIO()
+
+    call_command("ensure_local_admin", verbosity=0, stdout=quiet)
+    call_command("ensure_local_admin", verbosity=0, url="http://127.0.0.1:8000/", stdout=closing)
+
+    password = (tmp_path / "admin_password").read_text().strip()
+    assert quiet.getvalue() == ""
+    assert closing.getvalue().splitlines() == [
+        "Motus Memory is at http://127.0.0.1:8000/",
+        f"Log in as 'admin' with password {password} (kept in {tmp_path / 'admin_password'})",
+    ]
+
+
+def test_import_sessions_at_verbosity_0_says_one_line_per_file(tmp_path: Path) -> None:
+    out = io.StringIO()
+    call_command("import_sessions", str(SWE_AGENT), verbosity=0, stdout=out)
+    assert out.getvalue().splitlines() == [
+        f"{SWE_AGENT}: 1 imported, 0 updated, 0 already there, 0 problems"
+    ]

@@ -220,7 +220,7 @@ def test_the_import_page_lists_every_supported_format_and_so_does_the_readme(
     from motus_web.sessions.importers.formats import SUPPORTED
 
     page = logged_in(owner).get(reverse("dashboard:import_form")).content.decode()
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "docs" / "importing.md").read_text()
     table = [
         line
         for line in readme.splitlines()
@@ -230,7 +230,7 @@ def test_the_import_page_lists_every_supported_format_and_so_does_the_readme(
     assert len(SUPPORTED) == 9
     for label in SUPPORTED.values():
         assert escape(label) in page
-    assert len(table) == len(SUPPORTED)  # the README's table has one row per format
+    assert len(table) == len(SUPPORTED)  # the docs table has one row per format
     for label in SUPPORTED.values():
         name = label.split(" (")[0].replace(" API", "")
         assert any(row.startswith(f"| {name}") for row in table), name

@@ -3,12 +3,121 @@
 from typing import Any
 
 import django.db.models.deletion
-from django.db import migrations, models
+from django.db import connection, migrations, models
 
 import motus_web.sessions.fields
-from motus_web.sessions import aggregates
 
 _BATCH = 2000  # messages read at a time: memory is one batch, not the session
+
+# What this migration computes is frozen here, as ``sessions/aggregates.py`` counted
+# when it was written: a later change to that module must not change what an old
+# database is migrated to.
+_BASE = 4  # messages a level-0 block spans
+_LEVELS = 16
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _reply_usage(model: str, provider_tokens: int | None, extra: Any) -> tuple[Any, ...] | None:
+    """(model, input, cached, output or None) of a message's logged usage."""
+    usage = extra.get("usage")
+    if isinstance(usage, dict) and _count(usage.get("input_tokens")) is not None:
+        return (
+            str(usage.get("model") or model),
+            _count(usage.get("input_tokens")) or 0,
+            _count(usage.get("cached_input_tokens")) or 0,
+            _count(usage.get("output_tokens")),
+        )
+    return None if provider_tokens is None else (model, provider_tokens, 0, None)
+
+
+def _add_usage(totals: dict[str, list[int]], usage: tuple[Any, ...]) -> None:
+    model, input_tokens, cached, output = usage
+    sums = totals.setdefault(f"{model}\t{int(output is not None)}", [0, 0, 0, 0])
+    sums[0] += input_tokens
+    sums[1] += cached
+    sums[2] += output or 0
+    sums[3] += 1
+
+
+def _add_part(totals: dict[str, list[int]], role: str, unit: str, tokens: int, count: int) -> None:
+    sums = totals.setdefault(f"{role}\t{unit}", [0, 0])
+    sums[0] += tokens
+    sums[1] += count
+
+
+def _merge(into: list[int], other: list[int]) -> None:
+    """Keep the higher high and the lower low ([high_seq, high, low_seq, low]); the
+    earlier seq on a tie."""
+    if other[1] > into[1] or (other[1] == into[1] and other[0] < into[0]):
+        into[0], into[1] = other[0], other[1]
+    if other[3] < into[3] or (other[3] == into[3] and other[2] < into[2]):
+        into[2], into[3] = other[2], other[3]
+
+
+class _ChartBlocks:
+    """The chart blocks one batch touches, merged into the stored rows on ``save``."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.touched: dict[int, list[int]] = {}
+
+    def add(self, seq: int, high: int, low: int) -> None:
+        if seq < 0:
+            return
+        found = self.touched.get(seq // _BASE)
+        if found is None:
+            self.touched[seq // _BASE] = [seq, high, seq, low]
+        else:
+            _merge(found, [seq, high, seq, low])
+
+    def save(self, session: Any) -> None:
+        if not self.touched:
+            return
+        wanted: dict[tuple[int, int], list[int]] = {}
+        level_blocks = self.touched
+        for level in range(_LEVELS):
+            above: dict[int, list[int]] = {}
+            for index, extremes in level_blocks.items():
+                wanted[(level, index)] = list(extremes)
+                found = above.get(index // 2)
+                if found is None:
+                    above[index // 2] = list(extremes)
+                else:
+                    _merge(found, extremes)
+            level_blocks = above
+        self.touched = {}
+        _upsert(self.model, session.pk, wanted)
+
+
+def _upsert(model: Any, session_pk: int, wanted: dict[tuple[int, int], list[int]]) -> None:
+    """Insert each block, or merge it into the stored one (``_merge``'s rule, in
+    SQL): one statement, the same on SQLite and PostgreSQL."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    hs, ht, ls, lt = (quote(c) for c in ("high_seq", "high_tokens", "low_seq", "low_tokens"))
+    higher = (
+        f"excluded.{ht} > {table}.{ht} "
+        f"OR (excluded.{ht} = {table}.{ht} AND excluded.{hs} < {table}.{hs})"
+    )
+    lower = (
+        f"excluded.{lt} < {table}.{lt} "
+        f"OR (excluded.{lt} = {table}.{lt} AND excluded.{ls} < {table}.{ls})"
+    )
+    sql = (
+        f"INSERT INTO {table} ({quote('session_id')}, {quote('level')}, {quote('index')}, "
+        f"{hs}, {ht}, {ls}, {lt}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        f"ON CONFLICT ({quote('session_id')}, {quote('level')}, {quote('index')}) DO UPDATE SET "
+        f"{hs} = CASE WHEN {higher} THEN excluded.{hs} ELSE {table}.{hs} END, "
+        f"{ht} = CASE WHEN {higher} THEN excluded.{ht} ELSE {table}.{ht} END, "
+        f"{ls} = CASE WHEN {lower} THEN excluded.{ls} ELSE {table}.{ls} END, "
+        f"{lt} = CASE WHEN {lower} THEN excluded.{lt} ELSE {table}.{lt} END"
+    )
+    rows = [(session_pk, level, index, *extremes) for (level, index), extremes in wanted.items()]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
 
 
 def fill_aggregates(apps: Any, schema_editor: Any) -> None:
@@ -21,7 +130,7 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
     """
     session_model = apps.get_model("dashboard", "Session")
     for session in session_model.objects.order_by("pk").iterator(chunk_size=100):
-        blocks = aggregates.ChartBlocks(apps.get_model("dashboard", "ChartBlock"))
+        blocks = _ChartBlocks(apps.get_model("dashboard", "ChartBlock"))
         usage: dict[str, list[int]] = {}
         parts: dict[str, list[int]] = {}
         last = -1
@@ -41,14 +150,14 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
                 .annotate(all_tokens=models.Sum("tokens"), messages=models.Count("pk"))
                 .values_list("role", "unit", "all_tokens", "messages")
             ):
-                aggregates.add_part(parts, role, unit, tokens, count)
+                _add_part(parts, role, unit, tokens, count)
             reported = session.messages.filter(
                 seq__gt=last, seq__lte=batch[-1][0], provider_tokens__isnull=False
             ).values_list("provider_tokens", "record_extra")
             for provider_tokens, extra in reported:
-                found = aggregates.ReplyUsage.of(session.model_name, provider_tokens, extra or {})
+                found = _reply_usage(session.model_name, provider_tokens, extra or {})
                 if found is not None:
-                    aggregates.add_usage(usage, found)
+                    _add_usage(usage, found)
             blocks.save(session)
             last = batch[-1][0]
         events = list(session.compaction_events.order_by("position"))

@@ -39,13 +39,6 @@ FORMAT = "openhands"
 EVENT_KEYS = frozenset({"action", "observation"})
 
 
-def is_event(item: dict[str, Any]) -> bool:
-    """Whether a JSON object is a serialized OpenHands event or evaluation record."""
-    if isinstance(item.get("history"), list) and "instance_id" in item:
-        return True
-    return "source" in item and "id" in item and bool(EVENT_KEYS & item.keys())
-
-
 def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProblem]:
     """Yield the session of the file (or one per evaluation record), warnings first."""
     damaged: list[FormatProblem] = []

@@ -95,8 +95,9 @@ class Command(BaseCommand):
                 + ngettext("%d problem", "%d problems", problems)
                 % problems
             )
-            for outcome in report.outcomes:
-                self.stdout.write(f"{path}: {outcome} ({outcome.public_id})")
+            if options["verbosity"] >= 1:  # `-v 0`: the line per path only (`make run`)
+                for outcome in report.outcomes:
+                    self.stdout.write(f"{path}: {outcome} ({outcome.public_id})")
             for original, public_id in report.renamed.items():
                 self.stdout.write(
                     f"{path}: session {original} imported as {public_id} "
