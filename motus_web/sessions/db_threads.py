@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-from asgiref.sync import SyncToAsync
+from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connections
 
@@ -75,13 +75,24 @@ def _in_pool_thread(loop: asyncio.AbstractEventLoop, call: Callable[[], T]) -> T
 
 def on_db_thread(fn: Callable[P, T]) -> Callable[P, Awaitable[T]]:
     """``fn`` (synchronous ORM code) to ``await`` from async code, run on the
-    pool; its exceptions are raised to the awaiting coroutine. Cancelling the
+    pool, or on the thread of a synchronous caller awaiting this coroutine
+    (its connection and transaction); its exceptions are raised to the
+    awaiting coroutine. Cancelling the
     await does not stop a call already running (it finishes, and its
     connection goes back)."""
 
     @functools.wraps(fn)
     async def call(*args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
+        if getattr(AsyncToSync.executors, "current", None) or loop in (
+            AsyncToSync.loop_thread_executors
+        ):
+            # A synchronous caller waits on this coroutine (``async_to_sync``, as
+            # the dashboard's actions do): its thread holds the connection, and
+            # maybe the open transaction, this call belongs to. On another
+            # connection it would wait for that transaction's lock (SQLite) or
+            # write outside it (PostgreSQL).
+            return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
         target = web_loop.get(loop)
         context = contextvars.copy_context()
         bound = functools.partial(context.run, fn, *args, **kwargs)

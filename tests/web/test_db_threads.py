@@ -63,3 +63,31 @@ async def test_a_failed_call_gives_its_connection_back_and_raises(
         await db_threads.on_db_thread(fails)()
     pool = db_threads._executor()
     assert not await asyncio.wrap_future(pool.submit(open_connection))
+
+
+def test_a_synchronous_caller_keeps_the_call_in_its_own_transaction(session: Session) -> None:
+    """A dashboard action awaits a memory's write through ``async_to_sync``
+    inside its transaction: the write joins that transaction (rolled back
+    with it), where a pool thread's connection would wait for its lock."""
+    from asgiref.sync import async_to_sync
+    from django.db import transaction
+
+    threads: list[str] = []
+
+    def rename() -> None:
+        threads.append(threading.current_thread().name)
+        Session.objects.filter(pk=session.pk).update(title="renamed")
+
+    seen_inside: list[str] = []
+
+    def action_then_rollback() -> None:
+        with transaction.atomic():
+            async_to_sync(db_threads.on_db_thread(rename))()
+            seen_inside.append(Session.objects.get(pk=session.pk).title)
+            transaction.set_rollback(True)
+
+    action_then_rollback()
+
+    assert seen_inside == ["renamed"]
+    assert threads == [threading.current_thread().name]
+    assert Session.objects.get(pk=session.pk).title != "renamed"
