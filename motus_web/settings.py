@@ -13,7 +13,6 @@ import dj_database_url
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from motus_web.chat.providers import read_chat_models
 from motus_web.env import (
     env_bool,
     env_choice,
@@ -23,6 +22,7 @@ from motus_web.env import (
     env_url,
     local_secret_key,
 )
+from motus_web.providers import read_chat_models
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -312,7 +312,7 @@ MOTUS_SYNC_FOLDERS = {
     )
 }
 MOTUS_MODEL_NAME = env_str("MOTUS_MODEL_NAME", default="gpt-4o")
-# The live chat's models: MOTUS_CHAT_MODELS and MOTUS_CHAT_<NAME>_* (motus_web/chat/providers.py).
+# The live chat's models: MOTUS_CHAT_MODELS and MOTUS_CHAT_<NAME>_* (motus_web/providers.py).
 MOTUS_CHAT_MODELS = read_chat_models()
 
 LOG_LEVEL = env_choice("LOG_LEVEL", frozenset({"DEBUG", "INFO", "WARNING", "ERROR"}), "INFO")

@@ -1,5 +1,6 @@
-"""Model-provider clients: the ``ChatClient`` protocol, its stream events, and
-clients for OpenAI-compatible chat completions and the Anthropic Messages API.
+"""Model-provider clients: the ``ChatClient`` protocol, its stream events,
+clients for OpenAI-compatible chat completions and the Anthropic Messages API,
+and the registry of providers by name (``registry.py``).
 
 The clients import their SDK on first use, so importing this package stays cheap.
 """
@@ -19,6 +20,7 @@ from .base import (
     stream_completion,
 )
 from .openai_chat import OpenAIChatClient
+from .registry import ProviderClient, provider_client, provider_names, register_provider
 
 __all__ = [
     "AnthropicClient",
@@ -27,11 +29,15 @@ __all__ = [
     "Completion",
     "CompletionDone",
     "OpenAIChatClient",
+    "ProviderClient",
     "ReasoningDelta",
     "StreamingChatClient",
     "TextDelta",
     "ToolCallArgumentsDelta",
     "ToolCallStart",
     "Usage",
+    "provider_client",
+    "provider_names",
+    "register_provider",
     "stream_completion",
 ]

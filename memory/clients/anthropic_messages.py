@@ -46,6 +46,7 @@ from ..errors import ConfigurationError, StreamInterruptedError
 from ..messages import INSTRUCTION_ROLES, ChatMessage, InvalidMessageError, ToolCall
 from ..tokens.images import TEXT_PART_TYPES
 from ..tokens.model_limits import get_model_limits
+from ..tokens.provider_rules import CountingRules, anthropic_rules
 from ._provider import (
     DEFAULT_TIMEOUT_S,
     MAX_RETRY_WAIT_S,
@@ -107,6 +108,18 @@ class AnthropicClient(OwnedHttpClient):
     the API refuses with thinking on (see ``check_thinking_params``); calls
     raise ``ProviderError`` subclasses (see ``memory.errors``).
     """
+
+    # The provider's rules (``memory.clients.registry``): the API's name, how it counts a request
+    # (``memory.tokens.provider_rules``), and that it needs a key at any
+    # ``base_url`` (the client sends ``x-api-key`` on every request).
+    api_name = "Anthropic Messages"
+    key_required_with_base_url = True
+
+    @staticmethod
+    def counting_rules(model: str | None, encoding_name: str) -> CountingRules:
+        """How the Anthropic Messages API counts a request to ``model``
+        (``provider_rules.anthropic_rules``)."""
+        return anthropic_rules(model, encoding_name)
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import StreamInterruptedError
 from ..messages import ChatMessage, ToolCall
 from ..tokens.images import TEXT_PART_TYPES
+from ..tokens.provider_rules import CountingRules, openai_rules
 from ._provider import (
     DEFAULT_TIMEOUT_S,
     MAX_RETRY_WAIT_S,
@@ -86,6 +87,18 @@ class OpenAIChatClient(OwnedHttpClient):
     Raises ``ConfigurationError`` at construction when OpenAI's own API is
     meant and there is no key; calls raise ``ProviderError`` subclasses.
     """
+
+    # The provider's rules (``memory.clients.registry``): the API's name, how it counts a request
+    # (``memory.tokens.provider_rules``), and that a key is needed only for
+    # OpenAI's own API: a server at another ``base_url`` may take none.
+    api_name = "OpenAI chat completions"
+    key_required_with_base_url = False
+
+    @staticmethod
+    def counting_rules(model: str | None, encoding_name: str) -> CountingRules:
+        """How OpenAI's chat completions count a request to ``model``
+        (``provider_rules.openai_rules``)."""
+        return openai_rules(model, encoding_name)
 
     def __init__(
         self,

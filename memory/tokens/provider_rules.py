@@ -58,6 +58,8 @@ from typing import Any, Literal
 
 from .encodings import normalize_model_name
 
+# The request formats this module can count, not the providers: a provider's
+# client sends one of them (a new provider speaking either needs no change here).
 Shape = Literal["openai", "anthropic"]
 
 # OpenAI cookbook, "How to count tokens with tiktoken", section 7.
@@ -96,16 +98,33 @@ class CountingRules:
 
 
 def counting_rules(model: str | None, encoding_name: str) -> CountingRules:
-    """The rules for ``model`` counted with ``encoding_name`` (``None``: an
-    OpenAI-shaped request)."""
+    """The rules for ``model`` counted with ``encoding_name`` when its provider
+    is not known, read from its name: a Claude model is sent by
+    ``AnthropicClient`` (``anthropic_rules``), every other model (and ``None``)
+    by ``OpenAIChatClient`` (``openai_rules``). A client declares its own
+    provider's rules as its ``counting_rules`` (``memory.clients.registry``)."""
     name = _VERSION_DOT.sub("-", normalize_model_name(model)) if model else ""
     if "claude" not in name:
-        init = (
-            FUNCTION_INIT_TOKENS_CL100K if encoding_name == "cl100k_base" else FUNCTION_INIT_TOKENS
-        )
-        return CountingRules("openai", False, 0, init)
+        return openai_rules(model, encoding_name)
+    return anthropic_rules(model, encoding_name)
+
+
+def openai_rules(model: str | None, encoding_name: str) -> CountingRules:
+    """The OpenAI chat-completions rules: tools rendered as functions, earlier
+    reasoning not counted. Only ``encoding_name`` matters (``cl100k_base``
+    models take 10 tokens per function, the others 7)."""
+    init = FUNCTION_INIT_TOKENS_CL100K if encoding_name == "cl100k_base" else FUNCTION_INIT_TOKENS
+    return CountingRules("openai", False, 0, init)
+
+
+def anthropic_rules(model: str | None, encoding_name: str) -> CountingRules:
+    """The Anthropic Messages rules for ``model``: whether earlier thinking
+    stays in context and the tool-use system prompt's size, by the model's
+    family and version (a name without a version gets the newer behaviour,
+    which counts more)."""
+    name = _VERSION_DOT.sub("-", normalize_model_name(model)) if model else ""
     family, version = _claude_version(name)
-    if family is None:  # a name without a version: assume the newer behaviour (counts more)
+    if family is None:
         return CountingRules("anthropic", True, CLAUDE_TOOL_PROMPT_TOKENS, 0)
     keeps = (
         family in ("fable", "mythos")

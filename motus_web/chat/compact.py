@@ -26,11 +26,11 @@ from django.db import transaction
 
 from memory import LogError
 from memory.log import records
+from motus_web.providers import ChatModel
 from motus_web.sessions import once
 from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.models import Session
 
-from .providers import ChatModel
 from .render import RecordPublisher, last_position
 from .turns import error_frame, restore_memory
 

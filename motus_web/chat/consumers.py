@@ -66,6 +66,7 @@ from channels.utils import await_many_dispatch
 from django.conf import settings
 from django.db import IntegrityError
 
+from motus_web.providers import ChatModel
 from motus_web.sessions import lease, once
 from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.models import Session
@@ -85,7 +86,6 @@ from .frames import (
     parse_frame,
 )
 from .offload import OffLoop, bridge
-from .providers import ChatModel
 from .publishing import RunPublisher
 from .render import last_position, record_frames
 from .replay import ReplayRun, replay_of

@@ -8,10 +8,10 @@ from django.conf import settings
 from django.contrib.humanize.templatetags.humanize import intcomma
 
 from memory import CompactionMemoryConfig, ConfigurationError
+from motus_web.providers import ChatModel
 from motus_web.sessions.limits import REPLAY_THRESHOLD_MAX, REPLAY_THRESHOLD_MIN
 from motus_web.sessions.long_term_store import owner_scope
 
-from .providers import ChatModel
 from .tools import Overhead, overhead
 
 

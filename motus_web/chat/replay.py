@@ -27,13 +27,13 @@ from memory import (
     CompactionMemoryConfig,
     MotusMemoryError,
 )
+from motus_web.providers import ChatModel
 from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.memories import restore_view
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
 
-from .providers import ChatModel
 from .render import RecordPublisher, last_position
 from .turns import error_frame
 

@@ -20,15 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
-from memory import AnthropicClient, ChatClient, CompactionMemory, OpenAIChatClient
+from memory import CompactionMemory, provider_client, provider_names
+from motus_web.providers import DEFAULT_PROVIDER, configured_for
 from motus_web.sessions.memories import restore_view
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
 
 from . import live_context
 
-PROVIDERS = ("openai", "anthropic")
 # The clients build request bodies without a connection; the URL is never called.
 _NOWHERE = "http://127.0.0.1:9/v1"
 
@@ -66,26 +64,26 @@ def before(session: Session, reply: Message) -> Request:
     return request_of(session, restore_view(session, reply.position))
 
 
+def providers() -> list[tuple[str, str]]:
+    """Each registered provider's name and the API it speaks, in registration order."""
+    return [(name, provider_client(name).api_name) for name in provider_names()]
+
+
 def provider_of(session: Session) -> str:
     """The API whose request shape the session's model was sent: the provider
     of a configured chat model with that model id, else the OpenAI chat
     format the library speaks."""
-    for model in getattr(settings, "MOTUS_CHAT_MODELS", ()):
-        if getattr(model, "model", None) == session.model_name:
-            provider = getattr(model, "provider", "openai")
-            return provider if provider in PROVIDERS else "openai"
-    return "openai"
+    model = configured_for(session.model_name)
+    if model is not None and model.provider in provider_names():
+        return model.provider
+    return DEFAULT_PROVIDER
 
 
 def body(request: Request, model_name: str, provider: str) -> dict[str, Any]:
-    """The request body the library's client for ``provider`` sends for this
-    context (``ChatClient.request_body``; the agent streams it, adding
-    ``stream`` and, for OpenAI, ``stream_options``)."""
-    client: ChatClient
-    if provider == "anthropic":
-        client = AnthropicClient(_NOWHERE, api_key="unused")
-    else:
-        client = OpenAIChatClient(_NOWHERE, api_key="unused")
+    """The request body the library's client for ``provider`` (a registered
+    name) sends for this context (``request_body``; the agent streams it,
+    adding ``stream`` and, for OpenAI, ``stream_options``)."""
+    client = provider_client(provider)(_NOWHERE, api_key="unused", timeout_s=None)
     return client.request_body(
         model=model_name or "unknown",
         messages=request.memory.get_context(),

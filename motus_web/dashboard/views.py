@@ -27,7 +27,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
-from memory import clean_text
+from memory import clean_text, provider_names
 from motus_web.sessions import history, in_place, jobs, memories, once, operations, pins
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
@@ -581,7 +581,7 @@ def step_detail(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpRespo
         "earlier": earlier,
         "change": change,
         "provider": provider,
-        "providers": steps.PROVIDERS,
+        "providers": steps.providers(),
         "body_size": len(json.dumps(steps.body(this, session.model_name, provider))),
         "page_number": _page_of(session, reply.seq),
         "recalled": recalled_for(session, reply, this.memory.memory_block),
@@ -606,7 +606,7 @@ def step_request(request: HtmxHttpRequest, public_id: str, seq: int) -> HttpResp
 
 def _provider_choice(request: HttpRequest, session: Session) -> str:
     asked = request.GET.get("provider")
-    return asked if asked in steps.PROVIDERS else steps.provider_of(session)
+    return asked if asked in provider_names() else steps.provider_of(session)
 
 
 def _reply_at(session: Session, seq: int) -> Message:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.conf import settings
 
 from memory import ChatClient, CompactionError, CompactionMemory, LogPoint, PointNotFoundError
+from motus_web.providers import ChatModel, configured_for
 
 from . import history, operations, pins
 from .memories import ContextSize, restore_view
@@ -236,9 +235,9 @@ def correct_summary(
 # -- compact now -------------------------------------------------------------------------
 
 
-def _configured(session: Session) -> Any:
+def _configured(session: Session) -> ChatModel | None:
     """The session's own model among the chat's (``MOTUS_CHAT_MODELS``), if configured."""
-    return next((m for m in settings.MOTUS_CHAT_MODELS if m.model == session.model_name), None)
+    return configured_for(session.model_name)
 
 
 def compactor_name(session: Session) -> str | None:
@@ -253,11 +252,11 @@ class NothingToFoldError(ValueError):
 
 
 def compact_now(
-    session: Session, instructions: str, *, as_of: int, model: Any = None
+    session: Session, instructions: str, *, as_of: int, model: ChatModel | None = None
 ) -> CompactionEvent:
     """Compact the session's context now with ``instructions`` (what the
     summary must keep; ``""``: none). ``model`` is a configured chat model
-    (``motus_web.chat.providers.ChatModel``: its client and summary model
+    (``motus_web.providers.ChatModel``: its client and summary model
     write the summary); ``None``: the session's own model when it is
     configured, else the offline summariser. Returns the event logged: the
     compaction, or a failed attempt (the context is then as it was; its
@@ -286,7 +285,7 @@ def compact_now(
 
 
 def clear_then_compact(
-    session: Session, instructions: str, *, as_of: int, model: Any = None
+    session: Session, instructions: str, *, as_of: int, model: ChatModel | None = None
 ) -> CompactionEvent | ContextChange:
     """Compact now's option "clear old tool results first": tool results older
     than the newest ``clear_keep_tool_results`` of the session's config (3 by

@@ -14,9 +14,9 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.test import Client
 
 from memory import CompactionMemoryConfig
-from motus_web.chat.providers import ChatModel
 from motus_web.chat.routing import websocket_urlpatterns
 from motus_web.chat.tools import new_chat_tool_schemas
+from motus_web.providers import ChatModel
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
 

@@ -21,8 +21,8 @@ from pytest_django import Settings
 from memory.testing.scripted_server import ScriptedReply, ScriptedServer
 from motus_web.asgi import application, django_asgi_app
 from motus_web.chat.frames import MAX_FRAME_BYTES
-from motus_web.chat.providers import ChatModel
 from motus_web.chat.replay import ReplaySettings, create_replay
+from motus_web.providers import ChatModel
 from motus_web.sessions.models import Session
 
 from .chat_helpers import chat_session, scripted_model

@@ -17,8 +17,8 @@ from django.contrib.auth.models import User
 from pytest_django import Settings
 
 from memory.testing.scripted_server import Api, ScriptedReply, ScriptedServer
-from motus_web.chat import providers
-from motus_web.chat.providers import ChatModel
+from motus_web import providers
+from motus_web.providers import ChatModel
 from motus_web.sessions.models import Message, Session
 
 from .chat_helpers import FRAME_TIMEOUT_S, chat_session, frames_until, socket_for

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from motus_web.chat.providers import ChatModel
 from motus_web.chat.turns import restore_memory
+from motus_web.providers import ChatModel
 from motus_web.sessions import memories
 from motus_web.sessions.importers import ImportOptions, import_path
 from motus_web.sessions.memories import file_limits
