@@ -100,14 +100,19 @@ def unrecognised(source: str, reason: str | None = None) -> FormatProblem:
 
 
 def parse(
-    stream: BinaryIO, name: str, subagents: Iterable[tuple[BinaryIO, str]] = ()
+    stream: BinaryIO,
+    name: str,
+    subagents: Iterable[tuple[BinaryIO, str]] = (),
+    max_messages: int | None = None,
 ) -> Iterator[ParsedSession | FormatProblem]:
     """Detect the format of ``stream`` (binary, seekable) and yield what it holds.
 
     Yields each session, or a ``FormatProblem`` for each thing that refused one
     (naming the file, the line or record, and the field). ``subagents`` are the
-    subagent transcripts of a Claude Code session. Raises ``ValueError`` for the
-    Motus formats, which the Motus importer reads.
+    subagent transcripts of a Claude Code session. ``max_messages`` (an upload's
+    cap) is applied while reading where the format streams its lines (Claude
+    Code: see ``claude_code.parse``); the writer applies it to the rest. Raises
+    ``ValueError`` for the Motus formats, which the Motus importer reads.
     """
     plain = open_plain(stream)
     try:
@@ -122,7 +127,7 @@ def parse(
     try:
         match format_:
             case "claude-code":
-                yield from claude_code.parse(plain, name, subagents)
+                yield from claude_code.parse(plain, name, subagents, max_messages)
             case "codex-cli":
                 yield from codex.parse(plain, name)
             case "chatgpt":
