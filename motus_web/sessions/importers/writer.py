@@ -432,7 +432,9 @@ class Writer:
         name = name or f"{parsed.source_tool} session"
         counted_as = self._counted_as(parsed)
         if lineage is None and parent is not None:
-            lineage = Session.SUBAGENT  # found by its session's own id
+            # Found by its session's own id: a fork names its parent (Codex's
+            # ``forked_from_id``), a subagent its session.
+            lineage = Session.FORK if parsed.extra.get("forked") else Session.SUBAGENT
         meta_extra = self._source_meta(parsed, counted_as, lineage)
         original = own or ""
         original = original if len(original) <= 128 else ""

@@ -366,6 +366,13 @@ class _State:
             extra["other_lines"] = self.other_lines
         if self.later_meta:
             extra["later_session_meta"] = self.later_meta
+        forked = meta.get("forked_from_id")
+        if isinstance(forked, str) and forked and forked != meta.get("id"):
+            # ``codex fork`` (and the TUI's fork) writes a new rollout whose
+            # session_meta names the thread it copied (openai/codex,
+            # protocol ``SessionMeta.forked_from_id``): the fork links to it.
+            extra["parent_session_id"] = forked
+            extra["forked"] = True
         left = self.items.leftover()
         if left:
             extra["unattached_items"] = left
