@@ -33,6 +33,8 @@ from ._io import PlainTooLarge, capped, json_lines, kind
 from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession, named_model
 
 FORMAT = "claude-code"
+# A current model of the tool's provider: it counts a session whose file names none.
+ESTIMATE_MODEL = "claude-sonnet-4-5"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
 COMPACT_BOUNDARY = "compact_boundary"
 AUTOCOMPACT_BUFFER = 33_000  # tokens Claude Code 2.x keeps free: it compacts at window - this

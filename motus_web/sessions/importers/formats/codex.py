@@ -31,6 +31,8 @@ from ._io import capped, json_lines, kind, shown
 from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession, named_model
 
 FORMAT = "codex-cli"
+# A current model of the tool's provider: it counts a session whose file names none.
+ESTIMATE_MODEL = "gpt-5-codex"
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 OUTPUT_TYPES = frozenset(

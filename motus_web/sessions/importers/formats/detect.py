@@ -35,6 +35,15 @@ SUPPORTED: dict[str, str] = {
     "motus-log": "Motus JSONL conversation log",
     "openai-chat": "OpenAI chat messages (a JSON list, an object with 'messages', or JSONL)",
 }
+# Format name -> the model that counts a session whose file names none (the
+# format's ``ESTIMATE_MODEL``; the others: the importer's setting).
+ESTIMATE_MODELS: dict[str, str] = {
+    claude_code.FORMAT: claude_code.ESTIMATE_MODEL,
+    codex.FORMAT: codex.ESTIMATE_MODEL,
+    gemini_cli.FORMAT: gemini_cli.ESTIMATE_MODEL,
+    anthropic.FORMAT: anthropic.ESTIMATE_MODEL,
+    anthropic.CLAUDE_AI: anthropic.ESTIMATE_MODEL,
+}
 # Parsed by the Motus importer itself, not here.
 MOTUS_FORMATS = frozenset({"motus-log", "openai-chat"})
 # The Motus log's record types (memory.log.records.RECORD_TYPES), kept here so
