@@ -10,6 +10,11 @@ the process's peak resident memory (``VmHWM``, MB) and wall time:
 - an upload job's import of a gzip of an N-line Claude Code transcript
   (user and assistant lines taking turns, with their parentUuid chain).
 
+For the upload cases the job runs on a thread, as in the web process
+(``MOTUS_IMPORT_THREADS``), while the main thread requests ``/login/`` from
+the same process without pause: its p95 while the job runs is printed beside
+the p95 of 50 requests before it (the web process staying responsive).
+
 The big files are made in a temporary folder at run time and deleted after::
 
     .venv/bin/python bench/import_line_cap.py [LINES]   # LINES default 2,000,000
@@ -25,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -95,23 +101,60 @@ def run_case(kind: str, path: Path) -> None:
     django.setup()
     from django.conf import settings
     from django.core.management import call_command
+    from django.test import override_settings
 
     call_command("migrate", verbosity=0)
+    # The page's static files are served by name: no collectstatic manifest needed.
+    plain = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    override_settings(STORAGES={**settings.STORAGES, "staticfiles": plain}).enable()
     started = time.perf_counter()
     if kind == "sync":
         call_command("sync_sessions", "--folder", str(path.parent), verbosity=0)
         said = ""
     else:
-        from motus_web.sessions.importers import ImportOptions, import_path
+        from motus_web.sessions.importers import ImportOptions, ImportReport, import_path
 
         options = ImportOptions(
             max_messages=settings.MOTUS_UPLOAD_MAX_MESSAGES,
             max_plain_bytes=settings.MOTUS_UPLOAD_MAX_PLAIN_BYTES,
         )
-        report = import_path(path, options)
-        said = f"{report.messages:,} messages, {len(report.problems)} problems"
+        idle = login_times(50)
+        started = time.perf_counter()
+        reports: list[ImportReport] = []
+        # An upload job runs on a thread of the web process (MOTUS_IMPORT_THREADS):
+        # /login/ is served by the same process meanwhile.
+        job = threading.Thread(target=lambda: reports.append(import_path(path, options)))
+        job.start()
+        busy: list[float] = []
+        while job.is_alive():
+            busy += login_times(1)
+        job.join()
+        report = reports[0]
+        said = (
+            f"{report.messages:,} messages, {len(report.problems)} problems; /login/ p95 "
+            f"{p95(idle) * 1000:.0f} ms idle, {p95(busy) * 1000:.0f} ms during the job "
+            f"({len(busy)} requests)"
+        )
     seconds = time.perf_counter() - started
     print(json.dumps({"peak": peak_mb(), "seconds": seconds, "said": said}))
+
+
+def login_times(count: int) -> list[float]:
+    """Seconds each of ``count`` GETs of /login/ took, served in this process."""
+    from django.test import Client
+
+    client = Client(HTTP_HOST="localhost")
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        response = client.get("/login/")
+        times.append(time.perf_counter() - started)
+        assert response.status_code == 200, response.status_code
+    return times
+
+
+def p95(times: list[float]) -> float:
+    return sorted(times)[min(len(times) - 1, int(len(times) * 0.95))] if times else 0.0
 
 
 def main(lines: int) -> None:

@@ -201,7 +201,7 @@ def _found(
     else:
         stream.seek(0)
         index = 0  # sessions only: the warnings before one do not shift its number
-        for item in formats.parse(stream, name, subagents):
+        for item in formats.parse(stream, name, subagents, max_messages):
             if isinstance(item, FormatProblem):
                 yield _problem(item)
             else:

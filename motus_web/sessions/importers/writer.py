@@ -53,7 +53,7 @@ from ..runners import elsewhere_alive, worker_id
 from ..signals import announce
 from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fingerprints
 from .commits import Transactions
-from .formats import ParsedSession
+from .formats import ESTIMATE_MODELS, ParsedSession
 from .formats._io import PlainTooLarge, kind
 from .formats.times import last_activity
 from .growth import older, regrown
@@ -104,15 +104,6 @@ class Skipped:
 
 
 TRANSCRIPT_FORMAT = "openai-chat"  # the source format of chat messages without an id
-# What counts a session whose file names no model: a current model of the tool's
-# provider (Claude.ai and Claude Code exports are Claude's, not gpt-4o's).
-ESTIMATE_MODELS = {
-    "claude-ai": "claude-sonnet-4-5",
-    "claude-code": "claude-sonnet-4-5",
-    "anthropic-messages": "claude-sonnet-4-5",
-    "gemini-cli": "gemini-2.5-pro",
-    "codex-cli": "gpt-5-codex",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,7 +423,9 @@ class Writer:
         name = name or f"{parsed.source_tool} session"
         counted_as = self._counted_as(parsed)
         if lineage is None and parent is not None:
-            lineage = Session.SUBAGENT  # found by its session's own id
+            # Found by its session's own id: a fork names its parent (Codex's
+            # ``forked_from_id``), a subagent its session.
+            lineage = Session.FORK if parsed.extra.get("forked") else Session.SUBAGENT
         meta_extra = self._source_meta(parsed, counted_as, lineage)
         original = own or ""
         original = original if len(original) <= 128 else ""

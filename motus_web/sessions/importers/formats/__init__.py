@@ -22,10 +22,19 @@ message fields), ``reasoning_items`` / ``codex_items`` (Codex Responses items),
 """
 
 from ._io import HEAD_SIZE
-from .detect import MOTUS_FORMATS, SUPPORTED, detect, parse, parse_path, unrecognised
+from .detect import (
+    ESTIMATE_MODELS,
+    MOTUS_FORMATS,
+    SUPPORTED,
+    detect,
+    parse,
+    parse_path,
+    unrecognised,
+)
 from .model import FormatProblem, ParsedCompaction, ParsedSession
 
 __all__ = [
+    "ESTIMATE_MODELS",
     "HEAD_SIZE",
     "MOTUS_FORMATS",
     "SUPPORTED",

@@ -28,6 +28,8 @@ from .model import FormatError, FormatProblem, ParsedSession, named_model
 
 FORMAT = "anthropic-messages"
 CLAUDE_AI = "claude-ai"
+# A current model of the tool's provider: it counts a session whose file names none.
+ESTIMATE_MODEL = "claude-sonnet-4-5"
 SENDERS = {"human": "user", "assistant": "assistant"}
 
 

@@ -14,21 +14,27 @@ hang. A ``system`` line with ``subtype: "compact_boundary"`` followed by the
 (``<session>/subagents/agent-*.jsonl``) are parsed as children.
 
 Memory: the message lines of one session (its tree) are held; other lines keep
-only their ids.
+only their ids. With a message cap (an upload's), reading stops at the first
+message line past it, so what is held stays within the cap whatever the file's
+length; the conversation read before it is imported and the stop reported with
+its line and byte offset. A compressed file that expands past its bound
+(``PlainTooLarge``) likewise hands over what was read before, then raises.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ._blocks import BlockMapper, usage_input_tokens
-from ._io import capped, json_lines, kind
+from ._io import PlainTooLarge, capped, json_lines, kind
 from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession, named_model
 
 FORMAT = "claude-code"
+# A current model of the tool's provider: it counts a session whose file names none.
+ESTIMATE_MODEL = "claude-sonnet-4-5"
 MESSAGE_TYPES = frozenset({"user", "assistant"})
 COMPACT_BOUNDARY = "compact_boundary"
 AUTOCOMPACT_BUFFER = 33_000  # tokens Claude Code 2.x keeps free: it compacts at window - this
@@ -60,6 +66,9 @@ class _Tree:
     nodes: dict[str, _Node] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)  # uuids in file order
     position: dict[str, int] = field(default_factory=dict)
+    message_lines: int = 0
+    stopped: FormatProblem | None = None  # why reading stopped before the file's end
+    too_large: PlainTooLarge | None = None  # the file expanded past its bound there
     skipped: dict[str, int] = field(default_factory=dict)
     titles: list[tuple[str | None, str]] = field(default_factory=list)  # (leafUuid, summary)
     custom_title: str | None = None
@@ -67,17 +76,29 @@ class _Tree:
 
 
 def parse(
-    stream: BinaryIO, source: str, subagents: Iterable[tuple[BinaryIO, str]] = ()
+    stream: BinaryIO,
+    source: str,
+    subagents: Iterable[tuple[BinaryIO, str]] = (),
+    max_messages: int | None = None,
 ) -> Iterator[ParsedSession | FormatProblem]:
     """Yield the session in ``stream`` (one per file), or the problems that refuse it.
 
     ``subagents`` are the ``(stream, name)`` of its subagent transcripts; each
     becomes a child session, and a bad one is reported without refusing the parent.
+    ``max_messages`` (an upload's cap, messages): reading stops at the first
+    message line past it; the session read before is yielded, cut to the cap and
+    without its branches, after a problem naming the line and byte offset of
+    the stop. Raises ``PlainTooLarge`` after yielding what was read before the
+    stream's bound, when the stream is a ``Bounded`` one.
     """
-    tree, problems, damaged = _read(stream, source)
+    tree, problems, damaged = _read(stream, source, max_messages)
     yield from capped(damaged, source)
+    if tree.too_large is not None and tree.first is None:
+        raise tree.too_large  # nothing of the conversation came before the bound
     if problems:
         yield from capped(problems, source)
+        if tree.too_large is not None:
+            raise tree.too_large
         return
     children: list[ParsedSession] = []
     for child_stream, child_name in subagents:
@@ -90,6 +111,8 @@ def parse(
         session = _session(tree, source, children)
     except FormatError as error:
         yield error.problem(source)
+        if tree.too_large is not None:
+            raise tree.too_large from None
         return
     missing = session.extra.get("missing_parents")
     if missing and damaged:
@@ -100,7 +123,29 @@ def parse(
             "each was joined to the line written before it",
             warning=True,
         )
+    if tree.stopped is not None:
+        yield tree.stopped
+        if max_messages is not None:
+            session = _cut(session, max_messages)
     yield session
+    if tree.too_large is not None:
+        raise tree.too_large
+
+
+def _cut(session: ParsedSession, limit: int) -> ParsedSession:
+    """The first ``limit`` messages of a session whose reading stopped at the cap
+    (a user line of several tool results is several messages), without branches:
+    they hang off lines past what was read."""
+    session.extra.pop("branch_forks", None)
+    return replace(
+        session,
+        messages=session.messages[:limit],
+        provider_input_tokens={
+            at: tokens for at, tokens in session.provider_input_tokens.items() if at < limit
+        },
+        compactions=[c for c in session.compactions if c.at <= limit],
+        branches=[],
+    )
 
 
 def subagent_files(path: Path) -> list[Path]:
@@ -108,13 +153,40 @@ def subagent_files(path: Path) -> list[Path]:
     return sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl"))
 
 
-def _read(stream: BinaryIO, source: str) -> tuple[_Tree, list[FormatProblem], list[FormatProblem]]:
+def _read(
+    stream: BinaryIO, source: str, max_messages: int | None = None
+) -> tuple[_Tree, list[FormatProblem], list[FormatProblem]]:
     """The tree of the file's lines, the problems that refuse it, and the damaged
-    lines skipped (warnings: Claude Code itself skips them on resume)."""
+    lines skipped (warnings: Claude Code itself skips them on resume).
+
+    Reading stops (``tree.stopped``) at the first message line past
+    ``max_messages``, and (``tree.too_large``) where the stream's bound is met."""
     tree = _Tree()
     problems: list[FormatProblem] = []
     damaged: list[FormatProblem] = []
-    for number, item in json_lines(stream):
+    lines = json_lines(stream)
+    start = stream.tell()  # where the line being read starts (bytes of plain text)
+    while True:
+        try:
+            number, item = next(lines)
+        except StopIteration:
+            break
+        except PlainTooLarge as error:
+            tree.too_large = error
+            break
+        if max_messages is not None and _is_message(item):
+            tree.message_lines += 1
+            if tree.message_lines > max_messages:
+                tree.stopped = FormatProblem(
+                    source,
+                    f"line {number}",
+                    f"the file holds more than {max_messages:,} messages, the most an upload "
+                    f"may hold: reading stopped at byte {start:,}, the messages before it "
+                    "are imported; import the whole file on the server with "
+                    "`manage.py import_sessions FILE`",
+                )
+                break
+        start = stream.tell()
         if isinstance(item, str):
             damaged.append(FormatProblem(source, f"line {number}", item, warning=True))
             continue
@@ -130,15 +202,24 @@ def _read(stream: BinaryIO, source: str) -> tuple[_Tree, list[FormatProblem], li
             _take(tree, number, kind_, item)
         except FormatError as error:
             problems.append(error.problem(source))
-    if not problems and not any(
-        node.record is not None and node.record.get("type") in MESSAGE_TYPES
-        for node in tree.nodes.values()
+    if (
+        not problems
+        and tree.too_large is None
+        and not any(
+            node.record is not None and node.record.get("type") in MESSAGE_TYPES
+            for node in tree.nodes.values()
+        )
     ):
         why = "no user or assistant line: no conversation to import"
         if damaged:
             why = f"no line could be read but damaged ones ({len(damaged):,}): {why}"
         problems.append(FormatProblem(source, "", why))
     return tree, problems, damaged
+
+
+def _is_message(item: dict[str, Any] | str) -> bool:
+    """A conversation line that becomes at least one message (not a caveat line)."""
+    return isinstance(item, dict) and item.get("type") in MESSAGE_TYPES and not item.get("isMeta")
 
 
 def _take(tree: _Tree, number: int, kind_: str, item: dict[str, Any]) -> None:

@@ -31,6 +31,8 @@ from ._io import capped, json_lines, kind, shown
 from .model import FormatError, FormatProblem, ParsedCompaction, ParsedSession, named_model
 
 FORMAT = "codex-cli"
+# A current model of the tool's provider: it counts a session whose file names none.
+ESTIMATE_MODEL = "gpt-5-codex"
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 OUTPUT_TYPES = frozenset(
@@ -366,6 +368,13 @@ class _State:
             extra["other_lines"] = self.other_lines
         if self.later_meta:
             extra["later_session_meta"] = self.later_meta
+        forked = meta.get("forked_from_id")
+        if isinstance(forked, str) and forked and forked != meta.get("id"):
+            # ``codex fork`` (and the TUI's fork) writes a new rollout whose
+            # session_meta names the thread it copied (openai/codex,
+            # protocol ``SessionMeta.forked_from_id``): the fork links to it.
+            extra["parent_session_id"] = forked
+            extra["forked"] = True
         left = self.items.leftover()
         if left:
             extra["unattached_items"] = left

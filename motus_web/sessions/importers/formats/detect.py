@@ -35,6 +35,15 @@ SUPPORTED: dict[str, str] = {
     "motus-log": "Motus JSONL conversation log",
     "openai-chat": "OpenAI chat messages (a JSON list, an object with 'messages', or JSONL)",
 }
+# Format name -> the model that counts a session whose file names none (the
+# format's ``ESTIMATE_MODEL``; the others: the importer's setting).
+ESTIMATE_MODELS: dict[str, str] = {
+    claude_code.FORMAT: claude_code.ESTIMATE_MODEL,
+    codex.FORMAT: codex.ESTIMATE_MODEL,
+    gemini_cli.FORMAT: gemini_cli.ESTIMATE_MODEL,
+    anthropic.FORMAT: anthropic.ESTIMATE_MODEL,
+    anthropic.CLAUDE_AI: anthropic.ESTIMATE_MODEL,
+}
 # Parsed by the Motus importer itself, not here.
 MOTUS_FORMATS = frozenset({"motus-log", "openai-chat"})
 # The Motus log's record types (memory.log.records.RECORD_TYPES), kept here so
@@ -100,14 +109,19 @@ def unrecognised(source: str, reason: str | None = None) -> FormatProblem:
 
 
 def parse(
-    stream: BinaryIO, name: str, subagents: Iterable[tuple[BinaryIO, str]] = ()
+    stream: BinaryIO,
+    name: str,
+    subagents: Iterable[tuple[BinaryIO, str]] = (),
+    max_messages: int | None = None,
 ) -> Iterator[ParsedSession | FormatProblem]:
     """Detect the format of ``stream`` (binary, seekable) and yield what it holds.
 
     Yields each session, or a ``FormatProblem`` for each thing that refused one
     (naming the file, the line or record, and the field). ``subagents`` are the
-    subagent transcripts of a Claude Code session. Raises ``ValueError`` for the
-    Motus formats, which the Motus importer reads.
+    subagent transcripts of a Claude Code session. ``max_messages`` (an upload's
+    cap) is applied while reading where the format streams its lines (Claude
+    Code: see ``claude_code.parse``); the writer applies it to the rest. Raises
+    ``ValueError`` for the Motus formats, which the Motus importer reads.
     """
     plain = open_plain(stream)
     try:
@@ -122,7 +136,7 @@ def parse(
     try:
         match format_:
             case "claude-code":
-                yield from claude_code.parse(plain, name, subagents)
+                yield from claude_code.parse(plain, name, subagents, max_messages)
             case "codex-cli":
                 yield from codex.parse(plain, name)
             case "chatgpt":

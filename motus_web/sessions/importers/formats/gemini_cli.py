@@ -31,6 +31,8 @@ from ._json import load
 from .model import FormatError, FormatProblem, ParsedSession, named_model
 
 FORMAT = "gemini-cli"
+# A current model of the tool's provider: it counts a session whose file names none.
+ESTIMATE_MODEL = "gemini-2.5-pro"
 NOTICE_TYPES = frozenset({"info", "error", "warning"})
 MESSAGE_TYPES = frozenset({"user", "gemini"}) | NOTICE_TYPES
 
