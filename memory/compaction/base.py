@@ -96,13 +96,33 @@ class Draft:
 
 
 def compaction_trace_fields(record: Compaction) -> dict[str, Any]:
-    """A compaction's trace event: the record's figures, without its bulky text."""
+    """A compaction's trace event: the record's figures, without its bulky text.
+
+    ``ledger_entries`` (how many the ledger carries); when the ledger's budget
+    was full, ``ledger_full`` (``True``), ``ledger_given_way`` (how many entries
+    gave way), ``ledger_given_way_by_user`` (the values of the user's among
+    them) and ``ledger_gives_way`` (``LEDGER_FULL_NOTE``: the order they go in),
+    as the compaction page says it."""
     bulky = ("type", "ts", "summary", "checkpoint", "ledger", "ledger_given_way")
     fields = {k: v for k, v in record.to_dict().items() if k not in bulky}
     fields["ledger_entries"] = len(record.ledger or ())
+    fields["ledger_full"] = bool(record.ledger_given_way)
     if record.ledger_given_way:
         fields["ledger_given_way"] = len(record.ledger_given_way)
+        fields["ledger_given_way_by_user"] = [
+            entry["value"]
+            for entry in record.ledger_given_way
+            if entry.get("role") == "user" and isinstance(entry.get("value"), str)
+        ]
+        fields["ledger_gives_way"] = LEDGER_FULL_NOTE
     return fields
+
+
+LEDGER_FULL_NOTE = (
+    "the ledger's budget was full; what gives way first: identifiers only tool results "
+    "named, then the assistant's, then the user's names, numbers and dates, then the "
+    "user's identifiers; instructions and what the user asked to remember last"
+)
 
 
 def clearing_trace_fields(record: ToolResultsCleared) -> dict[str, Any]:

@@ -15,7 +15,9 @@ A tool call is read as its arguments, never its JSON envelope.
 An identifier is lost only when the context after the compaction holds it
 nowhere: not in the summary (as corrected), nor in the ledger the record
 carries, nor in a message the compaction kept or replayed verbatim (its text
-or its tool calls' arguments).
+or its tool calls' arguments), nor in the long-term memory block in force at
+the compaction (the newest ``memory_recall`` record before it: the block sits
+in the system message the context starts with, ``recalled_blocks``).
 
 Message text is read by the database as a bounded prefix of its stored JSON
 (``TEXT_LIMIT`` characters of the content and of the tool calls), so no
@@ -43,7 +45,7 @@ from memory import (
     worth_keeping,
 )
 from motus_web.sessions.fields import unescape
-from motus_web.sessions.models import CompactionEvent, Message
+from motus_web.sessions.models import CompactionEvent, Message, Session
 
 FOLDED_LIMIT = 2000  # folded messages read for one report; a longer fold is marked partial
 TEXT_LIMIT = 20_000  # characters of a message's stored content (and calls) searched
@@ -179,11 +181,13 @@ def report(
     previous_summary: str | None = None,
     summary: str | None = None,
     verbatim: Sequence[Text] = (),
+    block: str = "",
 ) -> Report:
     """Every identifier in ``folded`` and in ``previous_summary``, kept or lost
     in the context after ``event``: ``summary`` (an operator's correction of
-    it), else ``event.summary``, the ledger ``event`` carries, and
-    ``verbatim``, the messages it kept or replayed word for word; named by
+    it), else ``event.summary``, the ledger ``event`` carries,
+    ``verbatim``, the messages it kept or replayed word for word, and
+    ``block``, the long-term memory block in force (``recalled_blocks``); named by
     the user when a user message held it or the user's ledger entry that
     gave way at ``event``."""
     before = list(folded)
@@ -191,7 +195,7 @@ def report(
         before.append(Text(None, "summary", previous_summary))
     first, by_user = identifiers_in(before)
     by_user |= set(_given_way_by_user(event)) & first.keys()  # carried from the user's words
-    checked = kept_in(kept_text(event, summary, verbatim), first)
+    checked = kept_in(kept_text(event, summary, verbatim, block), first)
     return Report(
         tuple(Found(ident, kept, ident in by_user, first[ident]) for ident, kept in checked),
         partial=len(folded) >= FOLDED_LIMIT,
@@ -199,12 +203,17 @@ def report(
 
 
 def kept_text(
-    event: CompactionEvent, summary: str | None = None, verbatim: Iterable[Text] = ()
+    event: CompactionEvent,
+    summary: str | None = None,
+    verbatim: Iterable[Text] = (),
+    block: str = "",
 ) -> str:
     """All the text the context after ``event`` holds word for word: the
     summary (``summary``, an operator's correction, else the event's), the
     values of the ledger its record carries (not once corrected: the
-    correction is what the context holds), and the ``verbatim`` messages."""
+    correction is what the context holds), the ``verbatim`` messages (their
+    text and tool calls' arguments) and ``block``, the long-term memories
+    recalled into it."""
     entries = event.record_extra.get("ledger") if summary is None else None
     ledger = [
         entry["value"]
@@ -212,19 +221,45 @@ def kept_text(
         if isinstance(entry, dict) and isinstance(entry.get("value"), str)
     ]
     kept = event.summary if summary is None else summary
-    return "\n".join([kept or "", *ledger, *(text.text for text in verbatim)])
+    return "\n".join([kept or "", *ledger, *(text.text for text in verbatim), block])
+
+
+def recalled_blocks(session: Session, events: Sequence[CompactionEvent]) -> dict[int, str]:
+    """For each of ``events`` (by position), the long-term memory block in force
+    when it compacted: that of the newest ``memory_recall`` record before it
+    (``""``: none, or a session without long-term memory). One query."""
+    if not events:
+        return {}
+    recalls = list(
+        session.context_changes.filter(
+            kind="memory_recall", position__lt=max(e.position for e in events)
+        )
+        .order_by("position")
+        .values_list("position", "record_extra")
+    )
+    out: dict[int, str] = {}
+    for event in events:
+        before = [extra for position, extra in recalls if position < event.position]
+        block = before[-1].get("block") if before and isinstance(before[-1], dict) else None
+        out[event.position] = block if isinstance(block, str) else ""
+    return out
 
 
 def lost_user_identifiers(
     events: Iterable[CompactionEvent],
     user_texts: Sequence[Text],
     corrected: Mapping[int, str] | None = None,
+    verbatim: Sequence[Text] = (),
+    blocks: Mapping[int, str] | None = None,
 ) -> dict[int, list[str]]:
     """For each successful compaction (by position), the identifiers from the
     user messages it folded, and those the user named that its ledger let go
     (``ledger_given_way``: carried by an earlier summary, dropped by this one),
-    that its summary does not mention (the corrected summary, for a position
-    in ``corrected``)."""
+    that the context after it holds nowhere: not its summary (the corrected
+    summary, for a position in ``corrected``) or ledger, nor a message of
+    ``user_texts`` or ``verbatim`` (any role's, tool calls' arguments
+    included) it kept or replayed word for word, nor the long-term memory
+    block in force (``blocks``, by position: ``recalled_blocks``)."""
     out: dict[int, list[str]] = {}
     for event in events:
         if event.kind != CompactionEvent.Kind.OK or event.summarized_first_seq is None:
@@ -240,8 +275,18 @@ def lost_user_identifiers(
         ]
         identifiers = {i: None for m in folded for i in _checked(m, set())}
         identifiers.update(dict.fromkeys(_given_way_by_user(event)))
-        replayed = [m for m in user_texts if m.seq in kept]
-        context = kept_text(event, (corrected or {}).get(event.position), replayed)
+        through = event.through_seq if event.through_seq is not None else last
+        replayed = [
+            m
+            for m in [*user_texts, *verbatim]
+            if m.seq is not None and (m.seq in kept or last < m.seq <= through)
+        ]
+        context = kept_text(
+            event,
+            (corrected or {}).get(event.position),
+            replayed,
+            (blocks or {}).get(event.position, ""),
+        )
         lost = [ident.value for ident, ok in kept_in(context, identifiers) if not ok]
         if lost:
             out[event.position] = lost

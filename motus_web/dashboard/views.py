@@ -212,7 +212,21 @@ def _with_lost_identifiers(
         seq__lte=max(last for _, last in ranges),
     )
     corrected = in_place.corrected_summaries(events, compactions)
-    flags = lost.lost_user_identifiers(compactions, lost.texts(users), corrected)
+    # What the contexts after them hold word for word besides the folded user
+    # messages they replayed: every message they kept (tool calls' arguments too).
+    kept = Q(seq__in=[s for e in compactions for s in e.replayed_seqs or [] if isinstance(s, int)])
+    for event in compactions:
+        after, through = event.summarized_last_seq, event.through_seq
+        if after is not None and through is not None and through > after:
+            kept |= Q(seq__gt=after, seq__lte=through)
+    verbatim = session.messages.filter(kept)
+    flags = lost.lost_user_identifiers(
+        compactions,
+        lost.texts(users),
+        corrected,
+        lost.texts(verbatim),
+        lost.recalled_blocks(session, compactions),
+    )
     return [(event, flags.get(event.position, [])) for event in compactions]
 
 
@@ -695,7 +709,14 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         "event": event,
         "corrections": corrections,
         "corrected": corrected,
-        "report": lost.report(event, texts, previous_summary, corrected, lost.texts(kept)),
+        "report": lost.report(
+            event,
+            texts,
+            previous_summary,
+            corrected,
+            lost.texts(kept),
+            lost.recalled_blocks(session, [event])[event.position],
+        ),
         "given_way": given_way,
         "given_way_by_user": [e["value"] for e in given_way if e.get("role") == "user"],
         "only_lost": only_lost,

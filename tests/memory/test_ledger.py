@@ -181,6 +181,30 @@ async def test_what_gave_way_is_recorded_on_the_compaction() -> None:
     assert COUNTER.count(record["summary"]) <= record["summary_tokens"]
 
 
+async def test_the_trace_says_when_the_ledgers_budget_was_full_and_what_gave_way() -> None:
+    memory = CompactionMemory(config=CompactionMemoryConfig(session_id="s", token_threshold=700))
+    await memory.add_message(user("Please remember my user id mia_li_3668."))
+    await memory.add_message(calls("c1"))
+    await memory.add_message(result("c1", " ".join(f"ref_{n:05d}q" for n in range(400))))
+    await memory.add_message(answer("Found them all."))
+    await memory.compact()
+    [event] = [e for e in memory.get_memory_trace()["events"] if e["type"] == "compaction"]
+    assert event["ledger_full"] is True
+    assert event["ledger_given_way"] > 0
+    assert event["ledger_given_way_by_user"] == []  # the tool's ids went first
+    assert "what gives way first: identifiers only tool results named" in event["ledger_gives_way"]
+
+
+async def test_the_trace_says_the_ledger_had_room_when_nothing_gave_way() -> None:
+    memory = CompactionMemory(config=CompactionMemoryConfig(token_threshold=10_000))
+    await memory.add_message(user("My booking reference is ZFA04Y."))
+    await memory.add_message(answer("Noted."))
+    await memory.compact()
+    [event] = [e for e in memory.get_memory_trace()["events"] if e["type"] == "compaction"]
+    assert event["ledger_full"] is False
+    assert "ledger_given_way" not in event
+
+
 def test_the_narrative_is_read_back_without_the_ledger_block() -> None:
     ledger = Ledger().updated([(0, ChatMessage.user("My booking reference is ZFA04Y."))])
     text = compose("They talked about a trip.", ledger)
