@@ -20,12 +20,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from memory import CompactionError, LogPoint
 from motus_web.sessions import history, in_place, once
+from motus_web.sessions.access import visible_session
 from motus_web.sessions.models import CompactionEvent, ContextChange, Session
+from motus_web.ui.rendering import render
 
-from .access import visible_session
 from .actions import act_once, confirm_page, form_number, see_other, session_url
 from .exactly_once import Refused, acting
-from .rendering import render
 
 REASON_CHARS = 500
 SUMMARY_CHARS = 200_000

@@ -29,11 +29,13 @@ from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
 from motus_web.sessions import history, in_place, jobs, memories, once, operations, pins
+from motus_web.sessions.access import visible_job, visible_parent, visible_session
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 from motus_web.sessions.once import StaleTargetError
+from motus_web.ui.rendering import render
 
 from . import (
     chart_points,
@@ -49,11 +51,9 @@ from . import (
     trace,
 )
 from . import session_list as listing
-from .access import visible_job, visible_parent, visible_session
 from .exactly_once import Refused, acting, fields, spent_before, stale
 from .forms import ImportForm
 from .recalled import recalled_for
-from .rendering import render
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 50
