@@ -9,6 +9,7 @@ from typing import Any
 
 from .errors import ConfigurationError
 from .log.store import validate_session_id
+from .tokens.model_limits import compaction_threshold
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,16 @@ class CompactionMemoryConfig:
         object.__setattr__(self, "clear_exclude_tools", tuple(excluded))
         if self.compact_model_name is not None and not isinstance(self.compact_model_name, str):
             raise ConfigurationError("compact_model_name must be a string or None")
+
+    def threshold_for(self, model_name: str | None) -> int:
+        """The context size, in tokens, above which a memory of this config on
+        ``model_name`` compacts: ``token_threshold`` when set, else
+        ``safety_ratio`` of the model's context window
+        (``tokens.model_limits.compaction_threshold``; a default window for an
+        unknown or ``None`` model)."""
+        if self.token_threshold is not None:
+            return self.token_threshold
+        return compaction_threshold(model_name, self.safety_ratio)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-compatible dict (``log_base_path`` as a string)."""

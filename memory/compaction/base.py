@@ -221,10 +221,9 @@ class CompactionBase(BaseMemory):
 
     @property
     def token_threshold(self) -> int:
-        """Estimated context tokens above which auto-compaction fires."""
-        if self.config.token_threshold is not None:
-            return self.config.token_threshold
-        return compaction_threshold(self.model_name, self.config.safety_ratio)
+        """Estimated context tokens above which auto-compaction fires
+        (``CompactionMemoryConfig.threshold_for`` the memory's model)."""
+        return self.config.threshold_for(self.model_name)
 
     @property
     def threshold_estimate(self) -> int:

@@ -42,6 +42,7 @@ from django.dispatch import receiver
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
 
+from motus_web.sessions.access import may_write
 from motus_web.sessions.models import Session
 from motus_web.sessions.signals import session_group
 
@@ -93,7 +94,7 @@ def check(session_key: str | None, user_pk: int, chat_session_pk: int) -> Access
     if found is None:
         return NOT_VISIBLE
     owner_pk = found[1]
-    return Access(user_pk=user.pk, can_write=bool(user.is_staff or owner_pk == user.pk))
+    return Access(user_pk=user.pk, can_write=may_write(user, owner_pk))
 
 
 def _tell(group: str, kind: str) -> None:

@@ -68,6 +68,7 @@ from django.db import IntegrityError
 
 from motus_web.providers import ChatModel
 from motus_web.sessions import lease, once
+from motus_web.sessions.access import may_write
 from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.models import Session
 from motus_web.sessions.signals import session_group
@@ -229,7 +230,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.user = user
         self.user_pk: int = user.pk
         self.session_key: str | None = getattr(self.scope.get("session"), "session_key", None)
-        self.can_write = bool(user.is_staff or session.owner_id == user.pk)
+        self.can_write = may_write(user, session.owner_id)
         self.limits = limits.limits_of(user.pk)
         self.cursor: int | None = None  # last record position this browser has
         self.answered_end: int | None = None  # the log end the last catch-up read

@@ -14,9 +14,9 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from motus_web.dashboard.rendering import encodable
 from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.models import CompactionEvent, ContextChange, Message, Session
+from motus_web.ui.rendering import encodable
 
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
 BATCH = 200  # records per catch-up query; a long session comes in several

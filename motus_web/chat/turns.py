@@ -39,12 +39,12 @@ from memory import (
     TurnStarted,
     UsageReported,
 )
-from motus_web.dashboard.wording import grouped
 from motus_web.providers import ChatModel
 from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.memories import restore_from
 from motus_web.sessions.models import Session
+from motus_web.ui.wording import grouped
 
 from .render import RecordPublisher, last_position
 from .tools import CHAT_TOOLS

@@ -12,12 +12,12 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from memory import CompactionMemoryConfig, ConfigurationError
-from motus_web.dashboard.access import visible_session
-from motus_web.dashboard.rendering import render
+from motus_web.sessions.access import session_for_user, visible_session
 from motus_web.sessions.long_term_store import owner_scope
 from motus_web.sessions.memories import restore_view, threshold_of
 from motus_web.sessions.models import Session
 from motus_web.sessions.operations import create_session
+from motus_web.ui.rendering import render
 
 from .curve import token_curves
 from .forms import NewChatForm, ReplayForm, chat_model, memory_config
@@ -27,11 +27,6 @@ from .replay import ReplaySettings, create_replay, replay_of
 from .tools import new_chat_tool_schemas, session_overhead
 
 SHOWN_RECORDS = 100  # the latest records the page renders; the socket sends the rest
-
-
-def _can_write(request: HttpRequest, session: Session) -> bool:
-    user = request.user
-    return bool(user.is_staff or (user.is_authenticated and session.owner_id == user.pk))
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -80,7 +75,7 @@ def chat_new_check(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat(request: HttpRequest, public_id: str) -> HttpResponse:
     """The live chat of a session: its latest records, then the socket's stream."""
-    session = visible_session(request, public_id)
+    session, can_write = session_for_user(request, public_id)
     frames = record_frames(session, max(-1, session.record_count - 1 - SHOWN_RECORDS))
     original_id = replay_of(session)
     original = None
@@ -91,7 +86,7 @@ def chat(request: HttpRequest, public_id: str) -> HttpResponse:
         "records": [mark_safe(frame["html"]) for frame in frames],  # rendered from our templates
         "last_pos": frames[-1]["pos"] if frames else -1,
         "earlier": frames[0]["pos"] > 1 if frames else False,
-        "can_send": _can_write(request, session),
+        "can_send": can_write,
         "models": settings.MOTUS_CHAT_MODELS,
         "threshold": threshold_of(session),
         # A replay sends the original's tools (the replay's log has them), a chat its own.

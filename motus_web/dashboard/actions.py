@@ -24,13 +24,13 @@ from django.views.decorators.http import require_POST, require_safe
 
 from memory import MotusMemoryError
 from motus_web.sessions import jobs, once, operations
+from motus_web.sessions.access import visible_session
 from motus_web.sessions.memories import ContextSize
 from motus_web.sessions.models import CompactionEvent, Session
+from motus_web.ui.rendering import render
 
-from .access import visible_session
 from .exactly_once import Refused, acting, fields, spent_before
 from .forms import RestoreForm
-from .rendering import render
 
 logger = logging.getLogger(__name__)
 

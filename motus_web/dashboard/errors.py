@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
-from .rendering import render
+from motus_web.ui.rendering import render
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

@@ -20,9 +20,9 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 
 from motus_web.sessions import lease, once
+from motus_web.sessions.access import may_write
 from motus_web.sessions.models import ActionToken
-
-from .rendering import render
+from motus_web.ui.rendering import render
 
 
 def fields(request: HttpRequest, *, state: object = None, **target: object) -> dict[str, object]:
@@ -58,8 +58,7 @@ class Refused(Exception):
 
 
 def _own(request: HttpRequest, spent: ActionToken) -> bool:
-    user = request.user
-    return bool(user.is_authenticated and (user.is_staff or spent.user_id == user.pk))
+    return may_write(request.user, spent.user_id)
 
 
 def _already_done(spent: ActionToken) -> Refused:

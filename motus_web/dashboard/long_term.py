@@ -28,11 +28,12 @@ from django.views.decorators.http import require_POST, require_safe
 from memory import ConfigurationError, LongTermMemoryError, Scope
 from memory.background import KINDS, STATUSES, Filters, Memory
 from motus_web.sessions import once
+from motus_web.sessions.access import may_write
 from motus_web.sessions.long_term_store import DjangoLongTermStore, owner_of
 from motus_web.sessions.models import LongTermMemory, Session
+from motus_web.ui.rendering import render
 
 from .exactly_once import Refused, acting, fields
-from .rendering import render
 
 PAGE = 100
 ACTIONS = ("edit", "forget", "restore")
@@ -48,8 +49,9 @@ def _scope(request: HttpRequest, user_id: str, agent_id: str = "") -> Scope:
     except ConfigurationError:
         raise Http404("No such memory scope.") from None
     user = request.user
-    own = user.is_authenticated and owner_of(scope) == user.pk
-    if not (user.is_staff or own):
+    owner = owner_of(scope)
+    own = user.is_authenticated and owner == user.pk
+    if not may_write(user, owner):
         raise Http404("No such memory scope.")
     # One's own scope may be empty yet; another's is there only when it holds memories.
     if not own and not LongTermMemory.objects.filter(scope_key=scope.key).exists():

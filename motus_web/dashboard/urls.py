@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import actions, in_place, long_term, memory_workbench, views
+from . import actions, context_edit_pages, long_term, memory_workbench, views
 
 app_name = "dashboard"
 _session = "sessions/<str:public_id>/"
@@ -36,41 +36,47 @@ urlpatterns = [
     ),
     path(f"{_session}fork/<int:seq>/", actions.fork_confirm, name="fork_confirm"),
     path(f"{_session}fork/<int:seq>/do/", actions.fork_session, name="fork_session"),
-    path(f"{_session}rewind/<int:seq>/", in_place.rewind_confirm, name="rewind_confirm"),
-    path(f"{_session}rewind/<int:seq>/do/", in_place.rewind_session, name="rewind_session"),
+    path(f"{_session}rewind/<int:seq>/", context_edit_pages.rewind_confirm, name="rewind_confirm"),
+    path(
+        f"{_session}rewind/<int:seq>/do/", context_edit_pages.rewind_session, name="rewind_session"
+    ),
     path(
         f"{_session}rewinds/<int:number>/undo/",
-        in_place.undo_rewind_confirm,
+        context_edit_pages.undo_rewind_confirm,
         name="undo_rewind_confirm",
     ),
-    path(f"{_session}rewinds/<int:number>/undo/do/", in_place.undo_rewind, name="undo_rewind"),
+    path(
+        f"{_session}rewinds/<int:number>/undo/do/",
+        context_edit_pages.undo_rewind,
+        name="undo_rewind",
+    ),
     path(
         f"{_session}clearings/<int:number>/undo/",
-        in_place.restore_tool_results_confirm,
+        context_edit_pages.restore_tool_results_confirm,
         name="restore_tool_results_confirm",
     ),
     path(
         f"{_session}clearings/<int:number>/undo/do/",
-        in_place.restore_tool_results,
+        context_edit_pages.restore_tool_results,
         name="restore_tool_results",
     ),
     path(
         f"{_session}compactions/<int:position>/rewind/",
-        in_place.rewind_before_confirm,
+        context_edit_pages.rewind_before_confirm,
         name="rewind_before_confirm",
     ),
     path(
         f"{_session}compactions/<int:position>/rewind/do/",
-        in_place.rewind_before,
+        context_edit_pages.rewind_before,
         name="rewind_before",
     ),
     path(
         f"{_session}compactions/<int:position>/correct/",
-        in_place.correct_summary,
+        context_edit_pages.correct_summary,
         name="correct_summary",
     ),
-    path(f"{_session}compact/", in_place.compact_now, name="compact_now"),
-    path(f"{_session}unpin/", in_place.unpin, name="unpin"),
+    path(f"{_session}compact/", context_edit_pages.compact_now, name="compact_now"),
+    path(f"{_session}unpin/", context_edit_pages.unpin, name="unpin"),
     path(f"{_session}delete/", actions.delete_confirm, name="delete_confirm"),
     path(f"{_session}delete/do/", actions.delete_session, name="delete_session"),
     path("import/", views.import_form, name="import_form"),

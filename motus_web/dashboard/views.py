@@ -28,12 +28,14 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text, provider_names
-from motus_web.sessions import history, in_place, jobs, memories, once, operations, pins
+from motus_web.sessions import context_edits, history, jobs, memories, once, operations, pins
+from motus_web.sessions.access import visible_job, visible_parent, visible_session
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, ContextChange, ImportJob, Message, Session
 from motus_web.sessions.once import StaleTargetError
+from motus_web.ui.rendering import render
 
 from . import (
     chart_points,
@@ -49,11 +51,9 @@ from . import (
     trace,
 )
 from . import session_list as listing
-from .access import visible_job, visible_parent, visible_session
 from .exactly_once import Refused, acting, fields, spent_before, stale
 from .forms import ImportForm
 from .recalled import recalled_for
-from .rendering import render
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 50
@@ -173,7 +173,7 @@ def session_detail(request: HtmxHttpRequest, public_id: str) -> HttpResponse:
         compactions_total=session.event_count,
         undoable=found.undoable,
         compact_fields=fields(request, as_of=session.record_count),
-        compactor=in_place.compactor_name(session),
+        compactor=context_edits.compactor_name(session),
         undone=found.undone,
         pins=_pins(request, session, found),
     )
@@ -211,7 +211,7 @@ def _with_lost_identifiers(
         seq__gte=min(first for first, _ in ranges),
         seq__lte=max(last for _, last in ranges),
     )
-    corrected = in_place.corrected_summaries(events, compactions)
+    corrected = context_edits.corrected_summaries(events, compactions)
     # What the contexts after them hold word for word besides the folded user
     # messages they replayed: every message they kept (tool calls' arguments too).
     kept = Q(seq__in=[s for e in compactions for s in e.replayed_seqs or [] if isinstance(s, int)])
@@ -689,7 +689,9 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
     if folded_in is not None:
         # The text this compaction folded in: the previous summary as corrected by then.
         earlier = [
-            c for c in in_place.corrections_of(session, folded_in) if c.position < event.position
+            c
+            for c in context_edits.corrections_of(session, folded_in)
+            if c.position < event.position
         ]
         previous_summary = earlier[-1].record_extra.get("summary") if earlier else folded_in.summary
     folded, replayed = _compaction_messages(session, event)
@@ -702,7 +704,7 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         if isinstance(e, dict) and isinstance(e.get("value"), str)
     ]
     only_lost = request.GET.get("show") == "lost"
-    corrections = in_place.corrections_of(session, event) if event.summary is not None else []
+    corrections = context_edits.corrections_of(session, event) if event.summary is not None else []
     corrected = corrections[-1].record_extra.get("summary") if corrections else None
     context = {
         "session": session,
@@ -748,7 +750,7 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
         if event.model == "offline"
         else None,
         correct_fields=fields(request, target=event.position, as_of=session.record_count)
-        if in_place.in_force(session) == event
+        if context_edits.in_force(session) == event
         else None,
         later_revert=session.compaction_events.filter(
             kind=CompactionEvent.Kind.REVERT, reverts=event.number, position__gt=event.position

@@ -12,7 +12,7 @@ from django.db.models import Model
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from motus_web.dashboard.rendering import encodable
+from motus_web.ui.rendering import encodable
 
 from .models import CompactionEvent, ContextChange, Message, Session
 

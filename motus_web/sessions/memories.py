@@ -91,14 +91,15 @@ def threshold_for(
     limits: Mapping[str, object] | None = None,
 ) -> int | None:
     """The context size, in tokens, at which a memory with this logged config
-    and model compacts (``CompactionMemory.token_threshold``), within an
+    and model compacts (``CompactionMemoryConfig.threshold_for``, the rule of
+    ``CompactionMemory.token_threshold``), within an
     imported file's ``limits`` (``within_file_limits``); ``None`` for a config
     the library refuses."""
     try:
         config = config_of(logged)
     except (ConfigurationError, TypeError):
         return None
-    threshold = CompactionMemory(config=config, model_name=model_name or None).token_threshold
+    threshold = config.threshold_for(model_name or None)
     return within_file_limits(threshold, config, limits)
 
 
@@ -120,7 +121,7 @@ def _within_session_limits(session: Session, options: dict[str, Any]) -> dict[st
     except (ConfigurationError, TypeError):
         return options  # the restore reports the logged config itself
     model_name = options.get("model_name") or session.model_name or None
-    threshold = CompactionMemory(config=config, model_name=model_name).token_threshold
+    threshold = config.threshold_for(model_name)
     bounded = within_file_limits(threshold, config, limits)
     if bounded == threshold:
         return options

@@ -7,7 +7,7 @@ library; fork and restore create a new session whose first records are the
 library's fork of the restored memory, written through ``DatabaseLogStore``
 with its owner, in one transaction.
 
-Writes to a live session (undo, delete, and the actions of ``in_place``
+Writes to a live session (undo, delete, and the actions of ``context_edits``
 through ``writing``) hold the session's writer lease for their transaction
 (``lease.holding``), so they never land in the middle of a
 chat turn: while one streams they are refused with ``SessionBusyError``. They

@@ -51,9 +51,11 @@ def race(kind: str) -> tuple[list[int], str]:
     else:
         if kind == "undo-rewind":
             from memory import LogPoint
-            from motus_web.sessions import in_place
+            from motus_web.sessions import context_edits
 
-            in_place.rewind(session, LogPoint("after_message", 7), "", as_of=session.record_count)
+            context_edits.rewind(
+                session, LogPoint("after_message", 7), "", as_of=session.record_count
+            )
         number = {"fork": [3], "rewind": [3], "undo-rewind": [1]}.get(kind, [])
         args = [session.public_id, *number]
         page = logged_in(owner).get(reverse(f"dashboard:{CONFIRMATIONS[kind]}", args=args))

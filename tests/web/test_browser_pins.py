@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from pytest_django.live_server_helper import LiveServer
 
-from motus_web.sessions import in_place
+from motus_web.sessions import context_edits
 from motus_web.sessions.models import Session
 
 from .helpers import make_session
@@ -21,7 +21,7 @@ INSTRUCTIONS = 'keep bookings B1, B4 and B6, and "window seat near the front"'
 @pytest.fixture
 def pinned(owner: User) -> Session:
     session = make_session(owner, turns=8, filler=20, threshold=100_000, title="Rebook Mia")
-    in_place.compact_now(session, INSTRUCTIONS, as_of=session.record_count)
+    context_edits.compact_now(session, INSTRUCTIONS, as_of=session.record_count)
     return session
 
 

@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import User
 
 from memory.log import records
-from motus_web.dashboard.wording import grouped, warning_text
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import CompactionEvent, Session
+from motus_web.ui.wording import grouped, warning_text
 
 from .helpers import logged_in, make_session
 from .test_inspection import add_failed_compaction, url

@@ -27,7 +27,7 @@ from memory import (
     LogPoint,
     SQLiteLongTermStore,
 )
-from motus_web.sessions import in_place, operations
+from motus_web.sessions import context_edits, operations
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.long_term_store import owner_scope
 from motus_web.sessions.models import Session
@@ -47,7 +47,7 @@ def newest_ok(session: Session) -> Any:
 
 
 def rewind(session: Session) -> Session:
-    in_place.rewind(session, LogPoint("after_message", 11), "back", as_of=as_of(session))
+    context_edits.rewind(session, LogPoint("after_message", 11), "back", as_of=as_of(session))
     return session
 
 
@@ -59,22 +59,24 @@ def undo(session: Session) -> Session:
 
 
 def undo_rewind(session: Session) -> Session:
-    number = in_place.rewind(session, LogPoint("after_message", 7), "back", as_of=as_of(session))
-    in_place.undo_rewind(session, number, "again", as_of=as_of(session))
+    number = context_edits.rewind(
+        session, LogPoint("after_message", 7), "back", as_of=as_of(session)
+    )
+    context_edits.undo_rewind(session, number, "again", as_of=as_of(session))
     return session
 
 
 def correction(session: Session) -> Session:
-    event = in_place.in_force(session)
+    event = context_edits.in_force(session)
     assert event is not None
-    in_place.correct_summary(
+    context_edits.correct_summary(
         session, event.position, "Booking B3 flies to city 3.", "fix", as_of=as_of(session)
     )
     return session
 
 
 def compact_now(session: Session) -> Session:
-    in_place.compact_now(session, "Keep the booking ids.", as_of=as_of(session))
+    context_edits.compact_now(session, "Keep the booking ids.", as_of=as_of(session))
     return session
 
 

@@ -59,9 +59,9 @@ def opened_form(owner: User, session: Session, kind: str) -> tuple[str, dict[str
         return action, {**form, **typed}
     if kind == "undo-rewind":
         from memory import LogPoint
-        from motus_web.sessions import in_place
+        from motus_web.sessions import context_edits
 
-        in_place.rewind(session, LogPoint("after_message", 7), "", as_of=session.record_count)
+        context_edits.rewind(session, LogPoint("after_message", 7), "", as_of=session.record_count)
     number = {"fork": [3], "rewind": [3], "undo-rewind": [1]}.get(kind, [])
     url = reverse(f"dashboard:{CONFIRMATIONS[kind]}", args=[session.public_id, *number])
     return confirmation_form(client.get(url).content.decode())

@@ -722,7 +722,7 @@ def test_random_runs_of_in_place_actions_keep_pages_restore_and_live_in_agreemen
     restore and the full replay agree, and every call has its result."""
     import random
 
-    from motus_web.sessions import in_place, operations
+    from motus_web.sessions import context_edits, operations
 
     rng = random.Random(seed)
     session = make_session(owner, turns=6, filler=60, threshold=600)
@@ -733,15 +733,15 @@ def test_random_runs_of_in_place_actions_keep_pages_restore_and_live_in_agreemen
     def rewind_to_a_message() -> None:
         now = fresh()
         message = rng.choice(list(now.messages.order_by("seq")))
-        plan = in_place.rewind_plan(now, message)
-        in_place.rewind(now, plan.point, "random", as_of=now.record_count)
+        plan = context_edits.rewind_plan(now, message)
+        context_edits.rewind(now, plan.point, "random", as_of=now.record_count)
         # The confirmation's preview (a prefix restore) states what the library's rewind left.
         assert ContextSize.of(memories.restore(fresh())) == plan.size
 
     def preview_of(point: LogPoint) -> ContextSize:
         now = fresh()
-        expected = in_place.rewind_preview(now, point)
-        in_place.rewind(now, point, "random", as_of=now.record_count)
+        expected = context_edits.rewind_preview(now, point)
+        context_edits.rewind(now, point, "random", as_of=now.record_count)
         return expected
 
     def rewind_before_a_compaction() -> None:
@@ -749,16 +749,16 @@ def test_random_runs_of_in_place_actions_keep_pages_restore_and_live_in_agreemen
         events = list(now.compaction_events.filter(kind="ok").order_by("position"))
         if events:
             event = rng.choice(events)
-            expected = preview_of(in_place.before(event))
+            expected = preview_of(context_edits.before(event))
             assert ContextSize.of(memories.restore(fresh())) == expected
 
     def undo_the_latest_rewind() -> None:
         now = fresh()
-        latest = in_place.latest_rewind(now)
+        latest = context_edits.latest_rewind(now)
         number = history.rewind_number(latest) if latest is not None else None
         if number is not None:
-            expected = in_place.rewind_preview(now, LogPoint("before_rewind", number))
-            in_place.undo_rewind(now, number, "random", as_of=now.record_count)
+            expected = context_edits.rewind_preview(now, LogPoint("before_rewind", number))
+            context_edits.undo_rewind(now, number, "random", as_of=now.record_count)
             assert ContextSize.of(memories.restore(fresh())) == expected
 
     def undo_a_compaction() -> None:
@@ -769,14 +769,16 @@ def test_random_runs_of_in_place_actions_keep_pages_restore_and_live_in_agreemen
 
     def correct() -> None:
         now = fresh()
-        event = in_place.in_force(now)
+        event = context_edits.in_force(now)
         if event is not None:
             text = f"Corrected {rng.random():.6f}"
-            in_place.correct_summary(now, event.position, text, "random", as_of=now.record_count)
+            context_edits.correct_summary(
+                now, event.position, text, "random", as_of=now.record_count
+            )
 
     def compact() -> None:
         now = fresh()
-        in_place.compact_now(now, rng.choice(["", "keep B2"]), as_of=now.record_count)
+        context_edits.compact_now(now, rng.choice(["", "keep B2"]), as_of=now.record_count)
 
     actions = [
         rewind_to_a_message,

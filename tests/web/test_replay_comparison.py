@@ -12,7 +12,7 @@ from django.urls import reverse
 from motus_web.chat.replay import ReplayRun, ReplaySettings, create_replay
 from motus_web.dashboard import lost
 from motus_web.dashboard.comparison import compare
-from motus_web.sessions import in_place, memories
+from motus_web.sessions import context_edits, memories
 from motus_web.sessions.log_store import DatabaseLogStore
 from motus_web.sessions.models import Session
 
@@ -73,7 +73,7 @@ def test_a_whole_replay_counts_every_compaction_of_the_original_and_sends_only_i
 ) -> None:
     original = make_session(owner, turns=8, filler=60, threshold=600)
     # A compaction logged after the last message (Compact now) is the original's too.
-    in_place.compact_now(original, "", as_of=original.record_count)
+    context_edits.compact_now(original, "", as_of=original.record_count)
     original.refresh_from_db()
     assert list(DatabaseLogStore().read(original.public_id))[-1]["type"] == "compaction"
     settings = ReplaySettings(

@@ -219,7 +219,7 @@ def is_compaction(event: object) -> bool:
 @register.filter
 def warning_text(event: CompactionEvent) -> str:
     """A warning record's reason with its figures once, grouped (``wording.warning_text``)."""
-    from ..wording import warning_text as worded
+    from motus_web.ui.wording import warning_text as worded
 
     return worded(event.reason, event.floor_tokens, event.threshold)
 

@@ -4,7 +4,7 @@
 The same rules as ``actions``: owners and staff only (anyone else gets 404),
 a form that names its target and the session's record count and carries a
 one-time token, a POST done once through storage
-(``motus_web.sessions.in_place``) that answers 303 to the result, and a 409
+(``motus_web.sessions.context_edits``) that answers 303 to the result, and a 409
 page for a second submission, a stale target or a busy session. A rewind
 asks first on a page that states the context it will leave.
 """
@@ -19,13 +19,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from memory import CompactionError, LogPoint
-from motus_web.sessions import history, in_place, once
+from motus_web.sessions import context_edits, history, once
+from motus_web.sessions.access import visible_session
 from motus_web.sessions.models import CompactionEvent, ContextChange, Session
+from motus_web.ui.rendering import render
 
-from .access import visible_session
 from .actions import act_once, confirm_page, form_number, see_other, session_url
 from .exactly_once import Refused, acting
-from .rendering import render
 
 REASON_CHARS = 500
 SUMMARY_CHARS = 200_000
@@ -54,8 +54,8 @@ def rewind_confirm(request: HttpRequest, public_id: str, seq: int) -> HttpRespon
     session = visible_session(request, public_id)
     message = get_object_or_404(session.messages, seq=seq)
     try:
-        plan = in_place.rewind_plan(session, message)
-    except in_place.CannotRewindError as error:
+        plan = context_edits.rewind_plan(session, message)
+    except context_edits.CannotRewindError as error:
         return _cannot(request, session, "No point to rewind to", str(error))
     return confirm_page(
         request,
@@ -106,7 +106,7 @@ def rewind_before_confirm(request: HttpRequest, public_id: str, position: int) -
         action=reverse("dashboard:rewind_before", args=[session.public_id, position]),
         button=f"Rewind to before compaction {event.number}",
         reason=True,
-        size=in_place.rewind_preview(session, in_place.before(event)),
+        size=context_edits.rewind_preview(session, context_edits.before(event)),
         target={"as_of": session.record_count},
     )
 
@@ -117,7 +117,7 @@ def rewind_before(request: HttpRequest, public_id: str, position: int) -> HttpRe
     session = visible_session(request, public_id)
     event = get_object_or_404(session.compaction_events, position=position, kind="ok")
     back = reverse("dashboard:rewind_before_confirm", args=[session.public_id, position])
-    return _rewind(request, session, in_place.before(event), back)
+    return _rewind(request, session, context_edits.before(event), back)
 
 
 def _rewind(request: HttpRequest, session: Session, point: LogPoint, back: str) -> HttpResponse:
@@ -129,7 +129,7 @@ def _rewind(request: HttpRequest, session: Session, point: LogPoint, back: str) 
         return refused.response(request)
 
     def rewind() -> str:
-        number = in_place.rewind(session, point, reason, as_of=as_of)
+        number = context_edits.rewind(session, point, reason, as_of=as_of)
         return f"Rewind {number}: the session continues from {point}."
 
     try:
@@ -149,7 +149,7 @@ def _rewind(request: HttpRequest, session: Session, point: LogPoint, back: str) 
 @login_required
 def undo_rewind_confirm(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
     session = visible_session(request, public_id)
-    latest = in_place.latest_rewind(session)
+    latest = context_edits.latest_rewind(session)
     if latest is None or history.rewind_number(latest) != number:
         why = (
             f"Rewind {number} is not the session's latest rewind."
@@ -169,7 +169,7 @@ def undo_rewind_confirm(request: HttpRequest, public_id: str, number: int) -> Ht
         action=reverse("dashboard:undo_rewind", args=[session.public_id, number]),
         button=f"Undo rewind {number}",
         reason=True,
-        size=in_place.rewind_preview(session, LogPoint("before_rewind", number)),
+        size=context_edits.rewind_preview(session, LogPoint("before_rewind", number)),
         target={"as_of": session.record_count},
     )
 
@@ -186,7 +186,7 @@ def undo_rewind(request: HttpRequest, public_id: str, number: int) -> HttpRespon
         return refused.response(request)
 
     def undo() -> str:
-        new = in_place.undo_rewind(session, number, reason, as_of=as_of)
+        new = context_edits.undo_rewind(session, number, reason, as_of=as_of)
         return f"Rewind {number} undone (rewind {new} went back to just before it)."
 
     return act_once(
@@ -234,7 +234,7 @@ def restore_tool_results(request: HttpRequest, public_id: str, number: int) -> H
         return refused.response(request)
 
     def restore() -> str:
-        in_place.restore_tool_results(session, number, reason, as_of=as_of)
+        context_edits.restore_tool_results(session, number, reason, as_of=as_of)
         return f"The tool results of clearing {number} are whole again."
 
     return act_once(
@@ -271,7 +271,7 @@ def correct_summary(request: HttpRequest, public_id: str, position: int) -> Http
         return refused.response(request)
 
     def correct() -> str:
-        event = in_place.correct_summary(session, target, text, reason, as_of=as_of)
+        event = context_edits.correct_summary(session, target, text, reason, as_of=as_of)
         return f"The summary of compaction {event.number} was corrected."
 
     return act_once(
@@ -299,9 +299,9 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
         target = f"{session.public_id} compact@{as_of}"
         with acting(request, "compact", target, back, instructions) as spent:
             if request.POST.get("clear_first"):
-                outcome = in_place.clear_then_compact(session, instructions, as_of=as_of)
+                outcome = context_edits.clear_then_compact(session, instructions, as_of=as_of)
             else:
-                outcome = in_place.compact_now(session, instructions, as_of=as_of)
+                outcome = context_edits.compact_now(session, instructions, as_of=as_of)
             if isinstance(outcome, ContextChange):
                 where, done = f"{back}#change-{outcome.position}", _cleared_text(outcome)
                 once.done(spent, where, done)
@@ -316,7 +316,7 @@ def compact_now(request: HttpRequest, public_id: str) -> HttpResponse:
                 spent.delete()
     except Refused as refused:
         return refused.response(request)
-    except in_place.NothingToFoldError as error:
+    except context_edits.NothingToFoldError as error:
         # Nothing was logged and the token is unspent: the form may be sent again.
         return _not_compacted(request, session, str(error), instructions, None, status=409)
     if event.kind != CompactionEvent.Kind.OK:
@@ -347,7 +347,7 @@ def unpin(request: HttpRequest, public_id: str) -> HttpResponse:
         return refused.response(request)
 
     def do() -> str:
-        number = in_place.unpin(session, value, reason, as_of=as_of)
+        number = context_edits.unpin(session, value, reason, as_of=as_of)
         return (
             f"{value} is no longer pinned: compaction {number}'s summary still holds it, "
             "and a later compaction may let it go."
