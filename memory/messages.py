@@ -196,9 +196,11 @@ class ToolCall:
         return cls(id=call_id, name=name, arguments=arguments, type=call_type, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
-        extra = dict(self.extra)
         key, text_key = _payload_keys(self.type)
         payload: dict[str, Any] = {"name": self.name, text_key: self.arguments}
+        if not self.extra:  # the common call: no copy of an empty mapping to make
+            return {"id": self.id, "type": self.type, key: payload}
+        extra = dict(self.extra)
         payload.update(extra.pop(key, {}))
         return {"id": self.id, "type": self.type, key: payload, **extra}
 
@@ -229,10 +231,6 @@ class ChatMessage:
     extra: Mapping[str, Any] = field(default_factory=dict)
     reasoning_content: str | None = None
     thinking_blocks: tuple[Mapping[str, Any], ...] | None = None
-    # The chat-format dict, built on the first ``to_dict`` (not the log's: see
-    # ``serialisable_dict``) and
-    # never handed out: ``to_dict`` gives copies of it (see ``_fresh``).
-    _dict_form: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -359,31 +357,16 @@ class ChatMessage:
     def to_dict(self) -> dict[str, Any]:
         """The OpenAI chat-format dict, with ``extra`` fields written back.
 
-        Each call returns a new dict, with new tool-call, payload and thinking
+        Each call builds a new dict, with new tool-call, payload and thinking
         block containers: a caller may edit it without changing the message.
         ``content`` parts and ``extra`` values are the message's own (read them only).
-        Built once per message and then copied, so a long context's session
-        state costs a copy per message, not a rebuild.
+        Nothing is kept: a copy of a kept form would allocate as many
+        containers as a build, and a long context's first session state would
+        pay for both (and for the garbage collection of twice the dicts).
         """
-        form = self.shared_dict()
-        if self.tool_calls or self.thinking_blocks:
-            return _fresh(form)
-        return dict(form)  # the form built no container of its own
-
-    def shared_dict(self) -> dict[str, Any]:
-        """The message's own chat-format dict, built once: for a reader that
-        does not keep it or change it (a serializer). Anyone else: ``to_dict``."""
-        form = self._dict_form
-        if form is None:
-            form = self._build_dict()
-            object.__setattr__(self, "_dict_form", form)
-        return form
-
-    def serialisable_dict(self) -> dict[str, Any]:
-        """The chat-format dict for a serializer that drops it at once: the
-        message's own when built already, else a new one, not kept."""
-        form = self._dict_form
-        return form if form is not None else self._build_dict()
+        if not self.extra:
+            return self._build_plain_dict()
+        return self._build_dict()
 
     def _build_dict(self) -> dict[str, Any]:
         extra = dict(self.extra)
@@ -406,6 +389,24 @@ class ChatMessage:
         if self.thinking_blocks is not None:
             out["thinking_blocks"] = [dict(b) for b in self.thinking_blocks]
         out.update(extra)
+        return out
+
+    def _build_plain_dict(self) -> dict[str, Any]:
+        """``_build_dict`` of a message without ``extra`` fields (most of a
+        context): no copy of the empty mapping, no markers to look for. The
+        dicts a long context's first session state builds are what its
+        garbage collection walks, so each one not made counts."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        if self.reasoning_content is not None:
+            out["reasoning_content"] = self.reasoning_content
+        if self.thinking_blocks is not None:
+            out["thinking_blocks"] = [dict(b) for b in self.thinking_blocks]
         return out
 
     def to_api_dict(self) -> dict[str, Any]:
@@ -491,32 +492,6 @@ def answered_call_ids(role: object, tool_call_id: object, tool_call_ids: object)
     if isinstance(tool_call_ids, list) and tool_call_ids:
         return tuple(str(i) for i in tool_call_ids)
     return (tool_call_id,) if isinstance(tool_call_id, str) else ()
-
-
-def _fresh(form: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a message's dict form with new containers wherever the form
-    built its own (tool calls and their payloads, a legacy ``function_call``,
-    thinking blocks): the cached form stays as built whatever the caller edits."""
-    out = dict(form)
-    calls = out.get("tool_calls")
-    if isinstance(calls, list) and calls:
-        copies = []
-        for call in calls:
-            if isinstance(call, dict):
-                call = dict(call)
-                for key in ("function", "custom"):
-                    payload = call.get(key)
-                    if isinstance(payload, dict):
-                        call[key] = dict(payload)
-            copies.append(call)
-        out["tool_calls"] = copies
-    function_call = out.get("function_call")
-    if isinstance(function_call, dict):
-        out["function_call"] = dict(function_call)
-    blocks = out.get("thinking_blocks")
-    if isinstance(blocks, list) and blocks:
-        out["thinking_blocks"] = [dict(b) if isinstance(b, dict) else b for b in blocks]
-    return out
 
 
 def _typed_part(part: Mapping[str, Any]) -> bool:

@@ -56,7 +56,9 @@ class CompactionSessionState(SessionState):
 
     ``messages`` starts with the continuation message when ``summary`` is set.
     ``seqs`` gives each message's log seq (``None`` for the continuation and
-    for placeholder results). ``tracker`` is the open tool-call batch.
+    for placeholder results), ``units`` its ``[unit, unit_index]`` (the
+    messages of one turn unit share one pair list: read it, do not edit it).
+    ``tracker`` is the open tool-call batch.
     ``log_base_path`` names the JSONL folder, when the session is logged there.
     ``compaction_in_force`` (``{"number", "through_seq", "kept",
     "continuation"}``) names the compaction whose summary heads ``messages``,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -356,7 +356,7 @@ class CompactionMemory(CompactionBase):
             compaction_count=state.compaction_number,
             next_seq=state.next_seq,
             seqs=[m.seq for m in state.meta],
-            units=[[m.unit, m.unit_index] for m in state.meta],
+            units=_unit_pairs(state.meta),
             tracker={
                 "unit_index": state.tracker.unit_index,
                 "unit": state.tracker.unit,
@@ -510,3 +510,17 @@ class CompactionMemory(CompactionBase):
 
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _unit_pairs(meta: Sequence[EntryMeta]) -> list[list[Any]]:
+    """``[unit, unit_index]`` of each context message, for a session state.
+    The messages of one turn unit (a call and its results) share one pair
+    list: a long context's snapshot is then a list per unit, not per message,
+    for its garbage collection to walk (its pairs are to be read, not edited)."""
+    pairs: list[list[Any]] = []
+    last: list[Any] | None = None
+    for m in meta:
+        if last is None or m.unit != last[0] or m.unit_index != last[1]:
+            last = [m.unit, m.unit_index]
+        pairs.append(last)
+    return pairs

@@ -284,23 +284,19 @@ class LogRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-compatible dict, exactly as it was read or built."""
-        return self._as_dict(ChatMessage.to_dict)
-
-    def _as_dict(self, message_form: Callable[[ChatMessage], dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type_name}
         if self.ts is not None:
             out["ts"] = self.ts
         for (name, _), value in zip(self._fields, self._field_values(self), strict=True):
             if value is not None:
-                out[name] = message_form(value) if isinstance(value, ChatMessage) else value
+                out[name] = value.to_dict() if isinstance(value, ChatMessage) else value
         out.update(self.extra)
         return out
 
     def to_json(self) -> bytes:
         """One line of a JSONL log, without the newline. Raises ``TypeError``
         for a value JSON cannot hold (orjson's own error)."""
-        # Serialised at once, so the messages' own dicts need no defensive copy.
-        return orjson.dumps(self._as_dict(ChatMessage.serialisable_dict))
+        return orjson.dumps(self.to_dict())
 
     @property
     def type_name(self) -> str:
