@@ -77,7 +77,7 @@ from .summariser import (
     Summariser,
     SummaryRequest,
 )
-from .summarize import CompactFn, Summary, continuation_message
+from .summariser.with_model import CompactFn, Summary, continuation_message
 
 logger = logging.getLogger("memory.compaction")
 

@@ -9,7 +9,7 @@ and gets a ``Summary`` (the text and how it was made). Three implement it:
 - ``OfflineSummariser``: the extractive summary of ``memory.compaction.offline``
   (no model; the fallback of the other two);
 - ``ModelSummariser``: a model asked through a ``ChatClient``
-  (``memory.compaction.summarize``);
+  (``memory.compaction.summariser.with_model``);
 - ``FunctionSummariser``: a user's ``compact_fn(messages, system_prompt)``,
   sync or async, adapted: it also receives ``budget_tokens`` and
   ``instructions`` as keyword arguments when its signature accepts them (a
@@ -31,13 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..clients.base import ChatClient
-from ..errors import CompactionError
-from ..messages import ChatMessage
-from ..tokens import TokenCounter
-from ..tokens.model_limits import get_model_limits
-from .offline import offline_summary
-from .summarize import CompactFn, Summary, checked_summary, summarize_with_model
+from ...clients.base import ChatClient
+from ...errors import CompactionError
+from ...messages import ChatMessage
+from ...tokens import TokenCounter
+from ...tokens.model_limits import get_model_limits
+from ..offline import offline_summary
+from .with_model import CompactFn, Summary, checked_summary, summarize_with_model
 
 OFFLINE = "offline"
 """``Summary.model`` of the offline summary."""
@@ -108,7 +108,7 @@ class OfflineSummariser:
 
 
 class ModelSummariser:
-    """A model's summary through ``client`` (``memory.compaction.summarize``).
+    """A model's summary through ``client`` (``memory.compaction.summariser.with_model``).
 
     Each request gets ``timeout_s`` seconds; the output budget is the
     request's, within the model's own output limit.
