@@ -28,6 +28,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text
+from memory.compaction.summariser import OFFLINE
 from motus_web.sessions import history, in_place, jobs, memories, once, operations, pins
 from motus_web.sessions.importers import ImportReport, first_problem
 from motus_web.sessions.importers.formats import SUPPORTED
@@ -724,7 +725,7 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
             position=event.position - 1,
             through_seq=event.through_seq,
         ).first()
-        if event.model == "offline"
+        if event.model == OFFLINE
         else None,
         correct_fields=fields(request, target=event.position, as_of=session.record_count)
         if in_place.in_force(session) == event
