@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('motus_sessions', '0008_long_term_memory'),
+        ('dashboard', '0008_long_term_memory'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('motus_sessions', '0010_message_preview'),
+        ('dashboard', '0010_message_preview'),
     ]
 
     operations = [
