@@ -52,7 +52,6 @@ from ..log.records import now_iso
 from . import scoring
 from .guard import instruction_reason, neutralise
 from .types import (
-    STATUSES,
     Hit,
     Kind,
     Memory,
@@ -565,10 +564,3 @@ def _version(row: Row, action: str, actor: str, reason: str) -> Version:
         reason=reason,
         ts=row.updated_at,
     )
-
-
-def check_status(status: str | None) -> Status | None:
-    """``status`` when it is a known status or ``None``; raises ``LongTermMemoryError``."""
-    if status is not None and status not in STATUSES:
-        raise LongTermMemoryError(f"status must be one of {STATUSES}, got {status!r}")
-    return status

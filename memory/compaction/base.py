@@ -70,14 +70,14 @@ from .checkpoint import Checkpoint
 from .ledger import LEDGER_SHARE, Ledger, LedgerEntry, compose, narrative_of
 from .state import CompactionState, PriorLoader
 from .summariser import (
-    OFFLINE,
     FunctionSummariser,
     ModelSummariser,
     OfflineSummariser,
     Summariser,
     SummaryRequest,
+    named_summariser,
 )
-from .summarize import CompactFn, Summary, continuation_message
+from .summariser.with_model import CompactFn, Summary, continuation_message
 
 logger = logging.getLogger("memory.compaction")
 
@@ -144,7 +144,6 @@ def clearing_trace_fields(record: ToolResultsCleared) -> dict[str, Any]:
 
 Trigger = Literal["auto", "manual"]
 OnCompact = Callable[[dict[str, Any]], object]
-OFFLINE_MODEL = OFFLINE
 LEDGER_SLACK_TOKENS = 32  # unused ledger room worth a second offline pass
 
 
@@ -213,8 +212,9 @@ class CompactionBase(BaseMemory):
                 adapter = self._function_summariser = FunctionSummariser(fn, timeout_s=timeout)
             return adapter
         model = self._compact_model_name or self.model_name
-        if model == OFFLINE:  # compact_model_name="offline": no model writes summaries
-            return OfflineSummariser()
+        named = named_summariser(model)  # "offline": no model writes summaries
+        if named is not None:
+            return named
         if self._client is not None and model is not None:
             return ModelSummariser(self._client, model, timeout_s=timeout)
         return OfflineSummariser()

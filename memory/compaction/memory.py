@@ -33,7 +33,7 @@ from .base import CompactionBase, OnCompact
 from .checkpoint import Checkpoint
 from .meta import session_meta
 from .state import Head, PriorLoader
-from .summarize import CompactFn
+from .summariser.with_model import CompactFn
 from .tools import build_memory_tools
 
 

@@ -45,7 +45,7 @@ from ..tokens.calibration import TokenCalibration
 from . import pins
 from .clearing import stub_message
 from .ledger import Ledger, LedgerEntry
-from .summarize import continuation_message
+from .summariser.with_model import continuation_message
 
 UNDO_SNAPSHOTS = 4
 """Compactions in force whose previous context is held in memory, newest first."""

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.humanize.templatetags.humanize import intcomma
 
 from memory import CompactionMemoryConfig, ConfigurationError
+from memory.compaction.summariser import OFFLINE
 from motus_web.providers import ChatModel
 from motus_web.sessions.limits import REPLAY_THRESHOLD_MAX, REPLAY_THRESHOLD_MIN
 from motus_web.sessions.long_term_store import owner_scope
@@ -183,5 +184,5 @@ class ReplayForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        offline = [("offline", "the offline summariser")]
+        offline = [(OFFLINE, "the offline summariser")]
         self.fields["compactor"].choices = offline + _model_choices()  # type: ignore[attr-defined]

@@ -27,6 +27,7 @@ from memory import (
     CompactionMemoryConfig,
     MotusMemoryError,
 )
+from memory.compaction.summariser import OFFLINE
 from motus_web.providers import ChatModel
 from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.log_store import DatabaseLogStore
@@ -39,7 +40,6 @@ from .turns import error_frame
 
 REPLAY_OF = Session.REPLAY_OF  # the session_meta field naming the original
 COMPACTOR = "replay_compactor"  # ... and the chat model that summarises ("offline": none)
-OFFLINE = "offline"
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
 
 

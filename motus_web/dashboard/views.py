@@ -28,6 +28,7 @@ from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
 from memory import clean_text, provider_names
+from memory.compaction.summariser import OFFLINE
 from motus_web.sessions import context_edits, history, jobs, memories, once, operations, pins
 from motus_web.sessions.access import visible_job, visible_parent, visible_session
 from motus_web.sessions.importers import ImportReport, first_problem
@@ -747,7 +748,7 @@ def compaction_detail(request: HtmxHttpRequest, public_id: str, position: int) -
             position=event.position - 1,
             through_seq=event.through_seq,
         ).first()
-        if event.model == "offline"
+        if event.model == OFFLINE
         else None,
         correct_fields=fields(request, target=event.position, as_of=session.record_count)
         if context_edits.in_force(session) == event

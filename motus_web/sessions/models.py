@@ -121,6 +121,7 @@ class Session(models.Model):
     objects = SessionQuerySet.as_manager()
 
     class Meta:
+        db_table = "dashboard_session"
         indexes = [
             models.Index(fields=["-updated_at"], name="session_recent"),
             models.Index(fields=["owner", "-updated_at"], name="session_owner_recent"),
@@ -217,6 +218,7 @@ class Message(LogRecord):
     truncation = LosslessJSONField(null=True, blank=True)
 
     class Meta:
+        db_table = "dashboard_message"
         ordering = ["session", "seq"]
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq"),
@@ -329,6 +331,7 @@ class CompactionEvent(LogRecord):
     chart_ordinal = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
+        db_table = "dashboard_compactionevent"
         ordering = ["session", "position"]
         indexes = [
             models.Index(fields=["session", "through_seq"], name="event_through_seq"),
@@ -384,6 +387,7 @@ class ContextChange(LogRecord):
     tokens_after = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
+        db_table = "dashboard_contextchange"
         ordering = ["session", "position"]
         constraints = [
             models.UniqueConstraint(fields=["session", "position"], name="change_unique_position"),
@@ -408,6 +412,7 @@ class ChartBlock(models.Model):
     low_tokens = models.PositiveBigIntegerField()
 
     class Meta:
+        db_table = "dashboard_chartblock"
         constraints = [
             models.UniqueConstraint(
                 fields=["session", "level", "index"], name="chart_block_unique_index"
@@ -460,6 +465,9 @@ class ActionToken(models.Model):
     result_label = models.CharField(max_length=300, blank=True)
     spent_at = models.DateTimeField(default=timezone.now)
 
+    class Meta:
+        db_table = "dashboard_actiontoken"
+
     def __str__(self) -> str:
         return f"{self.action} {self.target} at {self.spent_at:%Y-%m-%d %H:%M:%S}"
 
@@ -507,6 +515,7 @@ class ImportJob(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "dashboard_importjob"
         indexes = [
             models.Index(fields=["status", "created_at"], name="import_job_status"),
             models.Index(fields=["owner", "-created_at"], name="import_job_owner_recent"),
@@ -549,6 +558,7 @@ class SyncedFile(models.Model):
     synced_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "dashboard_syncedfile"
         constraints = [
             models.UniqueConstraint(fields=["owner", "path"], name="synced_file_unique_path"),
             models.UniqueConstraint(
@@ -587,6 +597,7 @@ class LongTermMemory(models.Model):
     superseded_by = models.CharField(max_length=32, blank=True)
 
     class Meta:
+        db_table = "dashboard_longtermmemory"
         indexes = [
             models.Index(fields=["scope_key", "status"], name="ltm_scope_status"),
             models.Index(fields=["scope_key", "-updated_at"], name="ltm_scope_recent"),
@@ -611,6 +622,7 @@ class LongTermMemoryVersion(models.Model):
     ts = models.CharField(max_length=40)
 
     class Meta:
+        db_table = "dashboard_longtermmemoryversion"
         ordering = ["memory", "number"]
         constraints = [
             models.UniqueConstraint(fields=["memory", "number"], name="ltm_version_unique")
@@ -631,6 +643,7 @@ class LongTermMemoryLink(models.Model):
     ts = models.CharField(max_length=40)
 
     class Meta:
+        db_table = "dashboard_longtermmemorylink"
         ordering = ["memory", "ts", "id"]
         indexes = [models.Index(fields=["session_id"], name="ltm_link_session")]
 
@@ -646,6 +659,7 @@ class LongTermMemoryTombstone(models.Model):
     tombstone = models.CharField(max_length=64)
 
     class Meta:
+        db_table = "dashboard_longtermmemorytombstone"
         constraints = [
             models.UniqueConstraint(fields=["scope_key", "tombstone"], name="ltm_tombstone_unique")
         ]

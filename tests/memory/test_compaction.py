@@ -17,7 +17,7 @@ from memory import (
     ProviderTimeoutError,
     get_model_limits,
 )
-from memory.compaction.summarize import CONTINUATION_TEMPLATE
+from memory.compaction.summariser.with_model import CONTINUATION_TEMPLATE
 from memory.log import records
 
 from .conftest import FakeClient, answer, calls, result, user

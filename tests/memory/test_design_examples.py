@@ -14,7 +14,7 @@ import pytest
 
 from memory import BasicMemory, ChatMessage, CompactionMemory, CompactionMemoryConfig
 from memory.agent import ReActAgent
-from memory.compaction.summarize import SUMMARY_INSTRUCTIONS
+from memory.compaction.summariser.with_model import SUMMARY_INSTRUCTIONS
 
 from .conftest import FakeClient
 

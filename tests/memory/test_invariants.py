@@ -28,7 +28,7 @@ from memory import (
     InMemoryLogStore,
     LogStore,
 )
-from memory.compaction.summarize import CONTINUATION_TEMPLATE, CompactFn
+from memory.compaction.summariser.with_model import CONTINUATION_TEMPLATE, CompactFn
 from memory.json_values import clean_text
 from memory.log import records
 

@@ -20,7 +20,7 @@ from memory import (
     ProviderTimeoutError,
 )
 from memory.compaction.ledger import LEDGER_HEADING
-from memory.compaction.summarize import summarize_with_model
+from memory.compaction.summariser.with_model import summarize_with_model
 from memory.log import records
 from memory.testing.scripted_server import ScriptedServer
 from memory.tokens import TokenCounter

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from memory import ChatMessage, CompactionMemory, CompactionMemoryConfig, InMemoryLogStore
-from memory.compaction.summarize import CONTINUATION_TEMPLATE
+from memory.compaction.summariser.with_model import CONTINUATION_TEMPLATE
 
 from .conftest import answer, user
 

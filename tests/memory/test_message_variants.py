@@ -22,7 +22,7 @@ from memory import (
     ReActAgent,
     ToolCall,
 )
-from memory.compaction.summarize import render_transcript_line
+from memory.compaction.summariser.with_model import render_transcript_line
 from memory.json_values import clean_text
 from memory.log import records
 from memory.tokens import TokenCounter

@@ -162,17 +162,17 @@ def test_a_user_message_s_stored_preview_is_the_start_of_its_text(
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_fills_the_preview_of_messages_stored_before_it(owner: User) -> None:
-    before = [("dashboard", "0009_message_indexes_for_long_sessions")]
+    before = [("motus_sessions", "0009_message_indexes_for_long_sessions")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     old = executor.loader.project_state(before).apps
-    stored = old.get_model("dashboard", "Session").objects.create(
+    stored = old.get_model("motus_sessions", "Session").objects.create(
         public_id="before", owner_id=owner.pk
     )
     for seq, (role, content) in enumerate(
         [("system", "You help."), ("user", "Book a table for 2"), ("user", "Later")]
     ):
-        old.get_model("dashboard", "Message").objects.create(
+        old.get_model("motus_sessions", "Message").objects.create(
             session=stored, position=seq + 1, seq=seq, role=role, content=content,
             tokens=3, unit="A", unit_index=seq, context_tokens=3,
         )  # fmt: skip

@@ -411,9 +411,9 @@ def test_the_admin_writes_out_bidirectional_controls_as_the_dashboard_does(owner
     client = logged_in(User.objects.create_superuser("root", password="root-pass-1234"))
 
     pages = [
-        client.get(reverse("admin:dashboard_session_changelist")),
-        client.get(reverse("admin:dashboard_session_change", args=[session.pk])),
-        client.get(reverse("admin:dashboard_message_change", args=[message.pk])),
+        client.get(reverse("admin:motus_sessions_session_changelist")),
+        client.get(reverse("admin:motus_sessions_session_change", args=[session.pk])),
+        client.get(reverse("admin:motus_sessions_message_change", args=[message.pk])),
     ]
 
     for page in pages:
@@ -432,13 +432,14 @@ def test_the_admin_shows_sessions_messages_and_events_read_only(owner: User) -> 
     message = session.messages.get(seq=0)
 
     for name in ("session", "message", "compactionevent", "contextchange"):
-        assert client.get(reverse(f"admin:dashboard_{name}_changelist")).status_code == 200
-    page = client.get(reverse("admin:dashboard_message_change", args=[message.pk]))
+        assert client.get(reverse(f"admin:motus_sessions_{name}_changelist")).status_code == 200
+    page = client.get(reverse("admin:motus_sessions_message_change", args=[message.pk]))
     assert page.status_code == 200
     assert b'name="_save"' not in page.content
-    assert client.get(reverse("admin:dashboard_session_add")).status_code == 403
+    assert client.get(reverse("admin:motus_sessions_session_add")).status_code == 403
     assert (
-        client.post(reverse("admin:dashboard_session_delete", args=[session.pk])).status_code == 403
+        client.post(reverse("admin:motus_sessions_session_delete", args=[session.pk])).status_code
+        == 403
     )
 
 

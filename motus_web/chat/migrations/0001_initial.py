@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('dashboard', '0004_lossless_json_and_64_bit_integers'),
+        ('motus_sessions', '0004_lossless_json_and_64_bit_integers'),
     ]
 
     operations = [
@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                 ('holder', models.CharField(max_length=200)),
                 ('kind', models.CharField(max_length=16)),
                 ('expires_at', models.DateTimeField()),
-                ('session', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='writer_lease', to='dashboard.session')),
+                ('session', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='writer_lease', to='motus_sessions.session')),
             ],
         ),
     ]

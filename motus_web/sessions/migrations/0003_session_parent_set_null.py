@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 def keep_parent_ids_in_the_record(apps, schema_editor):
     """``parent_session_id`` now always rides in record_extra; before, the link gave it."""
-    Session = apps.get_model("dashboard", "Session")
+    Session = apps.get_model("motus_sessions", "Session")
     sessions = Session.objects.filter(parent__isnull=False).select_related("parent")
     for session in sessions.iterator():
         if "parent_session_id" not in session.record_extra:
@@ -18,7 +18,7 @@ def keep_parent_ids_in_the_record(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0002_session_original_id'),
+        ('motus_sessions', '0002_session_original_id'),
     ]
 
     operations = [
@@ -26,6 +26,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='session',
             name='parent',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='children', to='dashboard.session'),
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='children', to='motus_sessions.session'),
         ),
     ]

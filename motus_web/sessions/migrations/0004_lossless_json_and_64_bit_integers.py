@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0003_session_parent_set_null'),
+        ('motus_sessions', '0003_session_parent_set_null'),
     ]
 
     operations = [

@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0004_lossless_json_and_64_bit_integers'),
+        ('motus_sessions', '0004_lossless_json_and_64_bit_integers'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='motus_import_jobs', to=settings.AUTH_USER_MODEL)),
             ],
-            options={
+            options={'db_table': 'dashboard_importjob',
                 'indexes': [models.Index(fields=['status', 'created_at'], name='import_job_status'), models.Index(fields=['owner', '-created_at'], name='import_job_owner_recent')],
             },
         ),

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("dashboard", "0005_import_job"),
+        ("motus_sessions", "0005_import_job"),
         # The chat app made the lease's table and gives the model up first.
         ("chat", "0002_writer_lease_moves_to_sessions"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
@@ -32,7 +32,7 @@ class Migration(migrations.Migration):
                             models.OneToOneField(
                                 on_delete=django.db.models.deletion.CASCADE,
                                 related_name="writer_lease",
-                                to="dashboard.session",
+                                to="motus_sessions.session",
                             ),
                         ),
                     ],
@@ -66,5 +66,6 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
+            options={"db_table": "dashboard_actiontoken"},
         ),
     ]

@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0006_web_writer_lease_and_action_tokens'),
+        ('motus_sessions', '0006_web_writer_lease_and_action_tokens'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -30,7 +30,7 @@ class Migration(migrations.Migration):
                 ('synced_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, to=settings.AUTH_USER_MODEL)),
             ],
-            options={
+            options={'db_table': 'dashboard_syncedfile',
                 'constraints': [models.UniqueConstraint(fields=('owner', 'path'), name='synced_file_unique_path'), models.UniqueConstraint(condition=models.Q(('owner__isnull', True)), fields=('path',), name='synced_file_unique_unowned_path')],
             },
         ),

@@ -43,7 +43,7 @@ def _run(statements):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0007_import_source_state_and_synced_files'),
+        ('motus_sessions', '0007_import_source_state_and_synced_files'),
     ]
 
     operations = [
@@ -64,7 +64,7 @@ class Migration(migrations.Migration):
                 ('happened', models.CharField(blank=True, max_length=200)),
                 ('superseded_by', models.CharField(blank=True, max_length=32)),
             ],
-            options={
+            options={'db_table': 'dashboard_longtermmemory',
                 'indexes': [models.Index(fields=['scope_key', 'status'], name='ltm_scope_status'), models.Index(fields=['scope_key', '-updated_at'], name='ltm_scope_recent')],
             },
         ),
@@ -77,9 +77,9 @@ class Migration(migrations.Migration):
                 ('last_seq', models.BigIntegerField(blank=True, null=True)),
                 ('extractor', models.CharField(max_length=200)),
                 ('ts', models.CharField(max_length=40)),
-                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='links', to='dashboard.longtermmemory')),
+                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='links', to='motus_sessions.longtermmemory')),
             ],
-            options={
+            options={'db_table': 'dashboard_longtermmemorylink',
                 'ordering': ['memory', 'ts', 'id'],
                 'indexes': [models.Index(fields=['session_id'], name='ltm_link_session')],
             },
@@ -97,9 +97,9 @@ class Migration(migrations.Migration):
                 ('actor', models.CharField(max_length=200)),
                 ('reason', models.TextField(blank=True)),
                 ('ts', models.CharField(max_length=40)),
-                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='dashboard.longtermmemory')),
+                ('memory', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='motus_sessions.longtermmemory')),
             ],
-            options={
+            options={'db_table': 'dashboard_longtermmemoryversion',
                 'ordering': ['memory', 'number'],
                 'constraints': [models.UniqueConstraint(fields=('memory', 'number'), name='ltm_version_unique')],
             },

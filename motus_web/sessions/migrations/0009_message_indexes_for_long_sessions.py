@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0008_long_term_memory'),
+        ('motus_sessions', '0008_long_term_memory'),
     ]
 
     operations = [

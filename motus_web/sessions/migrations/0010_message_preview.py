@@ -15,7 +15,7 @@ def fill_previews(apps: Any, schema_editor: Any) -> None:
     The migration runs in one transaction: a crash mid-way leaves the column
     unadded, and migrating again starts over.
     """
-    message = apps.get_model("dashboard", "Message")
+    message = apps.get_model("motus_sessions", "Message")
     last = 0
     while True:
         batch = list(
@@ -33,7 +33,7 @@ def fill_previews(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("dashboard", "0009_message_indexes_for_long_sessions"),
+        ("motus_sessions", "0009_message_indexes_for_long_sessions"),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0010_message_preview'),
+        ('motus_sessions', '0010_message_preview'),
     ]
 
     operations = [

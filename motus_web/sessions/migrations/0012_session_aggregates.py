@@ -128,9 +128,9 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
     The migration runs in one transaction: a crash mid-way leaves the
     columns unadded, and migrating again starts over.
     """
-    session_model = apps.get_model("dashboard", "Session")
+    session_model = apps.get_model("motus_sessions", "Session")
     for session in session_model.objects.order_by("pk").iterator(chunk_size=100):
-        blocks = _ChartBlocks(apps.get_model("dashboard", "ChartBlock"))
+        blocks = _ChartBlocks(apps.get_model("motus_sessions", "ChartBlock"))
         usage: dict[str, list[int]] = {}
         parts: dict[str, list[int]] = {}
         last = -1
@@ -200,7 +200,7 @@ def fill_aggregates(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0011_session_incomplete'),
+        ('motus_sessions', '0011_session_incomplete'),
     ]
 
     operations = [
@@ -215,6 +215,7 @@ class Migration(migrations.Migration):
                 ('low_seq', models.BigIntegerField()),
                 ('low_tokens', models.PositiveBigIntegerField()),
             ],
+            options={'db_table': 'dashboard_chartblock'},
         ),
         migrations.AddField(
             model_name='compactionevent',
@@ -280,7 +281,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='chartblock',
             name='session',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chart_blocks', to='dashboard.session'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chart_blocks', to='motus_sessions.session'),
         ),
         migrations.AddConstraint(
             model_name='chartblock',

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("dashboard", "0012_session_aggregates"),
+        ("motus_sessions", "0012_session_aggregates"),
     ]
 
     operations = [
@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
                 ("scope_key", models.CharField(max_length=300)),
                 ("tombstone", models.CharField(max_length=64)),
             ],
-            options={
+            options={"db_table": "dashboard_longtermmemorytombstone",
                 "constraints": [
                     models.UniqueConstraint(
                         fields=("scope_key", "tombstone"), name="ltm_tombstone_unique"

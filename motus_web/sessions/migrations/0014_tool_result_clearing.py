@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0013_long_term_memory_tombstones'),
+        ('motus_sessions', '0013_long_term_memory_tombstones'),
     ]
 
     operations = [

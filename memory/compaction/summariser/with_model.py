@@ -22,12 +22,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..clients.base import ChatClient, Usage
-from ..errors import CompactionError
-from ..json_values import clean_text
-from ..messages import ChatMessage
-from ..tokens import TokenCounter
-from ..tokens.model_limits import get_model_limits
+from ...clients.base import ChatClient, Usage
+from ...errors import CompactionError
+from ...json_values import clean_text
+from ...messages import ChatMessage
+from ...tokens import TokenCounter
+from ...tokens.model_limits import get_model_limits
 
 CompactFn = Callable[..., "str | Awaitable[str]"]
 """``compact_fn(messages, system_prompt) -> summary``, sync or async. ``messages``

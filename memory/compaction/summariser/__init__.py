@@ -9,7 +9,7 @@ and gets a ``Summary`` (the text and how it was made). Three implement it:
 - ``OfflineSummariser``: the extractive summary of ``memory.compaction.offline``
   (no model; the fallback of the other two);
 - ``ModelSummariser``: a model asked through a ``ChatClient``
-  (``memory.compaction.summarize``);
+  (``memory.compaction.summariser.with_model``);
 - ``FunctionSummariser``: a user's ``compact_fn(messages, system_prompt)``,
   sync or async, adapted: it also receives ``budget_tokens`` and
   ``instructions`` as keyword arguments when its signature accepts them (a
@@ -21,26 +21,29 @@ and gets a ``Summary`` (the text and how it was made). Three implement it:
 
 Every one raises ``CompactionError`` when it cannot give a whole summary; the
 compaction then leaves the context as it was.
+
+A name in ``compact_model_name`` that is registered (``register_summariser``)
+names a summariser, not a model: ``"offline"`` (``OFFLINE``) is the offline one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..clients.base import ChatClient
-from ..errors import CompactionError
-from ..messages import ChatMessage
-from ..tokens import TokenCounter
-from ..tokens.model_limits import get_model_limits
-from .offline import offline_summary
-from .summarize import CompactFn, Summary, checked_summary, summarize_with_model
+from ...clients.base import ChatClient
+from ...errors import CompactionError
+from ...messages import ChatMessage
+from ...tokens import TokenCounter
+from ...tokens.model_limits import get_model_limits
+from ..offline import offline_summary
+from .with_model import CompactFn, Summary, checked_summary, summarize_with_model
 
 OFFLINE = "offline"
-"""``Summary.model`` of the offline summary."""
+"""``Summary.model`` of the offline summary, and its name in ``compact_model_name``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,7 @@ class OfflineSummariser:
 
 
 class ModelSummariser:
-    """A model's summary through ``client`` (``memory.compaction.summarize``).
+    """A model's summary through ``client`` (``memory.compaction.summariser.with_model``).
 
     Each request gets ``timeout_s`` seconds; the output budget is the
     request's, within the model's own output limit.
@@ -187,3 +190,26 @@ def _accepted_keywords(fn: object, names: Sequence[str]) -> tuple[str, ...]:
         if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     }
     return tuple(name for name in names if name in takes)
+
+
+_NAMED: dict[str, Callable[[], Summariser]] = {}
+
+
+def register_summariser(name: str, make: Callable[[], Summariser]) -> None:
+    """Make ``compact_model_name=name`` mean ``make()``'s summariser, not a model.
+
+    Raises ``ValueError`` when ``name`` is registered already (two summarisers
+    under one name would make the choice depend on import order).
+    """
+    if name in _NAMED:
+        raise ValueError(f"a summariser is registered as {name!r} already")
+    _NAMED[name] = make
+
+
+def named_summariser(name: str | None) -> Summariser | None:
+    """A new summariser registered as ``name``; ``None`` when none is (a model's name)."""
+    make = _NAMED.get(name) if name is not None else None
+    return make() if make is not None else None
+
+
+register_summariser(OFFLINE, OfflineSummariser)
