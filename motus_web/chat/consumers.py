@@ -689,7 +689,16 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.runner = runner
         self.off_loop = OffLoop()
         self.own_run_ended = False
-        self.work = asyncio.create_task(self.hold_lease(holder, self.off_loop.run(work), publisher))
+        self.work = asyncio.create_task(
+            self.hold_lease(holder, self.off_loop.run(work, self.say_queued), publisher)
+        )
+
+    async def say_queued(self, ahead: int) -> None:
+        """This socket's run waits for a run slot (``run_slots``) behind ``ahead`` others."""
+        await self.own_frames.put({"type": "chat.queued", "ahead": ahead})
+
+    async def chat_queued(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "queued", "ahead": event["ahead"]})
 
     async def take_lease(self, kind: str) -> str | None:
         """The session's lease for one run (a holder name of its own, so that this
