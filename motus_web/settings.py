@@ -297,6 +297,9 @@ MOTUS_DB_THREADS = env_int("MOTUS_DB_THREADS", default=4, minimum=1)
 # Threads (each an event loop) of each process that run the chat's turns, replays and
 # compactions off the loop that moves the sockets' frames (``chat.offload``).
 MOTUS_RUN_LOOPS = env_int("MOTUS_RUN_LOOPS", default=2, minimum=1)
+# Runs of each process that work at once (``chat.run_slots``); the next ones wait
+# their turn, their socket told so, so that the web loop always answers keepalives.
+MOTUS_RUN_SLOTS = env_int("MOTUS_RUN_SLOTS", default=8, minimum=1)
 # A runner alive is one whose heartbeat (a write between sessions and batches) is this
 # recent and, on its own host, whose process (pid and start time) still exists.
 MOTUS_IMPORT_STALE_SECONDS = env_int("MOTUS_IMPORT_STALE_SECONDS", default=900, minimum=60)

@@ -23,22 +23,9 @@ Everyone following a session is in its channel-layer group
 (``log.records``), and a running turn publishes its live frames there
 (``chat.frame``) for every socket but its own, which gets them straight from
 the run, never dropped (``publishing``). A channel layer drops group messages
-silently when a reader falls behind (over its per-channel capacity; on Redis
-all the sockets of a process share one such list), so no viewer's state rests
-on a group message arriving:
-
-- every frame a writer publishes carries ``run`` (one turn, replay or
-  compaction) and ``sn``, its number in that run from 1; a consumer that sees
-  a gap (or joins a run half-way) re-syncs from the store: the records it
-  lacks, then a ``sync`` frame with whether a writer still runs (its lease);
-- a run whose end never arrives is noticed by the stall check, which reads
-  the lease every ``STALL_S`` seconds while a run is live and re-syncs once
-  it is gone;
-- a numbered record frame this socket already sent (a catch-up read it first)
-  goes on as ``{"type": "seen", "run", "sn"}``, so the page's numbering stays
-  whole and it can check for gaps too;
-- ``resume`` (the browser's ``last_pos``) answers the records after it and a
-  ``sync`` frame, and reads the store at most once per new record position.
+silently when a reader falls behind, so no viewer's state rests on a group
+message arriving: each socket keeps a cursor and re-syncs from the store
+(``cursor``).
 
 Only the owner or staff may ``send``, ``retry``, ``stop``, ``replay`` or
 ``compact``; one writer per session (``lease``, one lease per run, so a second
@@ -54,13 +41,12 @@ import asyncio
 import functools
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
-from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 from django.conf import settings
@@ -73,8 +59,9 @@ from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.models import Session
 from motus_web.sessions.signals import session_group
 
-from . import access, limits
+from . import access, limits, run_lease
 from .compact import CompactRun
+from .cursor import FINISHING_WAIT_S, RecordCursor
 from .frames import (
     MAX_FRAME_BYTES,
     Compact,
@@ -98,12 +85,10 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1013
-STALL_S = 5.0  # while a run is live and silent, its lease is read this often
 GROUP_RENEW_PART = 0.25  # of the layer's group_expiry: a socket joins its groups again this often
+STALL_S = 5.0  # while a run is live and silent, its lease is read this often
 CHECK_S = 10.0  # an idle socket compares the store's last record with its own this often
 ACCESS_FRESH_S = 1.0  # a broadcast reads the login again when its last check is older
-FINISHING_WAIT_S = 5.0  # a run's end frame, and a send after it, wait this long for it to end
-RELEASE_WAIT_S = 10.0  # a run's end waits this long to give its lease back
 LAYER_ATTEMPTS = 3  # a channel-layer call is tried this often before giving up
 LAYER_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, ConnectionError, OSError)
 try:  # channels_redis raises redis' own errors (not subclasses of the built-in ones)
@@ -118,7 +103,6 @@ LAYER_DOWN_MESSAGE = (
     "Everything already stored is kept and the pages still work; this chat reconnects "
     "and catches up once it is back."
 )
-UNKNOWN_RUN = "?"
 T = TypeVar("T")
 Runner = ChatTurn | ReplayRun | CompactRun
 
@@ -155,7 +139,7 @@ async def retried(call: Callable[[], Awaitable[T]]) -> T:
     raise LayerUnavailable
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):
+class SessionConsumer(RecordCursor):
     session: Session | None = None
     groups_joined: tuple[str, ...] = ()
     work: asyncio.Task[None] | None = None
@@ -447,55 +431,6 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     # -- records ------------------------------------------------------------------------
 
-    async def resume(self, last_pos: int) -> None:
-        """Answer ``resume``: the records after ``last_pos``, then a ``sync`` frame.
-
-        The store is read only when a record may have been stored since the
-        last answer, or the browser asks from another position than it has."""
-        if last_pos == self.cursor and not self.announced:
-            await self.send_sync(running=self.live_run is not None)
-            return
-        self.cursor = last_pos
-        await self.resync()
-
-    async def past_end(self, last_pos: int, end: int) -> None:
-        await self.send_json(
-            {
-                "type": "error",
-                "code": "bad_position",
-                "message": f"this session has records up to #{end} only, not #{last_pos}",
-                "retryable": False,
-            }
-        )
-        await self.send_sync(running=self.live_run is not None, end=end)
-
-    async def resync(self) -> None:
-        """The records this browser lacks, from the store, then the state of the
-        session's writer (from its lease): what the group's frames may have lost."""
-        assert self.session is not None
-        cursor = -1 if self.cursor is None else self.cursor
-        end = await on_db_thread(last_position)(self.session)
-        if cursor > end:
-            await self.past_end(cursor, end)
-            self.cursor = end
-            return
-        self.announced = False
-        await self.catch_up()
-        kind = await on_db_thread(lease.holder_kind)(self.session.pk)
-        # This socket's own run's end is on its way (in ``own_frames``, never
-        # lost) even when its lease is back already: it still runs, for the page.
-        own_pending = self.work is not None and not self.own_run_ended
-        if kind is None and not own_pending:
-            self.live_run = None
-        elif self.live_run is None and not own_pending:
-            self.live_run = UNKNOWN_RUN  # a writer runs whose frames this socket has not seen
-            self.watch(UNKNOWN_RUN)
-        await self.send_sync(running=kind is not None or own_pending)
-
-    async def send_sync(self, *, running: bool, end: int | None = None) -> None:
-        last = self.cursor if end is None else end
-        await self.send_json({"type": "sync", "last_pos": last, "running": running})
-
     async def catch_up(self) -> None:
         """Send every record after the cursor, in order."""
         assert self.session is not None
@@ -529,45 +464,6 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         """A frame a run of another socket published to the session's group."""
         if event.get("origin") != self.channel_name and await self.may_hear(event["run"]):
             await self.follow_frame(event, own=False)  # (this socket's run has its own)
-
-    async def follow_frame(self, event: dict[str, Any], *, own: bool) -> None:
-        run, sn = event["run"], event["sn"]
-        frame = {**event["frame"], "run": run, "sn": sn}
-        expected = self.live_sn + 1 if run == self.live_run else 1
-        self.live_run, self.live_sn = run, sn
-        kind = frame["type"]
-        ends = kind == "finished" or (
-            kind == "replay" and frame["phase"] in ("finished", "stopped", "failed")
-        )
-        if ends:
-            self.live_run = None
-            self.own_run_ended = own
-        elif not own:
-            self.watch(run)
-        if self.cursor is None:
-            if kind != "record":  # not following the records yet: its resume reads them
-                await self.send_json(frame)
-            return
-        if sn != expected and not own:  # (its own run's frames are never lost)
-            await self.resync()  # frames of this run were dropped, or this socket joined late
-        elif kind == "record" and frame["pos"] > self.cursor + 1:
-            await self.catch_up()  # a record announced but not seen: read it from the store
-        if kind == "record":
-            if frame["pos"] <= self.cursor:
-                # Sent already (by a catch-up): only its number goes on, so the
-                # page's numbering stays whole.
-                frame = {"type": "seen", "run": run, "sn": sn}
-            self.cursor = max(self.cursor, frame.get("pos", self.cursor))
-        if ends and own and frame.get("kind") == "compact":
-            frame["next_token"] = once.new_token(self.user)  # the spent one is done with
-        if ends and own and self.work is not None:
-            # The run gives its lease back right after its end: the browser,
-            # told the turn is over, may send at once (a bounded wait: a run
-            # with background work after its end holds the lease longer).
-            await asyncio.wait([self.work], timeout=FINISHING_WAIT_S)
-        await self.send_json(frame)
-        if ends and not own:  # (its own run sent every record it stored, in order)
-            await self.catch_up()
 
     def watch(self, run: str) -> None:
         if self.stall is None or self.stall.done():
@@ -690,60 +586,33 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.runner = runner
         self.off_loop = OffLoop()
         self.own_run_ended = False
-        self.work = asyncio.create_task(self.hold_lease(holder, self.off_loop.run(work), publisher))
+        self.work = asyncio.create_task(
+            self.hold_lease(holder, self.off_loop.run(work, self.say_queued), publisher)
+        )
+
+    async def say_queued(self, ahead: int) -> None:
+        """This socket's run waits for a run slot (``run_slots``) behind ``ahead`` others."""
+        await self.own_frames.put({"type": "chat.queued", "ahead": ahead})
+
+    async def chat_queued(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "queued", "ahead": event["ahead"]})
 
     async def take_lease(self, kind: str) -> str | None:
-        """The session's lease for one run (a holder name of its own, so that this
-        socket's next send is refused as another tab's would be), or ``None``
+        """The session's lease for one run (``run_lease.take``), or ``None``
         (refused, or the session deleted meanwhile: then the socket is closed)."""
         assert self.session is not None
-        holder = f"{self.channel_name}:{uuid.uuid4().hex}"[:255]
         try:
-            taken = await on_db_thread(lease.acquire)(self.session.pk, holder, kind)
+            holder = await run_lease.take(self.session.pk, self.channel_name, kind)
         except IntegrityError:  # the session row went away between the check and now
             await self.shut(CLOSE_NOT_FOUND)
             return None
-        if taken:
-            return holder
-        await self.refuse_busy()
-        return None
+        if holder is None:
+            await self.refuse_busy()
+        return holder
 
     async def hold_lease(self, holder: str, work: Awaitable[None], publisher: RunPublisher) -> None:
-        """Run ``work`` while renewing its lease; give it back after."""
         assert self.session is not None
-        pk = self.session.pk
-        renewing = asyncio.create_task(self._renew(pk, holder))
-        try:
-            await work
-            await publisher.flush()
-        except Exception:
-            logger.exception("session %s: the turn failed", self.session.public_id)
-            await publisher.publish({"type": "finished", "reason": "error", "steps": 0})
-        finally:
-            publisher.close()
-            renewing.cancel()
-            # Never cancelled (this task's cancellation, the socket closing right
-            # after the end frame, would drop the call before it ran: the lease
-            # then held for its 60 s and the next send refused), but waited for
-            # boundedly: behind a write that never ends (the process's one sync
-            # thread stuck) it would keep this task, and the socket's close, for
-            # ever; a lease not given back expires by itself.
-            release = asyncio.ensure_future(on_db_thread(lease.release)(pk, holder))
-            done, _ = await asyncio.wait([release], timeout=RELEASE_WAIT_S)
-            if done:
-                release.result()  # a failure to give it back is raised, as any
-            else:
-                logger.warning("session %s: lease not given back yet", self.session)
-
-    async def _renew(self, pk: int, holder: str) -> None:
-        while True:
-            await asyncio.sleep(lease.RENEW_SECONDS)
-            if not await on_db_thread(lease.renew)(pk, holder):
-                # The lease expired (this process stalled) and may be someone
-                # else's now: stop rather than write beside another writer.
-                logger.warning("session %s: writer lease lost, stopping", self.session)
-                self.stop_runner()
-                return
+        await run_lease.hold(self.session, holder, work, publisher, self.stop_runner)
 
 
 class NoSuchSocket(AsyncWebsocketConsumer):

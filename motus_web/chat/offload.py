@@ -41,6 +41,8 @@ from django.conf import settings
 
 from motus_web.sessions import db_threads
 
+from .run_slots import run_slot
+
 T = TypeVar("T")
 
 
@@ -71,12 +73,28 @@ class OffLoop:
         self._cancelled = False  # asked before its task began
 
     def call_soon(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` on the run's loop (thread-safe)."""
+        """Call ``fn`` on the run's loop (thread-safe); before the run has one
+        (waiting for a run slot), here and now: nothing else touches it yet."""
         if self._loop is not None:
             self._loop.call_soon_threadsafe(fn)
+        else:
+            fn()
 
-    async def run(self, work: Coroutine[Any, Any, T]) -> T:
-        """``await work`` on a run loop; its result or exception here."""
+    async def run(
+        self,
+        work: Coroutine[Any, Any, T],
+        on_queued: Callable[[int], Awaitable[None]],
+    ) -> T:
+        """``await work`` on a run loop, once a run slot is free (``run_slots``:
+        ``on_queued(ahead)`` is awaited first if it must wait); its result or
+        exception here. Cancelled while waiting, ``work`` never starts."""
+        try:
+            async with run_slot(on_queued):
+                return await self._run(work)
+        finally:
+            work.close()  # (a no-op once it ran; never started, no "never awaited")
+
+    async def _run(self, work: Coroutine[Any, Any, T]) -> T:
         web = asyncio.get_running_loop()
         self._loop = _run_loop()
 

@@ -171,6 +171,11 @@
       setRunning(true);
       say(frame.kind === "compact" ? "Compacting the context…" : "The agent is working…");
     },
+    queued(frame) {
+      // The server runs a few turns at once; this one starts when a slot is free.
+      setRunning(true);
+      say("Waiting for the server: " + frame.ahead + " other run(s) ahead; it starts by itself.");
+    },
     delta(frame) { answer.textContent += frame.text; live.hidden = false; },
     thinking(frame) { thinking.hidden = false; thinking.textContent += frame.text; live.hidden = false; },
     tool_call(frame) {
