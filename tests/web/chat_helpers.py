@@ -64,7 +64,10 @@ async def socket_for(
     return communicator
 
 
-FRAME_TIMEOUT_S = 10
+# A safety bound, not a pace: every wait below ends on the frame it awaits, and
+# only a frame that never comes waits this long. A loaded machine retries a
+# model call (the SDK's backoff) for well over 10 s.
+FRAME_TIMEOUT_S = 60
 
 
 async def frames_until(communicator: WebsocketCommunicator, stop: str) -> list[dict[str, Any]]:
