@@ -187,6 +187,16 @@ def _meta_columns(session: Session) -> Record:
     return out
 
 
+def named_by_content(session: Session, title: str) -> None:
+    """Show ``session`` (whose log names no title) as ``title``, keeping its
+    log as it was: the session_meta read back still has no title, so an export
+    imports back unchanged."""
+    session.title = title[:200]
+    if "title" not in session.absent_keys:
+        session.absent_keys = [*session.absent_keys, "title"]
+    session.save(update_fields=["title", "absent_keys"])
+
+
 def meta_of(session: Session) -> Record:
     return _restore(session, _meta_columns(session))
 

@@ -49,6 +49,7 @@ from memory.tokens import TokenCounter
 from ..log_store import DatabaseLogStore
 from ..memories import dropped_scope_note, owned_meta
 from ..models import Session
+from ..rows import named_by_content
 from ..runners import elsewhere_alive, worker_id
 from ..signals import announce
 from .agents import agent_batches, first_request, seq_at, seq_of_call, unit_fingerprints
@@ -841,7 +842,7 @@ class Writer:
                 # first request, not left to show its id; the log itself is unchanged.
                 said = [r.get("message") for r in found if r.get("type") == records.MESSAGE]
                 if title := first_request([m for m in said if isinstance(m, dict)]):
-                    Session.objects.filter(public_id=session_id).update(title=title)
+                    named_by_content(Session.objects.get(public_id=session_id), title)
             self.report.imported.append(session_id)
             self.report.messages += messages
             kind = "branched" if branched else "new"
