@@ -62,6 +62,7 @@ from .compaction.identifiers import (
 from .compaction.memory import CompactionMemory
 from .compaction.offline import offline_summary
 from .compaction.restore import upgrade_records
+from .compaction.summariser import OFFLINE as OFFLINE_SUMMARISER
 from .config import CompactionMemoryConfig
 from .errors import (
     AuthenticationError,
@@ -105,6 +106,7 @@ from .tokens.model_limits import ModelLimits, get_model_limits
 __all__ = [
     "CODE_KINDS",
     "INSTRUCTION_ROLES",
+    "OFFLINE_SUMMARISER",
     "AgentBusyError",
     "AgentEvent",
     "AnswerDelta",

@@ -35,7 +35,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from memory import ChatClient, ProviderClient, provider_client, provider_names
-from memory.tokens.provider_rules import CountingRules
+from memory.tokens import CountingRules
 from motus_web.env import env_choice, env_list, env_str, env_url
 
 DEFAULT_PROVIDER = "openai"

@@ -20,6 +20,7 @@ from .counter import (
 )
 from .encodings import encoding_for_model
 from .images import anthropic_image_tokens, image_size, openai_image_tokens
+from .provider_rules import CountingRules
 
 __all__ = [
     "LONG_RUN_CHARS",
@@ -28,6 +29,7 @@ __all__ = [
     "TOKENS_PER_MESSAGE",
     "TOKENS_PER_NAME",
     "TOKENS_PER_TOOL_CALL",
+    "CountingRules",
     "TokenCounter",
     "TruncatedText",
     "anthropic_image_tokens",

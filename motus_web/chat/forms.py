@@ -7,8 +7,8 @@ from django import forms
 from django.conf import settings
 from django.contrib.humanize.templatetags.humanize import intcomma
 
+from memory import OFFLINE_SUMMARISER as OFFLINE
 from memory import CompactionMemoryConfig, ConfigurationError
-from memory.compaction.summariser import OFFLINE
 from motus_web.providers import ChatModel
 from motus_web.sessions.limits import REPLAY_THRESHOLD_MAX, REPLAY_THRESHOLD_MIN
 from motus_web.sessions.long_term_store import owner_scope

@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
 
+from memory import OFFLINE_SUMMARISER as OFFLINE
 from memory import (
     ChatClient,
     ChatMessage,
@@ -27,7 +28,6 @@ from memory import (
     CompactionMemoryConfig,
     MotusMemoryError,
 )
-from memory.compaction.summariser import OFFLINE
 from motus_web.providers import ChatModel
 from motus_web.sessions.db_threads import on_db_thread
 from motus_web.sessions.log_store import DatabaseLogStore

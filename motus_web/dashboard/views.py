@@ -27,8 +27,8 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST, require_safe
 from django_htmx.middleware import HtmxDetails
 
+from memory import OFFLINE_SUMMARISER as OFFLINE
 from memory import clean_text, provider_names
-from memory.compaction.summariser import OFFLINE
 from motus_web.sessions import context_edits, history, jobs, memories, once, operations, pins
 from motus_web.sessions.access import visible_job, visible_parent, visible_session
 from motus_web.sessions.importers import ImportReport, first_problem

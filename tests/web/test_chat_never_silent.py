@@ -63,10 +63,16 @@ async def test_a_socket_joins_its_session_group_again_after_its_membership_lapse
 
 
 async def test_a_tab_that_missed_a_whole_turn_reaches_the_stored_state_without_a_reload(
-    owner: User, session: Session, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    owner: User,
+    session: Session,
+    server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Everything the group carried for the watcher is lost (a layer restart:
-    # its membership gone): the store is all it can learn the turn from.
+    # its membership gone): the store is all it can learn the turn from. The
+    # in-memory layer, whose members the test can see, on every database.
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     monkeypatch.setattr(consumers, "CHECK_S", 0.2)
     server.add("openai", ScriptedReply(text="Stored all the same."))
     watcher = await socket_for(owner, session.public_id)

@@ -55,15 +55,18 @@ def parse(stream: BinaryIO, source: str) -> Iterator[ParsedSession | FormatProbl
 
 
 def _line_per_record(stream: BinaryIO) -> bool:
-    """Whether the file's first line is a whole JSON object (the ``.jsonl`` shape);
-    an older pretty-printed document's first line is ``{``. Rewinds ``stream``."""
+    """Whether the file's first line is a whole JSON object that is a record
+    (the ``.jsonl`` shape). An older document's first line is ``{`` when it is
+    pretty-printed, or the whole document, which holds its ``messages`` list,
+    when it is not. Rewinds ``stream``."""
     start = stream.tell()
     first = stream.readline(HEAD_SIZE).removeprefix(BOM)
     stream.seek(start)
     try:
-        return isinstance(loads(first), dict)
+        record = loads(first)
     except ValueError:
         return False
+    return isinstance(record, dict) and not isinstance(record.get("messages"), list)
 
 
 def fold(
