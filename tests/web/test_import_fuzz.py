@@ -204,3 +204,13 @@ def test_no_mutation_of_a_valid_file_breaks_the_importer_or_a_page(
             url = reverse("dashboard:message_detail", args=[session.public_id, seq])
             assert client.get(url).status_code == 200
     assert client.get(reverse("dashboard:session_list")).status_code == 200
+
+
+def test_a_stored_text_part_that_is_not_text_shows_as_its_json() -> None:
+    """The fuzz test's find: a Codex reply whose text part is a list holding an
+    integer past 64 bits was stored, and its page failed to render (500)."""
+    from motus_web.dashboard.templatetags.dashboard import message_text
+
+    content = [{"type": "output_text", "text": [18716959364157014016]}]
+    assert "18716959364157014016" in message_text(content)
+    assert message_text([{"type": "text", "text": "fine"}]) == "fine"

@@ -7,7 +7,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from memory import ChatMessage
+from memory import ChatMessage, InvalidMessageError
 from motus_web.sessions.models import CompactionEvent
 
 register = template.Library()
@@ -40,9 +40,14 @@ def clip(context: template.Context, text: object) -> Clipped:
 
 @register.filter
 def message_text(content: Any) -> str:
-    """The text of a message's content: a string, or the text parts of a list."""
+    """The text of a message's content: a string, or the text parts of a list;
+    content no message could hold (an imported text part that is not text, an
+    integer past 64 bits: the fuzz test's find) is shown as its JSON, never a 500."""
     if isinstance(content, str | list):
-        return ChatMessage(role="user", content=content).text
+        try:
+            return ChatMessage(role="user", content=content).text
+        except InvalidMessageError:
+            return json.dumps(content, ensure_ascii=False, default=str)
     return ""
 
 
