@@ -636,20 +636,8 @@ class CompactionBase(BaseMemory):
         ``tool_results_restored`` record. Returns the number undone. Raises
         ``CompactionError`` when no clearing is in force or ``number`` is another.
         """
-        state = self._state
-        undone = state.restore_tool_results(number)
-        self._floor_warned = False
-        self._trace.add("tool_results_restored", reverts=undone)
-        self._recorder.record(
-            ToolResultsRestored(
-                ts=now_iso(),
-                reverts=undone,
-                through_seq=state.next_seq - 1,
-                reason=reason,
-                context_tokens=self.estimate_context_tokens(),
-            )
-        )
-        return undone
+        undone = self._state.restore_tool_results(number)
+        return self._record_undo(ToolResultsRestored, "tool_results_restored", undone, reason)
 
     # -- undo and correct ------------------------------------------------------
 
@@ -663,15 +651,25 @@ class CompactionBase(BaseMemory):
         Returns the number undone. Raises ``CompactionError`` when there is
         nothing to undo or ``number`` is not in force.
         """
-        state = self._state
-        undone = state.revert(number, self._prior_loader())
+        undone = self._state.revert(number, self._prior_loader())
+        return self._record_undo(CompactionRevert, "compaction_revert", undone, reason)
+
+    def _record_undo(
+        self,
+        record: type[CompactionRevert] | type[ToolResultsRestored],
+        event: str,
+        undone: int,
+        reason: str,
+    ) -> int:
+        """Trace and log an undo the state has made (of compaction or clearing
+        ``undone``); returns ``undone``."""
         self._floor_warned = False
-        self._trace.add("compaction_revert", reverts=undone)
+        self._trace.add(event, reverts=undone)
         self._recorder.record(
-            CompactionRevert(
+            record(
                 ts=now_iso(),
                 reverts=undone,
-                through_seq=state.next_seq - 1,
+                through_seq=self._state.next_seq - 1,
                 reason=reason,
                 context_tokens=self.estimate_context_tokens(),
             )
